@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what streamer needs and is missing: Java 17 (for the embedded metastore and Spark),
+# the PostgreSQL JDBC driver (metastores on PostgreSQL), and a project virtualenv.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+java_ok() {
+  command -v java >/dev/null 2>&1 || return 1
+  local v
+  v=$(java -version 2>&1 | head -n1 | sed -E 's/.*version "([0-9]+).*/\1/')
+  [ "${v:-0}" -ge 17 ]
+}
+
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing $* with apt-get" >&2
+    (apt-get install -y -q "$@" >/dev/null 2>&1) || (apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null)
+    return 0
+  fi
+  return 1
+}
+
+if ! java_ok; then
+  apt_install openjdk-17-jre-headless || {
+    echo "setup: Java 17+ is required. Install it (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless;" >&2
+    echo "       macOS: brew install openjdk@17) and run this again." >&2
+    exit 1
+  }
+fi
+
+if [ ! -f /usr/share/java/postgresql.jar ]; then
+  apt_install libpostgresql-jdbc-java || echo "setup: note: libpostgresql-jdbc-java not installed; metastores on PostgreSQL need it" >&2
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e '.[dev]'
+echo "setup: ready ($VENV)" >&2

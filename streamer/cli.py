@@ -1,0 +1,111 @@
+"""The ``streamer`` command line: one click group, subcommands loaded lazily.
+
+Subcommands live next to the code they drive (``streamer/<area>/commands.py``) and are imported
+only when invoked, so ``streamer --help`` stays fast and an optional backend that is missing only
+breaks the command that needs it. Errors are caught here, at the edge, and become exit codes:
+1 for a failure, 2 for a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any
+
+import click
+
+from streamer.errors import ConfigError, StreamerError
+
+# name -> ("module:attribute", short help shown by `streamer --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "hive": ("streamer.hive.commands:hive", "Decode Hive notification-log rows (operator tools)."),
+    "warehouse": ("streamer.warehouse.commands:warehouse", "Drive the bundled Hive-compatible source."),
+    "broker": ("streamer.kafka.commands:broker", "Run the embedded Kafka-protocol broker (Tansu)."),
+    "source": ("streamer.source.commands:source", "Run the source agent: notification log -> Kafka."),
+    "hms": ("streamer.hms.commands:hms", "Run an embedded Hive Metastore (from PySpark's jars)."),
+    "target": ("streamer.target.commands:target", "Run the target job and operate halted databases."),
+    "status": ("streamer.target.commands:status", "Show replication status per target database."),
+    "demo": ("streamer.demo:demo", "Run the whole pipeline on embedded services and compare."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module_name, attr = spec[0].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("streamer"):
+                return _unavailable(cmd_name, spec[1])
+            raise
+        command = getattr(module, attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str, help_text: str) -> click.Command:
+    @click.command(name=name, help=f"{help_text} (not available in this build)")
+    def missing() -> None:
+        raise click.UsageError(f"command {name!r} is not available in this build of streamer")
+
+    return missing
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "STREAMER"},
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Logging threshold. [env: STREAMER_LOG_LEVEL]",
+)
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="Human-readable lines or one JSON object per line. [env: STREAMER_LOG_FORMAT]",
+)
+@click.version_option(package_name="streamer")
+def cli(log_level: str, log_format: str) -> None:
+    """streamer: continuous, event-ordered replication of Hive warehouses over Kafka."""
+    from streamer.logs import configure_logging
+
+    configure_logging(level=log_level, fmt=log_format)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return cli.main(args=argv, prog_name="streamer", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except StreamerError as exc:
+        logging.getLogger("streamer").debug("failed", exc_info=True)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,93 @@
+"""One root exception for streamer; subclasses carry the event id, object and cause.
+
+Every error that reaches an operator must say which event, which object and why, so that a halted
+stream can be diagnosed and retried without reading code.
+"""
+
+from __future__ import annotations
+
+
+class StreamerError(Exception):
+    """Root of every error streamer raises on purpose."""
+
+
+class ConfigError(StreamerError):
+    """A setting is missing or invalid; the message names the setting and the allowed values."""
+
+
+class EventError(StreamerError):
+    """An error tied to one notification event."""
+
+    def __init__(
+        self,
+        cause: str,
+        *,
+        event_id: int | None = None,
+        event_type: str | None = None,
+        obj: str | None = None,
+    ) -> None:
+        self.cause = cause
+        self.event_id = event_id
+        self.event_type = event_type
+        self.obj = obj
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        if self.event_id is not None:
+            parts.append(f"event {self.event_id}")
+        if self.event_type:
+            parts.append(self.event_type)
+        if self.obj:
+            parts.append(self.obj)
+        where = " ".join(parts)
+        return f"{where}: {self.cause}" if where else self.cause
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "error": type(self).__name__,
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "object": self.obj,
+            "cause": self.cause,
+        }
+
+
+class DecodeError(EventError):
+    """A notification message (or wire record) could not be decoded."""
+
+
+class UnknownEventTypeError(DecodeError):
+    """The event type is not one streamer knows; the caller decides whether that halts."""
+
+
+class CodecError(StreamerError):
+    """An Avro record could not be encoded or decoded."""
+
+
+class EventGapError(StreamerError):
+    """The notification log is missing event ids: replication cannot continue without loss."""
+
+    def __init__(self, first_missing: int, last_missing: int, detail: str = "") -> None:
+        self.first_missing = first_missing
+        self.last_missing = last_missing
+        msg = f"notification log gap: event ids {first_missing}..{last_missing} are missing"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class ApplyError(EventError):
+    """An event could not be applied on a target; its database halts at this event."""
+
+
+class ChecksumMismatchError(ApplyError):
+    """Neither the source file nor its cmroot copy matches the checksum recorded in the event."""
+
+
+class PathEscapeError(ApplyError):
+    """A location from an event would write outside the target's roots."""
+
+
+class DataLossError(StreamerError):
+    """Records the consumer needed are gone from the topic (purged, trimmed, or broker restarted)."""
