@@ -1,0 +1,68 @@
+"""DDL of the warehouse's metastore database: Hive's notification tables plus its own metadata.
+
+The notification tables use Hive's exact names, columns and types (quoted upper-case identifiers,
+as Hive's PostgreSQL schema has them), so streamer's ordinary SQL reader reads this database as it
+reads a real metastore's. The ``WH_*`` tables are the warehouse's own state: snapshots as JSON.
+"""
+
+from __future__ import annotations
+
+HIVE_TABLES = (
+    """CREATE TABLE IF NOT EXISTS "NOTIFICATION_LOG" (
+        "NL_ID" BIGINT NOT NULL,
+        "EVENT_ID" BIGINT NOT NULL,
+        "EVENT_TIME" INTEGER NOT NULL,
+        "EVENT_TYPE" VARCHAR(32) NOT NULL,
+        "CAT_NAME" VARCHAR(256),
+        "DB_NAME" VARCHAR(128),
+        "TBL_NAME" VARCHAR(256),
+        "MESSAGE" TEXT,
+        "MESSAGE_FORMAT" VARCHAR(16),
+        PRIMARY KEY ("NL_ID"))""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS "NOTIFICATION_LOG_EVENT_ID" ON "NOTIFICATION_LOG" ("EVENT_ID")""",
+    """CREATE TABLE IF NOT EXISTS "NOTIFICATION_SEQUENCE" (
+        "NNI_ID" BIGINT NOT NULL,
+        "NEXT_EVENT_ID" BIGINT NOT NULL,
+        PRIMARY KEY ("NNI_ID"))""",
+    """INSERT INTO "NOTIFICATION_SEQUENCE" ("NNI_ID", "NEXT_EVENT_ID")
+        SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM "NOTIFICATION_SEQUENCE")""",
+    """CREATE TABLE IF NOT EXISTS "TXN_WRITE_NOTIFICATION_LOG" (
+        "WNL_ID" BIGINT NOT NULL,
+        "WNL_TXNID" BIGINT NOT NULL,
+        "WNL_WRITEID" BIGINT NOT NULL,
+        "WNL_DATABASE" VARCHAR(128) NOT NULL,
+        "WNL_TABLE" VARCHAR(128) NOT NULL,
+        "WNL_PARTITION" VARCHAR(767) NOT NULL,
+        "WNL_TABLE_OBJ" TEXT NOT NULL,
+        "WNL_PARTITION_OBJ" TEXT,
+        "WNL_FILES" TEXT,
+        "WNL_EVENT_TIME" INTEGER NOT NULL,
+        PRIMARY KEY ("WNL_TXNID", "WNL_DATABASE", "WNL_TABLE", "WNL_PARTITION"))""",
+)
+
+OWN_TABLES = (
+    """CREATE TABLE IF NOT EXISTS "WH_CONFIG" (
+        "KEY" VARCHAR(64) NOT NULL PRIMARY KEY,
+        "VALUE" TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS "WH_DATABASES" (
+        "NAME" VARCHAR(128) NOT NULL PRIMARY KEY,
+        "SNAPSHOT" TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS "WH_TABLES" (
+        "DB_NAME" VARCHAR(128) NOT NULL,
+        "TBL_NAME" VARCHAR(256) NOT NULL,
+        "SNAPSHOT" TEXT NOT NULL,
+        PRIMARY KEY ("DB_NAME", "TBL_NAME"))""",
+    """CREATE TABLE IF NOT EXISTS "WH_PARTITIONS" (
+        "DB_NAME" VARCHAR(128) NOT NULL,
+        "TBL_NAME" VARCHAR(256) NOT NULL,
+        "PART_NAME" VARCHAR(767) NOT NULL,
+        "SNAPSHOT" TEXT NOT NULL,
+        PRIMARY KEY ("DB_NAME", "TBL_NAME", "PART_NAME"))""",
+    """CREATE TABLE IF NOT EXISTS "WH_FUNCTIONS" (
+        "DB_NAME" VARCHAR(128) NOT NULL,
+        "FUNC_NAME" VARCHAR(256) NOT NULL,
+        "SNAPSHOT" TEXT NOT NULL,
+        PRIMARY KEY ("DB_NAME", "FUNC_NAME"))""",
+)
+
+ALL = HIVE_TABLES + OWN_TABLES

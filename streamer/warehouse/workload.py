@@ -1,0 +1,307 @@
+"""Seeded workloads for the bundled warehouse: random DDL/DML mixes and a scripted demo scenario.
+
+The same seed on an empty warehouse gives the same sequence of operations (hence of events), so a
+test or benchmark can be rerun exactly. Operations are drawn with weights that resemble a real
+warehouse: mostly inserts into partitioned tables, some DDL, occasional destructive changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from streamer.events.model import Column, ResourceUri
+from streamer.warehouse.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+COLUMNS = [
+    Column("id", "bigint"),
+    Column("name", "string"),
+    Column("amount", "double"),
+    Column("ok", "boolean"),
+]
+PARTITION_KEY_SETS = [[Column("dt", "string")], [Column("dt", "string"), Column("region", "string")]]
+REGIONS = ["eu", "us", "apac"]
+MAX_DATABASES = 3
+MAX_TABLES_PER_DB = 6
+
+
+@dataclass
+class WorkloadStats:
+    """What a run did: operations by name and the event-id range it produced."""
+
+    first_event_id: int
+    last_event_id: int = 0
+    operations: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return self.last_event_id - self.first_event_id + 1 if self.last_event_id else 0
+
+
+class Workload:
+    """Random operations on a warehouse, reproducible from ``seed``."""
+
+    def __init__(self, warehouse: Warehouse, seed: int = 0, max_rows: int = 20) -> None:
+        self.wh = warehouse
+        self.rng = random.Random(seed)
+        self.max_rows = max_rows
+        self._ops: list[tuple[int, Callable[[], bool]]] = [
+            (2, self.create_database),
+            (1, self.alter_database),
+            (5, self.create_table),
+            (30, self.insert),
+            (4, self.overwrite),
+            (3, self.truncate),
+            (3, self.rename_table),
+            (2, self.drop_table),
+            (5, self.add_partitions),
+            (4, self.drop_partition),
+            (5, self.alter_table),
+            (1, self.create_function),
+            (1, self.drop_function),
+            (1, self.create_view),
+        ]
+
+    def run(self, n_events: int) -> WorkloadStats:
+        """Apply random operations until at least ``n_events`` events were written."""
+        start = self.wh.current_event_id()
+        stats = WorkloadStats(first_event_id=start + 1)
+        if not self.wh.databases():
+            self.create_database()
+        weights = [w for w, _ in self._ops]
+        while self.wh.current_event_id() - start < n_events:
+            _, op = self.rng.choices(self._ops, weights=weights)[0]
+            if op():
+                stats.operations[op.__name__] = stats.operations.get(op.__name__, 0) + 1
+        stats.last_event_id = self.wh.current_event_id()
+        log.info(
+            "workload wrote events %s..%s: %s", stats.first_event_id, stats.last_event_id, stats.operations
+        )
+        return stats
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _name(self, prefix: str) -> str:
+        """Unique across runs on the same warehouse: named by the event id about to be written."""
+        return f"{prefix}{self.wh.current_event_id() + 1}"
+
+    def _db(self) -> str | None:
+        dbs = self.wh.databases()
+        return self.rng.choice(dbs) if dbs else None
+
+    def _table(self, *, partitioned: bool | None = None, managed: bool = False) -> tuple[str, str] | None:
+        db = self._db()
+        if db is None:
+            return None
+        candidates = []
+        for name in self.wh.tables(db):
+            tbl = self.wh.table(db, name)
+            if tbl.table_type == "VIRTUAL_VIEW":
+                continue
+            if managed and tbl.table_type != "MANAGED_TABLE":
+                continue
+            if partitioned is not None and bool(tbl.partition_keys) != partitioned:
+                continue
+            candidates.append(name)
+        return (db, self.rng.choice(candidates)) if candidates else None
+
+    def _rows(self, columns: list[Column], with_keys: list[Column] | None = None) -> list[dict[str, object]]:
+        return [
+            {c.name: self._value(c) for c in columns}
+            | {k.name: self._key_value(k.name) for k in with_keys or []}
+            for _ in range(self.rng.randint(1, self.max_rows))
+        ]
+
+    def _value(self, column: Column) -> object:
+        t = column.type.lower()
+        if column.name == "name" or t == "string":
+            return self.rng.choice(["alice", "bob", "carol", "dave", None])
+        if t in ("float", "double"):
+            return round(self.rng.uniform(0, 1000), 2)
+        if t == "boolean":
+            return self.rng.random() < 0.5
+        return self.rng.randrange({"tinyint": 100, "smallint": 30_000}.get(t, 1_000_000))
+
+    def _key_value(self, key: str) -> str:
+        if key == "region":
+            return self.rng.choice(REGIONS)
+        if key == "dt":
+            return f"2024-01-{self.rng.randint(1, 12):02d}"
+        return str(self.rng.randint(1, 12))
+
+    def _spec(self, db: str, table: str, existing: bool) -> dict[str, object] | None:
+        if existing:
+            parts = self.wh.partitions(db, table)
+            return dict(self.rng.choice(parts)) if parts else None
+        keys = self.wh.table(db, table).partition_keys
+        return {k.name: self._key_value(k.name) for k in keys}
+
+    # --- operations (each returns whether it did something) -----------------------------------
+
+    def create_database(self) -> bool:
+        if len(self.wh.databases()) >= MAX_DATABASES:
+            return False
+        self.wh.create_database(self._name("db"), {"owner.team": self.rng.choice(["fin", "ops"])})
+        return True
+
+    def alter_database(self) -> bool:
+        db = self._db()
+        if db is None:
+            return False
+        self.wh.alter_database(db, {"touched": str(self.rng.randrange(100))})
+        return True
+
+    def create_table(self) -> bool:
+        db = self._db()
+        if db is None or len(self.wh.tables(db)) >= MAX_TABLES_PER_DB:
+            return False
+        keys = self.rng.choice([[], *PARTITION_KEY_SETS])
+        external = self.rng.random() < 0.2
+        name = self._name("t")
+        location = self.wh.root / "external" / db / name if external else None
+        self.wh.create_table(db, name, COLUMNS, keys, external=external, location=location)
+        return True
+
+    def create_view(self) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        self.wh.create_view(db, self._name("v"), COLUMNS[:2], f"SELECT id, name FROM {db}.{table}")
+        return True
+
+    def insert(self, overwrite: bool = False) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        tbl = self.wh.table(db, table)
+        keys, columns = tbl.partition_keys, tbl.sd.columns
+        n_files = self.rng.choice([1, 1, 2, 3])
+        if not keys:
+            self.wh.insert(db, table, self._rows(columns), overwrite=overwrite, n_files=n_files)
+        elif self.rng.random() < 0.3:  # dynamic partitioning: rows name their partitions
+            self.wh.insert(db, table, self._rows(columns, keys), overwrite=overwrite, n_files=n_files)
+        else:
+            spec = self._spec(db, table, existing=self.rng.random() < 0.6) or self._spec(db, table, False)
+            self.wh.insert(db, table, self._rows(columns), spec, overwrite=overwrite, n_files=n_files)
+        return True
+
+    def overwrite(self) -> bool:
+        return self.insert(overwrite=True)
+
+    def truncate(self) -> bool:
+        found = self._table(managed=True)
+        if found is None:
+            return False
+        db, table = found
+        spec = None
+        if self.wh.table(db, table).partition_keys:
+            spec = self._spec(db, table, existing=True)
+            if spec is None:
+                return False
+        self.wh.truncate(db, table, spec)
+        return True
+
+    def rename_table(self) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        self.wh.rename_table(db, table, self._name("r"))
+        return True
+
+    def drop_table(self) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        self.wh.drop_table(db, table)
+        return True
+
+    def add_partitions(self) -> bool:
+        found = self._table(partitioned=True)
+        if found is None:
+            return False
+        db, table = found
+        existing = {tuple(p.items()) for p in self.wh.partitions(db, table)}
+        specs: list[dict[str, object]] = []
+        for _ in range(self.rng.randint(1, 3)):
+            spec = self._spec(db, table, existing=False) or {}
+            key = tuple((k, str(v)) for k, v in spec.items())
+            if key not in existing:
+                existing.add(key)
+                specs.append(spec)
+        if not specs:
+            return False
+        self.wh.add_partitions(db, table, specs)
+        return True
+
+    def drop_partition(self) -> bool:
+        found = self._table(partitioned=True)
+        if found is None:
+            return False
+        db, table = found
+        spec = self._spec(db, table, existing=True)
+        if spec is None:
+            return False
+        self.wh.drop_partitions(db, table, [spec])
+        return True
+
+    def alter_table(self) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        self.wh.alter_table_properties(db, table, {"comment": f"rev {self.rng.randrange(1000)}"})
+        return True
+
+    def create_function(self) -> bool:
+        db = self._db()
+        if db is None:
+            return False
+        jar = ResourceUri("JAR", f"file:{self.wh.root}/lib/udfs.jar")
+        self.wh.create_function(db, self._name("fn"), "com.example.udf.Upper", [jar])
+        return True
+
+    def drop_function(self) -> bool:
+        db = self._db()
+        if db is None or not self.wh.functions(db):
+            return False
+        self.wh.drop_function(db, self.rng.choice(self.wh.functions(db)))
+        return True
+
+
+def scripted_scenario(wh: Warehouse, db: str = "sales") -> int:
+    """A short, readable story for the demo; returns the last event id it wrote.
+
+    Every kind of change appears once: database and tables (partitioned, external, a view), inserts
+    into new and existing partitions, an overwrite, property changes, a rename, a truncate,
+    partition add/drop, a function, and a drop.
+    """
+    wh.create_database(db, {"owner.team": "finance"}, description="demo sales data")
+    wh.create_table(db, "orders", COLUMNS, [Column("dt", "string")], params={"comment": "orders by day"})
+    wh.create_table(db, "customers", [Column("id", "bigint"), Column("name", "string")])
+    wh.create_table(db, "clicks", COLUMNS[:2], external=True, location=wh.root / "external" / db / "clicks")
+    day1 = [{"id": i, "name": f"order-{i}", "amount": 10.0 * i, "ok": True} for i in range(1, 6)]
+    day2 = [{"id": i, "name": f"order-{i}", "amount": 5.5 * i, "ok": i % 2 == 0} for i in range(6, 10)]
+    wh.insert(db, "orders", day1, {"dt": "2024-01-01"}, n_files=2)  # new partition: ADD_PARTITION
+    wh.insert(db, "orders", day2, {"dt": "2024-01-02"})
+    wh.insert(db, "orders", [{"id": 10, "name": "late", "amount": 1.0, "ok": False}], {"dt": "2024-01-01"})
+    wh.insert(db, "customers", [{"id": 1, "name": "alice"}, {"id": 2, "name": "bob"}])
+    wh.insert(db, "customers", [{"id": 1, "name": "alice"}, {"id": 3, "name": "carol"}], overwrite=True)
+    wh.insert(db, "clicks", [{"id": 1, "name": "home"}, {"id": 2, "name": "cart"}])
+    wh.alter_table_properties(db, "orders", {"retention.days": "30"})
+    wh.create_view(db, "big_orders", COLUMNS[:2], f"SELECT id, name FROM {db}.orders WHERE amount > 20")
+    wh.add_partitions(db, "orders", [{"dt": "2024-01-03"}])
+    wh.rename_table(db, "customers", "clients")
+    wh.truncate(db, "orders", {"dt": "2024-01-02"})
+    wh.drop_partitions(db, "orders", [{"dt": "2024-01-03"}])
+    wh.create_function(db, "to_upper", "com.example.udf.Upper")
+    wh.alter_database(db, {"reviewed": "yes"})
+    wh.drop_table(db, "big_orders")
+    return wh.current_event_id()
