@@ -1,0 +1,784 @@
+"""The applier: executes planned steps on the target catalog and filesystem, idempotently.
+
+Metadata is impressed from the event's snapshots (as Hive's REPL LOAD does) with names mapped by
+``db_map`` and every location re-derived by ``TargetPaths``. After each step the database's
+``repl.last.id`` holds the step's last event id (for database events in the same catalog call), so a
+crash anywhere replays at most one step, and every handler converges when replayed: creating an
+existing object makes it equal to the snapshot, dropping a missing object does nothing, files that
+are already in place are not copied again.
+
+Order of data and metadata changes, chosen so readers see source states (DESIGN invariant 2):
+- new objects: files first, then the metadata that makes them visible;
+- removals (drop, truncate): metadata first, files after (DESIGN §3.5);
+- INSERT: all files of the event are copied and verified under hidden names, then renamed into
+  place together at the end; nothing of a failed event becomes visible;
+- INSERT OVERWRITE: the new files are staged (hidden, verified), renamed into place (same names
+  replace old files atomically), and only then are the old files removed. Readers can see old and
+  new files together only during those renames and deletes (no copying happens in that window),
+  never an empty table; a crash in the window leaves a superset that the replay completes, since
+  "old" is recomputed as "every visible file the event does not name".
+- managed rename: the data directory moves first, then the table is altered to the new derived
+  location (explicit, so the metastore does not move it again) and its partitions re-pointed.
+
+Transactions: ``OPEN_TXN``, ``ALLOC_WRITE_ID`` and ``ACID_WRITE`` change nothing visible; a
+``COMMIT_TXN`` copies every write's files (into their delta directories) and publishes them together;
+``ABORT_TXN`` copies nothing. Write-id bookkeeping on the target is not done here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import posixpath
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit
+
+from streamer import metrics
+from streamer.errors import ApplyError, EventError
+from streamer.events.model import (
+    AbortTxnPayload,
+    AddConstraintsPayload,
+    AddPartitionPayload,
+    AlterDatabasePayload,
+    AlterPartitionPayload,
+    AlterPartitionsPayload,
+    AlterTablePayload,
+    CommitTxnPayload,
+    CreateFunctionPayload,
+    CreateTablePayload,
+    DatabasePayload,
+    DatabaseSnapshot,
+    DeleteColumnStatsPayload,
+    DropConstraintPayload,
+    DropFunctionPayload,
+    DropPartitionPayload,
+    DropTablePayload,
+    Event,
+    EventType,
+    FileRef,
+    InsertPayload,
+    PartitionSnapshot,
+    ReloadPayload,
+    TableSnapshot,
+    UpdateColumnStatsPayload,
+)
+from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.target.files import FileCopier, Staged, clear_dir, move_dir, remove_tree
+from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
+from streamer.target.plan import GLOBAL_DB, Plan, Step, StepKind
+from streamer.target.state import Halt, TargetState
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P")
+
+# Events that change nothing on a target (their effect arrives with a later event, or never).
+_NO_OPS = frozenset(
+    {
+        EventType.OPEN_TXN,
+        EventType.ALLOC_WRITE_ID,
+        EventType.ACID_WRITE,
+        EventType.COMMIT_COMPACTION,
+        EventType.PROGRESS,
+    }
+)
+
+
+class Applier:
+    """Applies steps of one source onto one target."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        copier: FileCopier,
+        paths: TargetPaths,
+        source_id: str,
+        *,
+        db_map: Mapping[str, str] | None = None,
+        allow_existing_db: bool = False,
+        state: TargetState | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.catalog = catalog
+        self.copier = copier
+        self.paths = paths
+        self.source_id = source_id
+        self.db_map = {k.lower(): v.lower() for k, v in (db_map or {}).items()}
+        self.allow_existing_db = allow_existing_db
+        self.state = state
+        self.clock = clock
+        self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
+        if not copier.roots:
+            copier.roots = paths.roots
+
+    # --- names and progress ---------------------------------------------------------------
+    def target_db(self, source_db: str) -> str:
+        return self.db_map.get(source_db.lower(), source_db.lower())
+
+    def load_progress(self) -> dict[str, int]:
+        """Last applied id per source database: catalog markers of our databases, then the state file."""
+        reverse = {v: k for k, v in self.db_map.items()}
+        progress: dict[str, int] = {}
+        for name in self.catalog.list_databases():
+            db = self.catalog.get_database(name)
+            if db is None or db.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
+                continue
+            marker = _marker(db)
+            if marker is not None:
+                progress[reverse.get(name.lower(), name.lower())] = marker
+        if self.state is not None:
+            for src, event_id in self.state.applied().items():
+                progress[src] = max(progress.get(src, event_id), event_id)
+        self.progress = progress
+        for src, event_id in progress.items():
+            metrics.TARGET_LAST_APPLIED.labels(db=src).set(event_id)
+        return dict(progress)
+
+    # --- steps ----------------------------------------------------------------------------
+    def apply(self, step: Step) -> None:
+        """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
+        try:
+            if step.db != GLOBAL_DB:
+                self._check_owned(self.target_db(step.db))
+            if step.kind is StepKind.ADD_PARTITIONS:
+                self._add_partitions(list(step.events))
+            elif step.kind is StepKind.COLLAPSED:
+                self._apply_event(step.last)
+            else:
+                self._apply_event(step.first)
+            self._advance(step)
+        except EventError as exc:
+            raise _with_event(exc, step.first) from exc
+        except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
+            raise ApplyError(
+                f"{type(exc).__name__}: {exc}",
+                event_id=step.first.event_id,
+                event_type=str(step.first.event_type),
+                obj=_obj(step.first),
+            ) from exc
+        now = self.clock()
+        for event in step.events:
+            metrics.TARGET_EVENTS_APPLIED.labels(event_type=str(event.event_type)).inc()
+            metrics.TARGET_LAG_SECONDS.observe(max(0.0, now - event.source.event_time))
+
+    def _advance(self, step: Step) -> None:
+        last = step.last_event_id
+        self.progress[step.db] = max(self.progress.get(step.db, last), last)
+        metrics.TARGET_LAST_APPLIED.labels(db=step.db).set(self.progress[step.db])
+        if step.db == GLOBAL_DB:
+            self._record_off_catalog(step.db, last)
+            return
+        name = self.target_db(step.db)
+        db = self.catalog.get_database(name)
+        if db is None:  # dropped by this step (or collapsed create..drop): keep progress in the state
+            self._record_off_catalog(step.db, last)
+            return
+        marker = _marker(db)
+        if marker is not None and marker >= last and db.parameters.get(REPL_SOURCE_PARAM) == self.source_id:
+            return
+        params = {
+            **db.parameters,
+            LAST_ID_PARAM: str(max(marker or 0, last)),
+            REPL_SOURCE_PARAM: self.source_id,
+        }
+        self.catalog.alter_database(name, dataclasses.replace(db, parameters=params))
+
+    def _record_off_catalog(self, db: str, event_id: int) -> None:
+        if self.state is None:
+            raise ApplyError(f"no state dir to record progress of {db!r}", event_id=event_id, obj=db)
+        self.state.record_applied(db, event_id)
+
+    def _check_owned(self, name: str) -> None:
+        db = self.catalog.get_database(name)
+        if db is None or self.allow_existing_db:
+            return
+        owner = db.parameters.get(REPL_SOURCE_PARAM)
+        if owner != self.source_id:
+            who = f"replicated from source {owner!r}" if owner else "not created by replication"
+            raise ApplyError(
+                f"target database {name!r} exists and is {who}; refusing to change it "
+                "(use --allow-existing-db to adopt it, or --db-map to replicate into another name)",
+                obj=name,
+            )
+
+    def _apply_event(self, event: Event) -> None:
+        handler = _HANDLERS.get(event.event_type)
+        if handler is not None:
+            handler(self, event)
+        elif event.event_type not in _NO_OPS:
+            raise ApplyError(
+                f"event type {event.event_type} is not supported by this target", obj=_obj(event)
+            )
+
+    # --- databases ------------------------------------------------------------------------
+    def _db_snapshot(
+        self, snap: DatabaseSnapshot, event_id: int, current: DatabaseSnapshot | None
+    ) -> DatabaseSnapshot:
+        name = self.target_db(snap.name)
+        marker = max(_marker(current) or 0, event_id) if current is not None else event_id
+        return dataclasses.replace(
+            snap,
+            name=name,
+            location=self.paths.database_location(name),
+            managed_location=None,
+            parameters={**snap.parameters, REPL_SOURCE_PARAM: self.source_id, LAST_ID_PARAM: str(marker)},
+        )
+
+    def _create_database(self, event: Event) -> None:
+        payload = _payload(event, DatabasePayload)
+        snap = payload.database or DatabaseSnapshot(name=event.db or "")
+        current = self.catalog.get_database(self.target_db(snap.name))
+        desired = self._db_snapshot(snap, event.event_id, current)
+        if current is None:
+            self.catalog.create_database(desired)
+        elif current != desired:
+            self.catalog.alter_database(desired.name, desired)
+
+    def _alter_database(self, event: Event) -> None:
+        payload = _payload(event, AlterDatabasePayload)
+        name = self.target_db(payload.after.name)
+        current = self.catalog.get_database(name)
+        if current is None:
+            raise ApplyError("database is missing on the target", obj=name)
+        desired = self._db_snapshot(payload.after, event.event_id, current)
+        if current != desired:
+            self.catalog.alter_database(name, desired)
+
+    def _drop_database(self, event: Event) -> None:
+        payload = _payload(event, DatabasePayload)
+        name = self.target_db(payload.database.name if payload.database else event.db or "")
+        if self.catalog.get_database(name) is not None:
+            self.catalog.drop_database(name)
+        remove_tree(self.paths.database_location(name), self.paths.roots)
+
+    # --- tables ---------------------------------------------------------------------------
+    def _target_table(self, snap: TableSnapshot) -> TableSnapshot:
+        """The snapshot with the target's db name, derived location and our source marker."""
+        renamed = dataclasses.replace(snap, db=self.target_db(snap.db), name=snap.name.lower())
+        location = self.paths.table_target(renamed)
+        return dataclasses.replace(
+            renamed,
+            sd=dataclasses.replace(snap.sd, location=location),
+            parameters={**snap.parameters, REPL_SOURCE_PARAM: self.source_id},
+        )
+
+    def _existing_table(self, db: str, name: str) -> TableSnapshot | None:
+        table = self.catalog.get_table(db, name)
+        if (
+            table is not None
+            and not self.allow_existing_db
+            and table.parameters.get(REPL_SOURCE_PARAM) != (self.source_id)
+        ):
+            raise ApplyError("target table exists and was not created by replication", obj=f"{db}.{name}")
+        return table
+
+    def _create_table(self, event: Event) -> None:
+        payload = _payload(event, CreateTablePayload)
+        desired = self._target_table(payload.table)
+        current = self._existing_table(desired.db, desired.name)  # refuses a foreign table before any copy
+        if payload.files and desired.sd.location:
+            source_dir = payload.table.sd.location
+            self._copy(event, payload.files, desired.sd.location, source_dir, desired.table_type).publish()
+        if current is None:
+            self.catalog.create_table(desired)
+        elif current != desired:
+            self.catalog.alter_table(desired.db, desired.name, desired)
+
+    def _alter_table(self, event: Event) -> None:
+        payload = _payload(event, AlterTablePayload)
+        desired = self._target_table(payload.after)
+        if payload.is_rename:
+            self._rename_table(event, payload, desired)
+            return
+        current = self._existing_table(desired.db, desired.name)
+        if current is None:
+            raise ApplyError("table is missing on the target", obj=f"{desired.db}.{desired.name}")
+        if current != desired:
+            self.catalog.alter_table(desired.db, desired.name, desired)
+        if payload.is_truncate and _is_managed(desired) and desired.sd.location:
+            clear_dir(desired.sd.location, self.paths.roots, recursive_files=True, event_id=event.event_id)
+
+    def _rename_table(self, event: Event, payload: AlterTablePayload, desired: TableSnapshot) -> None:
+        old_db, old_name = self.target_db(payload.before.db), payload.before.name.lower()
+        old = self._existing_table(old_db, old_name)
+        new = self._existing_table(desired.db, desired.name)
+        if old is None and new is None:
+            raise ApplyError("table to rename is missing on the target", obj=f"{old_db}.{old_name}")
+        if _is_managed(desired):
+            move_dir(
+                self.paths.table_location(old_db, old_name),
+                self.paths.table_location(desired.db, desired.name),
+                self.paths.roots,
+                event_id=event.event_id,
+            )
+        if old is not None:
+            self.catalog.alter_table(old_db, old_name, desired)
+        elif new != desired:
+            self.catalog.alter_table(desired.db, desired.name, desired)
+        if _is_managed(desired) and desired.partition_keys:
+            keys = [c.name for c in desired.partition_keys]
+            moved = []
+            for p in self.catalog.list_partitions(desired.db, desired.name):
+                loc = self.paths.partition_location(desired.db, desired.name, keys, p.values)
+                if p.sd.location != loc or (p.db, p.table) != (desired.db, desired.name):
+                    moved.append(
+                        dataclasses.replace(
+                            p, db=desired.db, table=desired.name, sd=dataclasses.replace(p.sd, location=loc)
+                        )
+                    )
+            if moved:
+                self.catalog.alter_partitions(desired.db, desired.name, moved)
+
+    def _drop_table(self, event: Event) -> None:
+        payload = _payload(event, DropTablePayload)
+        snap = payload.table
+        db = self.target_db(snap.db if snap else event.db or "")
+        name = (snap.name if snap else event.table or "").lower()
+        current = self._existing_table(db, name)
+        if current is not None:
+            self.catalog.drop_table(db, name)
+        known = snap or current
+        kind = known.table_type if known is not None else "MANAGED_TABLE"
+        if kind not in EXTERNAL_TYPES and kind not in VIEW_TYPES:
+            remove_tree(self.paths.table_location(db, name), self.paths.roots, event_id=event.event_id)
+
+    def _table_for(
+        self, event: Event, snap: TableSnapshot | None
+    ) -> tuple[TableSnapshot, TableSnapshot | None]:
+        """(target table, source snapshot if the event carried one); the table must exist on the target."""
+        db = self.target_db(snap.db if snap else event.db or "")
+        name = (snap.name if snap else event.table or "").lower()
+        current = self._existing_table(db, name)
+        if current is None:
+            raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+        return current, snap
+
+    # --- partitions -----------------------------------------------------------------------
+    def _partition_dir(self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot) -> str:
+        """Target dir of a partition of ``table`` (a target snapshot); ``source`` locates external ones."""
+        keys = [c.name for c in table.partition_keys]
+        if table.table_type in EXTERNAL_TYPES:
+            if p.sd.location:
+                return self.paths.external_location(p.sd.location, f"{table.qualified_name}")
+            base = table.sd.location or ""
+            return self.paths.ensure_inside(base.rstrip("/") + "/" + partition_name(keys, p.values))
+        return self.paths.partition_location(table.db, table.name, keys, p.values)
+
+    def _target_partition(
+        self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
+    ) -> PartitionSnapshot:
+        return dataclasses.replace(
+            p,
+            db=table.db,
+            table=table.name,
+            sd=dataclasses.replace(p.sd, location=self._partition_dir(table, source, p)),
+        )
+
+    def _add_partitions(self, events: list[Event]) -> None:
+        first = _payload(events[0], AddPartitionPayload)
+        table, source = self._table_for(events[0], first.table)
+        keys = [c.name for c in table.partition_keys]
+        wanted: dict[tuple[str, ...], PartitionSnapshot] = {}
+        staged: list[Staged] = []
+        try:
+            for event in events:
+                payload = _payload(event, AddPartitionPayload)
+                by_name = {partition_name(keys, p.values): p for p in payload.partitions}
+                for p in payload.partitions:
+                    wanted[tuple(p.values)] = self._target_partition(table, source, p)
+                groups: dict[str, list[FileRef]] = {}
+                for ref in payload.files:
+                    name = _partition_of(ref, by_name, keys)
+                    groups.setdefault(name, []).append(ref)
+                for name, refs in groups.items():
+                    p = by_name[name]
+                    target = wanted[tuple(p.values)]
+                    staged.append(
+                        self._copy(event, refs, target.sd.location or "", p.sd.location, table.table_type)
+                    )
+        except BaseException:
+            for s in staged:
+                s.discard()
+            raise
+        for s in staged:
+            s.publish()  # partition directories are invisible until the metastore lists them
+        existing = {tuple(p.values): p for p in self.catalog.list_partitions(table.db, table.name)}
+        new = [p for v, p in wanted.items() if v not in existing]
+        changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
+        if new:
+            self.catalog.add_partitions(table.db, table.name, new)
+        if changed:
+            self.catalog.alter_partitions(table.db, table.name, changed)
+
+    def _add_partition(self, event: Event) -> None:
+        self._add_partitions([event])
+
+    def _alter_partition(self, event: Event) -> None:
+        payload = _payload(event, AlterPartitionPayload)
+        table, source = self._table_for(event, payload.table)
+        if payload.before.values != payload.after.values:
+            self._rename_partition(event, table, source, payload)
+            return
+        self._alter_partition_list(event, table, source, [payload.after], payload.is_truncate)
+
+    def _alter_partitions(self, event: Event) -> None:
+        payload = _payload(event, AlterPartitionsPayload)
+        table, source = self._table_for(event, payload.table)
+        self._alter_partition_list(event, table, source, payload.partitions, payload.is_truncate)
+
+    def _alter_partition_list(
+        self,
+        event: Event,
+        table: TableSnapshot,
+        source: TableSnapshot | None,
+        partitions: list[PartitionSnapshot],
+        truncate: bool,
+    ) -> None:
+        desired = [self._target_partition(table, source, p) for p in partitions]
+        missing = [
+            p.values for p in desired if self.catalog.get_partition(table.db, table.name, p.values) is None
+        ]
+        if missing:
+            raise ApplyError(f"partitions {missing} are missing on the target", obj=table.qualified_name)
+        changed = [p for p in desired if self.catalog.get_partition(table.db, table.name, p.values) != p]
+        if changed:
+            self.catalog.alter_partitions(table.db, table.name, changed)
+        if truncate and _is_managed(table):
+            for p in desired:
+                clear_dir(
+                    p.sd.location or "", self.paths.roots, recursive_files=True, event_id=event.event_id
+                )
+
+    def _rename_partition(
+        self, event: Event, table: TableSnapshot, source: TableSnapshot | None, payload: AlterPartitionPayload
+    ) -> None:
+        """Hive's partition rename: move the directory, add the new partition, then drop the old one."""
+        old = self._target_partition(table, source, payload.before)
+        new = self._target_partition(table, source, payload.after)
+        if _is_managed(table):
+            move_dir(old.sd.location or "", new.sd.location or "", self.paths.roots, event_id=event.event_id)
+        current = self.catalog.get_partition(table.db, table.name, new.values)
+        if current is None:
+            self.catalog.add_partitions(table.db, table.name, [new])
+        elif current != new:
+            self.catalog.alter_partitions(table.db, table.name, [new])
+        if self.catalog.get_partition(table.db, table.name, old.values) is not None:
+            self.catalog.drop_partitions(table.db, table.name, [old.values])
+
+    def _drop_partition(self, event: Event) -> None:
+        payload = _payload(event, DropPartitionPayload)
+        db = self.target_db(payload.table.db if payload.table else event.db or "")
+        name = (payload.table.name if payload.table else event.table or "").lower()
+        table = self._existing_table(db, name)
+        if table is None:
+            return  # the table is gone (replay after a later drop): nothing to drop
+        present = [v for v in payload.partition_values if self.catalog.get_partition(db, name, v) is not None]
+        if present:
+            self.catalog.drop_partitions(db, name, present)
+        if _is_managed(table):
+            keys = [c.name for c in table.partition_keys]
+            for values in payload.partition_values:
+                remove_tree(
+                    self.paths.partition_location(db, name, keys, values),
+                    self.paths.roots,
+                    event_id=event.event_id,
+                )
+
+    # --- data -----------------------------------------------------------------------------
+    def _insert(self, event: Event) -> None:
+        payload = _payload(event, InsertPayload)
+        table, source = self._table_for(event, payload.table)
+        if payload.partition_values:
+            part = payload.partition or PartitionSnapshot(values=payload.partition_values)
+            target_dir = self._partition_dir(table, source, part)
+            source_dir = part.sd.location
+        else:
+            target_dir = table.sd.location or ""
+            source_dir = source.sd.location if source else None
+        staged = self._copy(event, payload.files, target_dir, source_dir, table.table_type)
+        staged.publish()
+        if payload.replace:
+            keep = {_top_level(f.final, target_dir) for f in staged.files}
+            clear_dir(target_dir, self.paths.roots, keep=keep, event_id=event.event_id)
+
+    def _commit_txn(self, event: Event) -> None:
+        payload = _payload(event, CommitTxnPayload)
+        staged: list[Staged] = []
+        try:
+            for write in payload.writes:
+                snap = write.table_snapshot
+                db = self.target_db(snap.db if snap else write.db)
+                name = (snap.name if snap else write.table).lower()
+                table = self._existing_table(db, name)
+                if table is None:
+                    raise ApplyError(
+                        "table of a committed write is missing on the target", obj=f"{db}.{name}"
+                    )
+                if write.partition:
+                    part = write.partition_snapshot or PartitionSnapshot(values=_values(write.partition))
+                    target_dir = self._partition_dir(table, snap, part)
+                    source_dir = part.sd.location
+                else:
+                    target_dir = table.sd.location or ""
+                    source_dir = snap.sd.location if snap else None
+                staged.append(self._copy(event, write.files, target_dir, source_dir, table.table_type))
+        except BaseException:
+            for s in staged:
+                s.discard()
+            raise
+        for s in staged:
+            s.publish()
+        metrics.TARGET_TXNS_COMMITTED.inc()
+
+    def _abort_txn(self, event: Event) -> None:
+        _payload(event, AbortTxnPayload)
+        metrics.TARGET_TXNS_ABORTED.inc()
+
+    def _copy(
+        self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None, table_type: str
+    ) -> Staged:
+        """Stage files of one object: managed ones keep their path relative to the source object."""
+        external = table_type in EXTERNAL_TYPES
+
+        def dest(ref: FileRef) -> str:
+            if external:
+                return self.paths.external_location(posixpath.dirname(_path(ref.uri)), ref.uri)
+            rel = _relative_dir(ref, source_dir)
+            if rel:
+                self.paths.relative_file(rel, ref.uri)
+                return self.paths.ensure_inside(target_dir.rstrip("/") + "/" + rel, ref.uri)
+            return self.paths.ensure_inside(target_dir, ref.uri)
+
+        return self.copier.stage_all(list(refs), dest, event_id=event.event_id)
+
+    # --- functions, constraints, statistics, reload ---------------------------------------
+    def _create_function(self, event: Event) -> None:
+        payload = _payload(event, CreateFunctionPayload)
+        fn = dataclasses.replace(
+            payload.function, db=self.target_db(payload.function.db), name=payload.function.name.lower()
+        )
+        current = self.catalog.get_function(fn.db, fn.name)
+        if current == fn:
+            return
+        if current is not None:
+            self.catalog.drop_function(fn.db, fn.name)
+        self.catalog.create_function(fn)
+
+    def _drop_function(self, event: Event) -> None:
+        payload = _payload(event, DropFunctionPayload)
+        db, name = self.target_db(event.db or ""), payload.function_name.lower()
+        if self.catalog.get_function(db, name) is not None:
+            self.catalog.drop_function(db, name)
+
+    def _add_constraints(self, event: Event) -> None:
+        payload = _payload(event, AddConstraintsPayload)
+        constraints = [
+            dataclasses.replace(
+                c,
+                db=self.target_db(c.db),
+                table=c.table.lower(),
+                ref_db=self.target_db(c.ref_db) if c.ref_db else None,
+            )
+            for c in payload.constraints
+        ]
+        for key in dict.fromkeys((c.db, c.table, c.name) for c in constraints):
+            self.catalog.drop_constraint(*key)  # a replay replaces instead of failing on "exists"
+        if constraints:
+            self.catalog.add_constraints(constraints)
+
+    def _drop_constraint(self, event: Event) -> None:
+        payload = _payload(event, DropConstraintPayload)
+        self.catalog.drop_constraint(
+            self.target_db(payload.db), payload.table.lower(), payload.constraint_name
+        )
+
+    def _update_stats(self, event: Event) -> None:
+        payload = _payload(event, UpdateColumnStatsPayload)
+        self.catalog.update_column_statistics(
+            self.target_db(payload.db),
+            payload.table.lower(),
+            payload.partition_values or None,
+            payload.statistics,
+        )
+
+    def _delete_stats(self, event: Event) -> None:
+        payload = _payload(event, DeleteColumnStatsPayload)
+        self.catalog.delete_column_statistics(
+            self.target_db(payload.db),
+            payload.table.lower(),
+            payload.partition_values or None,
+            payload.column,
+        )
+
+    def _reload(self, event: Event) -> None:
+        payload = _payload(event, ReloadPayload)
+        if payload.table is None:
+            return
+        desired = self._target_table(payload.table)
+        current = self._existing_table(desired.db, desired.name)
+        if current is None:
+            raise ApplyError("table is missing on the target", obj=desired.qualified_name)
+        if current != desired:
+            self.catalog.alter_table(desired.db, desired.name, desired)
+        if payload.partitions:
+            self._alter_partition_list(event, desired, payload.table, payload.partitions, truncate=False)
+
+
+_HANDLERS: dict[EventType, Callable[[Applier, Event], None]] = {
+    EventType.CREATE_DATABASE: Applier._create_database,
+    EventType.ALTER_DATABASE: Applier._alter_database,
+    EventType.DROP_DATABASE: Applier._drop_database,
+    EventType.CREATE_TABLE: Applier._create_table,
+    EventType.ALTER_TABLE: Applier._alter_table,
+    EventType.DROP_TABLE: Applier._drop_table,
+    EventType.ADD_PARTITION: Applier._add_partition,
+    EventType.ALTER_PARTITION: Applier._alter_partition,
+    EventType.ALTER_PARTITIONS: Applier._alter_partitions,
+    EventType.DROP_PARTITION: Applier._drop_partition,
+    EventType.INSERT: Applier._insert,
+    EventType.COMMIT_TXN: Applier._commit_txn,
+    EventType.ABORT_TXN: Applier._abort_txn,
+    EventType.CREATE_FUNCTION: Applier._create_function,
+    EventType.DROP_FUNCTION: Applier._drop_function,
+    EventType.ADD_PRIMARYKEY: Applier._add_constraints,
+    EventType.ADD_FOREIGNKEY: Applier._add_constraints,
+    EventType.ADD_UNIQUECONSTRAINT: Applier._add_constraints,
+    EventType.ADD_NOTNULLCONSTRAINT: Applier._add_constraints,
+    EventType.ADD_DEFAULTCONSTRAINT: Applier._add_constraints,
+    EventType.ADD_CHECKCONSTRAINT: Applier._add_constraints,
+    EventType.DROP_CONSTRAINT: Applier._drop_constraint,
+    EventType.UPDATE_TABLE_COLUMN_STAT: Applier._update_stats,
+    EventType.UPDATE_PARTITION_COLUMN_STAT: Applier._update_stats,
+    EventType.DELETE_TABLE_COLUMN_STAT: Applier._delete_stats,
+    EventType.DELETE_PARTITION_COLUMN_STAT: Applier._delete_stats,
+    EventType.RELOAD: Applier._reload,
+}
+
+
+# --- running a plan -----------------------------------------------------------------------------
+
+
+@dataclass
+class RunReport:
+    applied: list[int] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
+    halted: dict[str, Halt] = field(default_factory=dict)  # halts that happened in this run
+
+
+def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
+    """Apply steps in order; a failing step halts its database, whose later steps are then held."""
+    report = RunReport(held=list(plan.held))
+    for step in plan.steps:
+        if state.is_halted(step.db):
+            report.held.extend(step.event_ids)
+            continue
+        try:
+            applier.apply(step)
+        except ApplyError as exc:
+            halt = state.halt(
+                step.db,
+                exc.event_id or step.first.event_id,
+                exc.cause,
+                event_type=exc.event_type or str(step.first.event_type),
+                obj=exc.obj,
+            )
+            log.error(
+                "database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause
+            )
+            report.halted[step.db] = halt
+            report.held.extend(step.event_ids)
+            continue
+        report.applied.extend(step.event_ids)
+    if plan.source_head is not None:
+        metrics.TARGET_SOURCE_HEAD.set(plan.source_head)
+        if applier.progress:
+            metrics.TARGET_LAG_EVENTS.set(max(0, plan.source_head - min(applier.progress.values())))
+    return report
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _payload(event: Event, kind: type[P]) -> P:
+    if not isinstance(event.payload, kind):
+        raise ApplyError(
+            f"payload is {type(event.payload).__name__}, expected {kind.__name__}", obj=_obj(event)
+        )
+    return event.payload
+
+
+def _obj(event: Event) -> str | None:
+    if event.db and event.table:
+        return f"{event.db}.{event.table}"
+    return event.db
+
+
+def _marker(db: DatabaseSnapshot | None) -> int | None:
+    if db is None:
+        return None
+    try:
+        return int(db.parameters[LAST_ID_PARAM])
+    except (KeyError, ValueError):
+        return None
+
+
+def _with_event(exc: EventError, event: Event) -> ApplyError:
+    if isinstance(exc, ApplyError) and exc.event_id is not None:
+        return exc
+    cls = type(exc) if isinstance(exc, ApplyError) else ApplyError
+    try:
+        return cls(
+            exc.cause,
+            event_id=event.event_id,
+            event_type=exc.event_type or str(event.event_type),
+            obj=exc.obj or _obj(event),
+        )
+    except TypeError:  # a subclass with another constructor
+        return ApplyError(
+            exc.cause, event_id=event.event_id, event_type=str(event.event_type), obj=exc.obj or _obj(event)
+        )
+
+
+def _is_managed(table: TableSnapshot) -> bool:
+    return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
+
+
+def _path(uri: str) -> str:
+    return urlsplit(uri).path
+
+
+def _relative_dir(ref: FileRef, source_dir: str | None) -> str:
+    """Directory of the file relative to its object's source location (``delta_5_5``), or ``subdir``."""
+    if source_dir:
+        base = _path(source_dir).rstrip("/") + "/"
+        path = _path(ref.uri)
+        if path.startswith(base):
+            return posixpath.dirname(path[len(base) :])
+    return ref.subdir or ""
+
+
+def _top_level(final: str, target_dir: str) -> str:
+    base = target_dir.rstrip("/") + "/"
+    rest = final[len(base) :] if final.startswith(base) else final
+    return rest.split("/", 1)[0]
+
+
+def _values(name: str) -> list[str]:
+    return [unquote(kv.split("=", 1)[1]) if "=" in kv else kv for kv in name.split("/")]
+
+
+def _partition_of(ref: FileRef, by_name: dict[str, PartitionSnapshot], keys: list[str]) -> str:
+    """The partition name (as computed here) a file of an ADD_PARTITION event belongs to."""
+    if ref.partition is None:
+        if len(by_name) == 1:
+            return next(iter(by_name))
+        raise ApplyError("file names no partition in a multi-partition event", obj=ref.uri)
+    if ref.partition in by_name:
+        return ref.partition
+    normalised = partition_name(keys, _values(ref.partition)) if keys else ref.partition
+    if normalised in by_name:
+        return normalised
+    raise ApplyError(f"file belongs to partition {ref.partition!r}, not one the event adds", obj=ref.uri)

@@ -1,0 +1,169 @@
+"""``streamer target run|retry|skip`` and ``streamer status``: running and operating a target."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from streamer.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _pairs(values: tuple[str, ...], what: str, sep: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, found, value = item.partition(sep)
+        if not found or not key or not value:
+            raise ConfigError(f"{what}: expected KEY{sep}VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _state_dir_option(f: Any) -> Any:
+    return click.option(
+        "--state-dir",
+        required=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Directory of this target's durable state (halts, skips, progress).",
+    )(f)
+
+
+@click.group()
+def target() -> None:
+    """Run a target job, and get a halted database going again."""
+
+
+@target.command("run")
+@click.option("--bootstrap-servers", required=True, help="Kafka bootstrap servers (host:port,...).")
+@click.option("--kafka-setting", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable.")
+@click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
+@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
+@click.option("--warehouse-root", required=True, help="Target warehouse root (managed data goes here).")
+@click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
+@_state_dir_option
+@click.option(
+    "--checkpoint-dir", default=None, help="Spark checkpoint dir [default: <state-dir>/checkpoint]."
+)
+@click.option("--db-map", multiple=True, metavar="SRC:DST", help="Rename a source database; repeatable.")
+@click.option("--allow-existing-db", is_flag=True, help="Apply into databases not created by streamer.")
+@click.option("--max-events-per-trigger", default=5000, show_default=True, type=click.IntRange(min=1))
+@click.option("--trigger-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0))
+@click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
+def run_cmd(
+    bootstrap_servers: str,
+    kafka_setting: tuple[str, ...],
+    source_id: str,
+    topic: str | None,
+    hms_uri: str,
+    warehouse_root: str,
+    external_base_dir: str | None,
+    state_dir: Path,
+    checkpoint_dir: str | None,
+    db_map: tuple[str, ...],
+    allow_existing_db: bool,
+    max_events_per_trigger: int,
+    trigger_seconds: float,
+    copy_workers: int,
+    metrics_port: int,
+    metrics_addr: str,
+) -> None:
+    """Apply the source's events to a target metastore and filesystem, continuously."""
+    from streamer import metrics
+    from streamer.target.job import TargetSettings, run
+
+    settings = TargetSettings(
+        bootstrap_servers=bootstrap_servers,
+        topic=topic or f"streamer.{source_id}.events",
+        hms_uri=hms_uri,
+        warehouse_root=warehouse_root,
+        state_dir=str(state_dir),
+        checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
+        source_id=source_id,
+        external_base_dir=external_base_dir,
+        kafka_settings=_pairs(kafka_setting, "--kafka-setting", "="),
+        db_map=_pairs(db_map, "--db-map", ":"),
+        allow_existing_db=allow_existing_db,
+        max_events_per_trigger=max_events_per_trigger,
+        trigger_seconds=trigger_seconds,
+        copy_workers=copy_workers,
+    )
+    metrics.serve(metrics_port, metrics_addr)
+    run(settings)
+
+
+@target.command("retry")
+@_state_dir_option
+@click.option("--db", required=True, help="Source database whose halt to clear.")
+def retry_cmd(state_dir: Path, db: str) -> None:
+    """Clear a database's halt: the running job applies its held events again, from the halted one."""
+    from streamer.target.state import TargetState
+
+    halt = TargetState(state_dir).retry(db)
+    if halt is None:
+        raise click.ClickException(f"database {db!r} is not halted")
+    click.echo(f"{db}: halt at event {halt.event_id} cleared; the job retries it on its next batch")
+
+
+@target.command("skip")
+@_state_dir_option
+@click.option("--db", required=True, help="Source database that is halted.")
+@click.option("--event", "event_id", required=True, type=int, help="The halted event id to pass over.")
+def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
+    """Pass over exactly the halted event (recorded as an operator skip) and resume the database."""
+    from streamer.target.state import TargetState
+
+    TargetState(state_dir).skip(db, event_id)
+    click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
+
+
+@click.command("status")
+@click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
+@_state_dir_option
+@click.option("--bootstrap-servers", default=None, help="Kafka, to learn the source's newest event id.")
+@click.option("--kafka-setting", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable.")
+@click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
+@click.option("--source-id", default="source", show_default=True)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(
+    hms_uri: str,
+    state_dir: Path,
+    bootstrap_servers: str | None,
+    kafka_setting: tuple[str, ...],
+    topic: str | None,
+    source_id: str,
+    output: str,
+) -> None:
+    """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
+    from streamer.target.status import collect_status
+
+    head: tuple[int, int] | None = None
+    if bootstrap_servers:
+        from streamer.target.status import source_head
+
+        config = {"bootstrap.servers": bootstrap_servers, **_pairs(kafka_setting, "--kafka-setting", "=")}
+        head = source_head(config, topic or f"streamer.{source_id}.events")
+    rows = collect_status(hms_uri, state_dir, head, now=time.time())
+    if output == "json":
+        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None}))
+        return
+    if not rows:
+        click.echo("no replicated databases on this target")
+        return
+    click.echo(f"{'database':<24} {'applied':>10} {'head':>10} {'lag ev':>8} {'lag s':>8}  halted")
+    for r in rows:
+        halted = r["halted"]
+        halt_text = f"event {halted['event_id']}: {halted['cause']}" if halted else "-"
+        lag_s = "-" if r["lag_seconds"] is None else f"{r['lag_seconds']:.1f}"
+        click.echo(
+            f"{r['db']:<24} {r['last_applied_event_id']:>10} {r['source_head_event_id'] or '-':>10} "
+            f"{r['lag_events'] if r['lag_events'] is not None else '-':>8} {lag_s:>8}  {halt_text}"
+        )

@@ -1,0 +1,248 @@
+"""The target job: a Spark Structured Streaming query that applies a source's events in order.
+
+Kafka (``streamer_kafka`` data source, offsets in Spark's checkpoint) -> ``foreachBatch`` ->
+decode -> plan (pure) -> apply (catalog + files) -> progress. A micro-batch holds metadata events,
+which are small, so the batch is collected on the driver and applied there in event-id order;
+file copies fan out to a thread pool.
+
+An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
+of the event) is stored in the target state, the database's later events are held, and other
+databases go on. After ``streamer target retry`` the job re-reads the held range from Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamer import metrics
+from streamer.errors import StreamerError
+from streamer.events.codec import EventDeserializer
+from streamer.events.model import Event
+from streamer.target.apply import Applier, run_plan
+from streamer.target.catalog import Catalog
+from streamer.target.files import FileCopier
+from streamer.target.paths import TargetPaths
+from streamer.target.plan import Plan, plan, step_db
+from streamer.target.state import TargetState
+from streamer.target.status import write_progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """Everything one target needs; see ``streamer target run --help`` for each setting."""
+
+    bootstrap_servers: str
+    topic: str
+    hms_uri: str
+    warehouse_root: str
+    state_dir: str
+    checkpoint_dir: str
+    source_id: str = "source"
+    external_base_dir: str | None = None
+    kafka_settings: Mapping[str, str] = field(default_factory=dict)
+    db_map: Mapping[str, str] = field(default_factory=dict)
+    allow_existing_db: bool = False
+    max_events_per_trigger: int = 5000
+    trigger_seconds: float = 0.5
+    copy_workers: int = 8
+
+
+class BatchApplier:
+    """Applies micro-batches of encoded events; driver-side, so it may hold clients and state."""
+
+    def __init__(
+        self,
+        settings: TargetSettings,
+        catalog: Catalog,
+        *,
+        replay: Callable[[int, int], Iterable[tuple[int, bytes]]] | None = None,
+        on_applied: Callable[[Event, float], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.state = TargetState(settings.state_dir)
+        paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+        self.applier = Applier(
+            catalog,
+            FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+            paths,
+            settings.source_id,
+            db_map=dict(settings.db_map),
+            allow_existing_db=settings.allow_existing_db,
+            state=self.state,
+        )
+        self.applier.load_progress()
+        self.deserialize = EventDeserializer()
+        self._replay = replay
+        self._on_applied = on_applied
+        self._applied_times: dict[str, tuple[int, int]] = {}  # db -> (event id, source time)
+
+    def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
+        """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
+        started = time.monotonic()
+        offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
+        events = self._decode(records, offsets)
+        replayed, released = self._replays(min(offsets.values(), default=None), offsets)
+        events.extend(replayed)
+        the_plan = plan(events, self.applier.progress, set(self.state.halts()))
+        report = run_plan(self.applier, the_plan, self.state)
+        for db, halt in report.halted.items():
+            if halt.event_id in offsets:
+                self.state.set_offset(db, offsets[halt.event_id])
+        for db in released:
+            self.state.replay_done(db)
+        applied = set(report.applied)
+        now = time.time()
+        for step in the_plan.steps:
+            if step.last_event_id in applied:
+                self._applied_times[step.db] = (step.last_event_id, step.last.source.event_time)
+                if self._on_applied is not None:
+                    for event in step.events:
+                        self._on_applied(event, now)
+        if report.applied:
+            write_progress(self.settings.state_dir, self._applied_times)
+        metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
+        return the_plan
+
+    def _decode(self, records: Iterable[tuple[int, bytes]], offsets: dict[int, int]) -> list[Event]:
+        events = []
+        for offset, value in records:
+            event = self.deserialize(value)
+            offsets[event.event_id] = offset
+            events.append(event)
+        return events
+
+    def _replays(self, before_offset: int | None, offsets: dict[int, int]) -> tuple[list[Event], list[str]]:
+        """Held events of databases an operator released (retry/skip), re-read from the topic."""
+        halted = self.state.halts()
+        events: list[Event] = []
+        released: list[str] = []
+        for db, offset in self.state.pending_replays().items():
+            if db in halted or before_offset is None:
+                continue
+            released.append(db)
+            self.applier.load_progress()  # an operator skip advanced the database's progress
+            if self._replay is None or offset >= before_offset:
+                continue
+            log.info("re-reading held events of %s from offset %d", db, offset)
+            for event_offset, value in self._replay(offset, before_offset):
+                event = self.deserialize(value)
+                if step_db(event) == db:
+                    offsets[event.event_id] = event_offset
+                    events.append(event)
+        return events, released
+
+
+# --- Spark wiring ------------------------------------------------------------------------------
+
+
+def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -> SparkSession:
+    """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.hadoop.hive.metastore.uris", settings.hms_uri)
+        .config("spark.sql.warehouse.dir", settings.warehouse_root)
+        .config("spark.sql.catalogImplementation", "hive")
+    )
+    if not os.environ.get("SPARK_MASTER") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        builder = builder.master("local[2]")
+    return builder.getOrCreate()
+
+
+def start_query(
+    spark: SparkSession, settings: TargetSettings, batch_applier: BatchApplier
+) -> StreamingQuery:
+    """Start the streaming query; the caller owns it (awaitTermination / stop)."""
+    from streamer.kafka.spark_source import register
+
+    register(spark)
+    reader = (
+        spark.readStream.format("streamer_kafka")
+        .option("bootstrap.servers", settings.bootstrap_servers)
+        .option("topic", settings.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxEventsPerTrigger", str(settings.max_events_per_trigger))
+    )
+    for key, value in settings.kafka_settings.items():
+        reader = reader.option(f"kafka.{key}", value)
+    stream = reader.load()
+
+    def on_batch(df: DataFrame, batch_id: int) -> None:
+        rows = df.select("offset", "value").collect()
+        records = sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
+        if records:
+            batch_applier.process(records)
+
+    return (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", settings.checkpoint_dir)
+        .trigger(processingTime=f"{settings.trigger_seconds} seconds")
+        .queryName(f"streamer-target-{settings.source_id}")
+        .start()
+    )
+
+
+def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:
+    """Re-reads a range of the topic (held events of a retried database) outside Spark."""
+    from confluent_kafka import Consumer
+
+    from streamer.kafka.topics import iter_range
+
+    def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": settings.bootstrap_servers,
+                "group.id": f"streamer-replay-{settings.source_id}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "error",
+                **settings.kafka_settings,
+            }
+        )
+        try:
+            for msg in iter_range(consumer, settings.topic, 0, start, end):
+                yield int(msg.offset() or 0), bytes(msg.value() or b"")
+        finally:
+            consumer.close()
+
+    return replay
+
+
+def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> None:
+    """Run the target job in the foreground until stopped (or ``until()`` is true)."""
+    from streamer.target.hms_catalog import HmsCatalog
+
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    spark = spark_session(settings)
+    catalog = HmsCatalog(settings.hms_uri)
+    batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
+    query = start_query(spark, settings, batch_applier)
+    log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
+    try:
+        while query.isActive:
+            if until is not None and until():
+                break
+            query.awaitTermination(1)
+        exc: Any = query.exception()
+        if exc is not None:
+            raise StreamerError(f"target query failed: {exc}")
+    finally:
+        query.stop()
+        catalog.close()
