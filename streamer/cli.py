@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -49,12 +50,23 @@ class LazyGroup(click.Group):
             raise
         command = getattr(module, attr)
         assert isinstance(command, click.Command)
+        _show_envvars(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _show_envvars(command: click.Command) -> None:
+    """Every flag's environment twin is listed in ``--help`` (bytewax's habit)."""
+    for param in command.params:
+        if isinstance(param, click.Option):
+            param.show_envvar = True
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _show_envvars(sub)
 
 
 def _unavailable(name: str, help_text: str) -> click.Command:
@@ -83,12 +95,29 @@ def _unavailable(name: str, help_text: str) -> click.Command:
     type=click.Choice(["text", "json"]),
     help="Human-readable lines or one JSON object per line. [env: STREAMER_LOG_FORMAT]",
 )
+@click.option(
+    "--config",
+    "config_file",
+    envvar="STREAMER_CONFIG",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML or YAML file with one table per command, e.g. [source.run]. [env: STREAMER_CONFIG]",
+)
 @click.version_option(package_name="streamer")
-def cli(log_level: str, log_format: str) -> None:
-    """streamer: continuous, event-ordered replication of Hive warehouses over Kafka."""
+@click.pass_context
+def cli(ctx: click.Context, log_level: str, log_format: str, config_file: Path | None) -> None:
+    """streamer: continuous, event-ordered replication of Hive warehouses over Kafka.
+
+    Every flag has an environment-variable twin: STREAMER_<COMMAND>_<SUBCOMMAND>_<FLAG>, e.g.
+    STREAMER_SOURCE_RUN_BATCH_SIZE. Precedence: flag > environment > config file > default.
+    """
+    from streamer.config import default_map_for, load_config_file
     from streamer.logs import configure_logging
 
     configure_logging(level=log_level, fmt=log_format)
+    if config_file is not None:
+        assert isinstance(ctx.command, click.Group)
+        ctx.default_map = default_map_for(ctx.command, load_config_file(config_file), ctx)
 
 
 def main(argv: list[str] | None = None) -> Any:

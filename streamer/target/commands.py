@@ -25,6 +25,15 @@ def _pairs(values: tuple[str, ...], what: str, sep: str) -> dict[str, str]:
     return out
 
 
+def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str, Any]:
+    """librdkafka settings from ``KEY=VALUE`` pairs, validated (unknown keys are named and refused)."""
+    from streamer.kafka.settings import config_from_options
+
+    config = config_from_options(bootstrap_servers, pairs)
+    config.pop("bootstrap.servers", None)
+    return config
+
+
 def _state_dir_option(f: Any) -> Any:
     return click.option(
         "--state-dir",
@@ -41,7 +50,9 @@ def target() -> None:
 
 @target.command("run")
 @click.option("--bootstrap-servers", required=True, help="Kafka bootstrap servers (host:port,...).")
-@click.option("--kafka-setting", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable.")
+@click.option(
+    "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
+)
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
 @click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
@@ -89,7 +100,7 @@ def run_cmd(
         checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
         source_id=source_id,
         external_base_dir=external_base_dir,
-        kafka_settings=_pairs(kafka_setting, "--kafka-setting", "="),
+        kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
         db_map=_pairs(db_map, "--db-map", ":"),
         allow_existing_db=allow_existing_db,
         max_events_per_trigger=max_events_per_trigger,
@@ -129,7 +140,9 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
 @_state_dir_option
 @click.option("--bootstrap-servers", default=None, help="Kafka, to learn the source's newest event id.")
-@click.option("--kafka-setting", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable.")
+@click.option(
+    "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
+)
 @click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
 @click.option("--source-id", default="source", show_default=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -149,7 +162,7 @@ def status(
     if bootstrap_servers:
         from streamer.target.status import source_head
 
-        config = {"bootstrap.servers": bootstrap_servers, **_pairs(kafka_setting, "--kafka-setting", "=")}
+        config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
     rows = collect_status(hms_uri, state_dir, head, now=time.time())
     if output == "json":

@@ -88,6 +88,7 @@ class BatchApplier:
         self._replay = replay
         self._on_applied = on_applied
         self._applied_times: dict[str, tuple[int, int]] = {}  # db -> (event id, source time)
+        self.batches = 0  # micro-batches processed by this instance
 
     def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
@@ -114,6 +115,7 @@ class BatchApplier:
         if report.applied:
             write_progress(self.settings.state_dir, self._applied_times)
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
+        self.batches += 1
         return the_plan
 
     def _decode(self, records: Iterable[tuple[int, bytes]], offsets: dict[int, int]) -> list[Event]:
@@ -156,13 +158,15 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.hadoop.hive.metastore.uris", settings.hms_uri)
         .config("spark.sql.warehouse.dir", settings.warehouse_root)
         .config("spark.sql.catalogImplementation", "hive")
     )
-    if not os.environ.get("SPARK_MASTER") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        builder = builder.master("local[2]")
+    # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
     return builder.getOrCreate()
 
 

@@ -113,6 +113,10 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
     seen: set[int] = set()
     duplicates: list[int] = []
     for event in sorted(events, key=lambda e: e.event_id):
+        # a PROGRESS record carries the id of the last event it passed: it never replaces that event
+        if event.event_type is EventType.PROGRESS:
+            ordered.append(event)
+            continue
         if event.event_id in seen:
             duplicates.append(event.event_id)
             continue

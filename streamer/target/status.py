@@ -20,6 +20,7 @@ PROGRESS_FILE = "progress.json"
 def write_progress(state_dir: str | Path, applied: Mapping[str, tuple[int, int]]) -> None:
     """Record per database the last applied (event id, source event time); replaced atomically."""
     path = Path(state_dir) / PROGRESS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     body = {db: {"event_id": i, "event_time": t} for db, (i, t) in sorted(applied.items())}
     tmp.write_text(json.dumps(body), encoding="utf-8")

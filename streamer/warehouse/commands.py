@@ -185,8 +185,12 @@ def insert(
 @click.option("--events", "n_events", default=100, show_default=True, help="Write at least this many events.")
 @click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same operations).")
 @click.option("--scenario", is_flag=True, help="Run the scripted demo scenario instead.")
+@click.option("--txn-share", default=0.0, show_default=True, help="Share of operations that are ACID txns.")
+@click.option("--abort-ratio", default=0.3, show_default=True, help="Share of those txns that abort.")
 @click.pass_context
-def workload(ctx: click.Context, n_events: int, seed: int, scenario: bool) -> None:
+def workload(
+    ctx: click.Context, n_events: int, seed: int, scenario: bool, txn_share: float, abort_ratio: float
+) -> None:
     """Drive the warehouse with a random (seeded) mix of DDL and DML, or the demo scenario."""
     with _opened(ctx) as wh:
         if scenario:
@@ -194,13 +198,15 @@ def workload(ctx: click.Context, n_events: int, seed: int, scenario: bool) -> No
             last = scripted_scenario(wh)
             click.echo(json.dumps({"first_event_id": first, "last_event_id": last}))
             return
-        stats = Workload(wh, seed).run(n_events)
+        stats = Workload(wh, seed, txn_share=txn_share, abort_ratio=abort_ratio).run(n_events)
         click.echo(
             json.dumps(
                 {
                     "first_event_id": stats.first_event_id,
                     "last_event_id": stats.last_event_id,
                     "operations": stats.operations,
+                    "txns_committed": stats.txns_committed,
+                    "txns_aborted": stats.txns_aborted,
                 }
             )
         )

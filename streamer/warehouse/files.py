@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -84,14 +84,35 @@ def data_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if is_data_file(p))
 
 
+def tree_files(directories: Iterable[Path]) -> list[Path]:
+    """Every data file below ``directories`` at any depth (an ACID table's deltas and bases), once each;
+    hidden files and directories are skipped as Hive skips them."""
+    found: set[Path] = set()
+    for directory in directories:
+        if directory.is_dir():
+            found.update(
+                p
+                for p in directory.rglob("*")
+                if is_data_file(p)
+                and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
+            )
+    return sorted(found)
+
+
 def arrow_schema(columns: Sequence[Column]) -> pa.Schema:
     return pa.schema([pa.field(c.name, _ARROW_TYPES[c.type.lower()]) for c in columns])
 
 
 def write_parquet(
-    directory: Path, columns: Sequence[Column], rows: Sequence[Mapping[str, object]], n_files: int = 1
+    directory: Path,
+    columns: Sequence[Column],
+    rows: Sequence[Mapping[str, object]],
+    n_files: int = 1,
+    *,
+    file_name: Callable[[int], str] | None = None,
 ) -> list[Path]:
-    """Write ``rows`` as ``n_files`` Parquet files named as Hive names them (``000000_0``, ``_copy_N``)."""
+    """Write ``rows`` as ``n_files`` Parquet files named as Hive names them (``000000_0``, ``_copy_N``,
+    or ``file_name(i)`` in a fresh directory such as an ACID delta)."""
     names = {c.name for c in columns}
     for row in rows:
         unknown = sorted(set(row) - names)
@@ -109,7 +130,9 @@ def write_parquet(
                 table = pa.Table.from_pydict(data, schema=schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise WarehouseError(f"rows do not match the table's columns: {exc}") from exc
-            path = _free_name(directory, i)
+            path = directory / file_name(i) if file_name else _free_name(directory, i)
+            if path.exists():
+                raise WarehouseError(f"{path} exists already: refusing to overwrite a data file")
             tmp = directory / f".{path.name}.tmp"
             pq.write_table(table, tmp)
             tmp.rename(path)

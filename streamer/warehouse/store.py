@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from streamer.hive.decode import WRITE_FILES_SEPARATOR
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
 from streamer.warehouse import schema
 from streamer.warehouse.errors import WarehouseError
@@ -62,6 +63,21 @@ class Tx:
                 row.message,
                 row.message_format,
             ),
+        )
+
+    def merge_txn_write(self, row: TxnWriteNotificationRow) -> None:
+        """Record an ACID write; a later statement of the same txn into the same table or partition
+        adds its files to the existing row, as Hive's ``addWriteNotificationLog`` does."""
+        key = (row.txn_id, row.db, row.table, row.partition)
+        where = ' WHERE "WNL_TXNID" = ? AND "WNL_DATABASE" = ? AND "WNL_TABLE" = ? AND "WNL_PARTITION" = ?'
+        found = self.execute('SELECT "WNL_FILES" FROM "TXN_WRITE_NOTIFICATION_LOG"' + where, key)
+        if not found:
+            self.append_txn_write(row)
+            return
+        files = WRITE_FILES_SEPARATOR.join(f for f in (found[0][0], row.files) if f)
+        self.execute(
+            'UPDATE "TXN_WRITE_NOTIFICATION_LOG" SET "WNL_FILES" = ?, "WNL_EVENT_TIME" = ?' + where,
+            (files, row.event_time, *key),
         )
 
     def append_txn_write(self, row: TxnWriteNotificationRow) -> None:

@@ -21,11 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from streamer.events.model import (
+    AbortTxnPayload,
+    AcidWrite,
     AddPartitionPayload,
+    AllocWriteIdPayload,
     AlterDatabasePayload,
     AlterPartitionPayload,
     AlterTablePayload,
     Column,
+    CommitTxnPayload,
     CreateFunctionPayload,
     CreateTablePayload,
     DatabasePayload,
@@ -38,22 +42,26 @@ from streamer.events.model import (
     FileRef,
     FunctionSnapshot,
     InsertPayload,
+    OpenTxnPayload,
     PartitionSnapshot,
     Payload,
     ResourceUri,
     Source,
     TableSnapshot,
+    TxnWriteId,
 )
-from streamer.hive.encode import encode_event
-from streamer.hive.notification import NotificationRow
-from streamer.warehouse import catalog, objects
-from streamer.warehouse.errors import NoSuchObjectError, WarehouseError
+from streamer.hive.encode import encode_event, encode_txn_write
+from streamer.hive.files import parse_partition_name
+from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
+from streamer.warehouse import acid, catalog, objects, txns
+from streamer.warehouse.errors import NoSuchObjectError, OpenWritesError, WarehouseError
 from streamer.warehouse.files import (
     ChangeManager,
     data_files,
     path_of,
     read_parquet,
     remove_files,
+    tree_files,
     uri_of,
     write_parquet,
 )
@@ -96,10 +104,15 @@ class _Change:
         self.after_commit.append(lambda: remove_files(paths))
 
     def write(
-        self, directory: Path, columns: Sequence[Column], rows: Sequence[Row], n_files: int
+        self,
+        directory: Path,
+        columns: Sequence[Column],
+        rows: Sequence[Row],
+        n_files: int,
+        file_name: Callable[[int], str] | None = None,
     ) -> list[Path]:
         self.mkdir(directory)  # undone after the files: undo runs in reverse
-        paths = write_parquet(directory, columns, rows, n_files) if rows else []
+        paths = write_parquet(directory, columns, rows, n_files, file_name=file_name) if rows else []
         self.undo.append(lambda: remove_files(paths))
         return paths
 
@@ -260,10 +273,21 @@ class Warehouse:
         external: bool = False,
         location: Path | None = None,
         params: Mapping[str, str] | None = None,
+        transactional: bool | str = False,
     ) -> TableSnapshot:
-        """A managed or external Parquet table; an external one's existing files are in the event."""
+        """A managed or external Parquet table; an external one's existing files are in the event.
+
+        ``transactional`` True (or ``"full"``) makes a full ACID table, ``"insert_only"`` an
+        insert-only one: managed, with Hive's ``transactional`` properties; its data is written by
+        transactions (:meth:`acid_insert`) into ``delta_W_W_S`` directories.
+        """
         db, name = db.lower(), name.lower()
         objects.check_columns(columns, partition_keys)
+        kind = acid.kind_of(transactional)
+        if kind is not None:
+            if external:
+                raise WarehouseError(f"table {db}.{name}: an external table cannot be transactional")
+            params = {**(params or {}), **acid.table_params(kind)}
         with self._change() as ch:
             database = catalog.get_database(ch.ex, db)
             directory = location.absolute() if location else _db_dir(database) / name
@@ -300,6 +324,7 @@ class Warehouse:
         new_db, new_name = (new_db or db).lower(), new_name.lower()
         with self._change() as ch:
             before = catalog.get_table(ch.ex, db, name)
+            self._no_open_writes(ch, before, "rename")
             target_db = catalog.get_database(ch.ex, new_db)
             if catalog.find_table(ch.ex, new_db, new_name) is not None:
                 raise WarehouseError(f"cannot rename {db}.{name}: table {new_db}.{new_name} already exists")
@@ -313,11 +338,14 @@ class Warehouse:
                 parts = [_relocated(p, before.sd.location, sd.location or "") for p in parts]
                 new_dir.parent.mkdir(parents=True, exist_ok=True)
                 if old_dir.exists():
+                    # files leave their recorded paths: retain them so earlier events stay copyable
+                    self.cm.retain(f for d in [old_dir, *old_dir.rglob("*")] for f in data_files(d))
                     old_dir.rename(new_dir)
                     ch.undo.append(lambda: _move(new_dir, old_dir))
             after = objects.altered_table(before, ch.now, name=new_name, db=new_db, sd=sd)
             catalog.delete_table(ch.ex, db, name)
             catalog.insert_table(ch.ex, after)
+            txns.rename_table(ch.ex, db, name, new_db, new_name)
             for part in parts:
                 catalog.put_partition(
                     ch.ex, after, dataclasses.replace(part, db=new_db, table=new_name), new=True
@@ -330,14 +358,16 @@ class Warehouse:
             self._drop_table(ch, catalog.get_table(ch.ex, db.lower(), name.lower()))
 
     def _drop_table(self, ch: _Change, tbl: TableSnapshot) -> None:
+        self._no_open_writes(ch, tbl, "drop")
         if tbl.table_type == objects.MANAGED:
             dirs = [_location(tbl.sd.location)] + [
                 _location(p.sd.location) for p in catalog.list_partitions(ch.ex, tbl.db, tbl.name)
             ]
-            ch.retire([f for d in dirs for f in data_files(d)])
+            ch.retire(_all_files(tbl, dirs))
             top = dirs[0]
             ch.after_commit.append(lambda: shutil.rmtree(top, ignore_errors=True))
         catalog.delete_table(ch.ex, tbl.db, tbl.name)
+        txns.forget_table(ch.ex, tbl.db, tbl.name)
         ch.emit(EventType.DROP_TABLE, DropTablePayload(tbl), tbl.db, tbl.name)
 
     # --- partitions ---------------------------------------------------------------------------
@@ -365,12 +395,13 @@ class Warehouse:
         db, table = db.lower(), table.lower()
         with self._change() as ch:
             tbl = self._partitioned(ch, db, table)
+            self._no_open_writes(ch, tbl, "drop partitions of")
             values = []
             for spec in specs:
                 part = self._existing_partition(ch, tbl, objects.partition_values(tbl.partition_keys, spec))
                 if tbl.table_type == objects.MANAGED:
                     directory = _location(part.sd.location)
-                    ch.retire(data_files(directory))
+                    ch.retire(_all_files(tbl, [directory]))
                     ch.after_commit.append(_rmtree_later(directory))
                 catalog.delete_partition(ch.ex, tbl, part.values)
                 values.append(part.values)
@@ -414,32 +445,30 @@ class Warehouse:
         Into a partitioned table without ``partition``, rows carry the partition keys and are
         grouped by them (Hive's dynamic partitioning): one event per partition. A new partition
         is announced by ADD_PARTITION listing the files (no INSERT), as Hive does.
+
+        Into a transactional table the insert is its own transaction, as Hive's auto-commit:
+        OPEN_TXN, ALLOC_WRITE_ID_EVENT, (ADD_PARTITION,) COMMIT_TXN; see :meth:`acid_insert`.
         """
         db, table = db.lower(), table.lower()
+        if acid.table_kind(self.table(db, table)) is not None:
+            if overwrite:
+                raise WarehouseError(
+                    f"INSERT OVERWRITE into transactional table {db}.{table} is not supported"
+                )
+            txn, open_id = self._open_txn()
+            try:
+                ids = self.acid_insert(txn, db, table, rows, partition, n_files=n_files)
+            except BaseException:
+                self.abort_txn(txn)
+                raise
+            return [open_id, *ids, self.commit_txn(txn)]
         with self._change() as ch:
             tbl = catalog.get_table(ch.ex, db, table)
             if tbl.table_type == objects.VIEW:
                 raise WarehouseError(f"cannot insert into view {tbl.qualified_name}")
-            if not tbl.partition_keys:
-                if partition:
-                    raise WarehouseError(f"table {tbl.qualified_name} is not partitioned")
-                return [self._insert_into(ch, tbl, [], rows, overwrite, n_files)]
-            if partition is not None:
-                values = objects.partition_values(tbl.partition_keys, partition)
-                return [self._insert_into(ch, tbl, values, rows, overwrite, n_files)]
-            keys = [k.name for k in tbl.partition_keys]
-            groups: dict[tuple[str, ...], list[Row]] = {}
-            for row in rows:
-                if any(k not in row for k in keys):
-                    raise WarehouseError(
-                        f"row {dict(row)} lacks partition keys {keys} of {tbl.qualified_name}"
-                    )
-                groups.setdefault(tuple(str(row[k]) for k in keys), []).append(
-                    {c: v for c, v in row.items() if c not in keys}
-                )
             return [
-                self._insert_into(ch, tbl, list(vals), group, overwrite, n_files)
-                for vals, group in sorted(groups.items())
+                self._insert_into(ch, tbl, values, group, overwrite, n_files)
+                for values, group in _groups(tbl, rows, partition)
             ]
 
     def _insert_into(
@@ -475,6 +504,8 @@ class Warehouse:
             tbl = catalog.get_table(ch.ex, db, table)
             if tbl.table_type != objects.MANAGED:
                 raise WarehouseError(f"cannot truncate {tbl.qualified_name}: it is a {tbl.table_type}")
+            if acid.table_kind(tbl) is not None:
+                raise WarehouseError(f"TRUNCATE of transactional table {tbl.qualified_name} is not supported")
             if not tbl.partition_keys:
                 if partition:
                     raise WarehouseError(f"table {tbl.qualified_name} is not partitioned")
@@ -500,6 +531,106 @@ class Warehouse:
                 payload = AlterPartitionPayload(tbl, old, new, is_truncate=True)
                 ids.append(ch.emit(EventType.ALTER_PARTITION, payload, db, table))
             return ids
+
+    # --- transactions -------------------------------------------------------------------------
+
+    def open_txn(self) -> int:
+        """Open a transaction (an OPEN_TXN event); returns its id (dense, increasing)."""
+        return self._open_txn()[0]
+
+    def _open_txn(self) -> tuple[int, int]:
+        with self._change() as ch:
+            txn = txns.new_txn(ch.ex, ch.now)
+            return txn, ch.emit(EventType.OPEN_TXN, OpenTxnPayload([txn]), None)
+
+    @contextmanager
+    def transaction(self) -> Iterator[int]:
+        """``with wh.transaction() as txn:`` commits on success and aborts on an exception."""
+        txn = self.open_txn()
+        try:
+            yield txn
+        except BaseException:
+            self.abort_txn(txn)
+            raise
+        self.commit_txn(txn)
+
+    def acid_insert(
+        self,
+        txn: int,
+        db: str,
+        table: str,
+        rows: Sequence[Row],
+        partition: Mapping[str, object] | None = None,
+        *,
+        n_files: int = 1,
+    ) -> list[int]:
+        """Insert rows into a transactional table within open transaction ``txn``; returns the event ids.
+
+        The txn's first write to the table allocates the table's next write id W (an
+        ALLOC_WRITE_ID_EVENT); each call is a new statement S writing ``delta_W_W_S`` under the
+        table or each partition (dynamic partitioning as :meth:`insert`; a new partition is an
+        ADD_PARTITION without files). The files are recorded in ``TXN_WRITE_NOTIFICATION_LOG``,
+        not in the log, as Hive 4 does; readers see them once the txn commits.
+        """
+        db, table = db.lower(), table.lower()
+        with self._change() as ch:
+            txns.require_open(ch.ex, txn, f"write to {db}.{table}")
+            tbl = catalog.get_table(ch.ex, db, table)
+            kind = acid.table_kind(tbl)
+            if kind is None or tbl.table_type != objects.MANAGED:
+                raise WarehouseError(f"{tbl.qualified_name} is not a transactional table: use insert()")
+            groups = _groups(tbl, rows, partition)
+            ids = []
+            write = txns.table_write(ch.ex, txn, db, table)
+            if write is None:
+                write_id = txns.allocate_write_id(ch.ex, txn, db, table)
+                payload = AllocWriteIdPayload(db, table, [TxnWriteId(txn, write_id)])
+                ids.append(ch.emit(EventType.ALLOC_WRITE_ID, payload, db, table))
+                write = txns.TableWrite(db, table, write_id, 0)
+            subdir = acid.delta_dir(write.write_id, txns.take_statement_id(ch.ex, write))
+            file_name = acid.bucket_file if kind == acid.FULL else None
+            for values, group in groups:
+                part = self._existing_or_none(ch, tbl, values)
+                if values and part is None:
+                    part = self._new_partition(ch, tbl, values)
+                    ids.append(
+                        ch.emit(EventType.ADD_PARTITION, AddPartitionPayload(tbl, [part], []), db, table)
+                    )
+                if not group:
+                    continue
+                name = objects.partition_name(tbl.partition_keys, values) if values else None
+                location = _location(part.sd.location if part else tbl.sd.location)
+                ch.mkdir(location)  # so that a failure removes a new partition's directory too
+                paths = ch.write(location / subdir, tbl.sd.columns, group, n_files, file_name)
+                refs = [dataclasses.replace(self.cm.file_ref(p, name), subdir=subdir) for p in paths]
+                written = AcidWrite(db, table, write.write_id, refs, name, tbl, part)
+                ch.tx.merge_txn_write(encode_txn_write(txn, written, ch.now))
+            return ids
+
+    def commit_txn(self, txn: int) -> int:
+        """Commit (a COMMIT_TXN event naming only the txn, as in Hive 4's log); returns its event id."""
+        with self._change() as ch:
+            txns.require_open(ch.ex, txn, "commit")
+            txns.finish(ch.ex, txn, txns.COMMITTED, ch.now)
+            return ch.emit(EventType.COMMIT_TXN, CommitTxnPayload(txn), None)
+
+    def abort_txn(self, txn: int) -> int:
+        """Abort (an ABORT_TXN event with the databases written); its deltas stay on disk, unread."""
+        with self._change() as ch:
+            txns.require_open(ch.ex, txn, "abort")
+            dbs = sorted({w.db for w in txns.writes_of(ch.ex, txn)})
+            txns.finish(ch.ex, txn, txns.ABORTED, ch.now)
+            return ch.emit(EventType.ABORT_TXN, AbortTxnPayload(txn, dbs), None)
+
+    def _no_open_writes(self, ch: _Change, tbl: TableSnapshot, action: str) -> None:
+        writers = txns.open_writers(ch.ex, tbl.db, tbl.name)
+        if writers:
+            raise OpenWritesError(tbl.qualified_name, writers, action)
+
+    def _existing_or_none(
+        self, ch: _Change, tbl: TableSnapshot, values: list[str]
+    ) -> PartitionSnapshot | None:
+        return catalog.find_partition(ch.ex, tbl, values) if values else None
 
     # --- functions ----------------------------------------------------------------------------
 
@@ -558,8 +689,19 @@ class Warehouse:
         return catalog.function_names(self._query, db.lower())
 
     def files(self, db: str, table: str) -> list[FileRef]:
-        """Every current data file of the table (all partitions) with checksum and size."""
+        """Every current data file of the table (all partitions) with checksum and size.
+
+        For a transactional table: the files a reader reads, i.e. of committed write ids only
+        (with their ACID directory as ``subdir``); aborted deltas stay on disk but are not listed.
+        """
         tbl = self.table(db, table)
+        if acid.table_kind(tbl) is not None:
+            committed = set(self.acid_committed_write_ids(db, table))
+            return [
+                dataclasses.replace(self.cm.file_ref(f, name), subdir=subdir)
+                for name, directory in self._data_dirs(tbl)
+                for subdir, f in _acid_files(directory, committed)
+            ]
         if not tbl.partition_keys:
             return [self.cm.file_ref(p) for p in data_files(_location(tbl.sd.location))]
         return [
@@ -573,6 +715,14 @@ class Warehouse:
         tbl = self.table(db, table)
         if tbl.table_type == objects.VIEW:
             raise WarehouseError(f"{tbl.qualified_name} is a view: it has no rows of its own")
+        if acid.table_kind(tbl) is not None:
+            committed = set(self.acid_committed_write_ids(db, table))
+            acid_rows: list[dict[str, object]] = []
+            for name, directory in self._data_dirs(tbl):
+                extra = _typed_spec(tbl, name)
+                files = [f for _, f in _acid_files(directory, committed)]
+                acid_rows += [{**row, **extra} for row in read_parquet(files)]
+            return acid_rows
         if not tbl.partition_keys:
             return read_parquet(data_files(_location(tbl.sd.location)))
         out: list[dict[str, object]] = []
@@ -580,6 +730,54 @@ class Warehouse:
             extra = {k.name: _typed(k.type, v) for k, v in zip(tbl.partition_keys, part.values, strict=True)}
             out += [{**row, **extra} for row in read_parquet(data_files(_location(part.sd.location)))]
         return out
+
+    def _data_dirs(self, tbl: TableSnapshot) -> list[tuple[str | None, Path]]:
+        """(partition name or None, directory) of each place the table keeps data."""
+        if not tbl.partition_keys:
+            return [(None, _location(tbl.sd.location))]
+        return [
+            (objects.partition_name(tbl.partition_keys, p.values), _location(p.sd.location))
+            for p in self.partition_snapshots(tbl.db, tbl.name)
+        ]
+
+    def acid_committed_write_ids(self, db: str, table: str) -> list[int]:
+        """The transactional table's write ids whose transactions committed (a valid write-id list)."""
+        return txns.write_ids(self._query, db.lower(), table.lower(), txns.COMMITTED)
+
+    def txn_state(self, txn: int) -> str:
+        """``"open"``, ``"committed"``, ``"aborted"``, or ``"unknown"``."""
+        return txns.STATE_NAMES.get(txns.state(self._query, txn) or "", "unknown")
+
+    def txns(self, state: str | None = None) -> list[int]:
+        """Transaction ids, all or those in ``state`` (``"open"``, ``"committed"``, ``"aborted"``)."""
+        codes = {v: k for k, v in txns.STATE_NAMES.items()}
+        if state is not None and state not in codes:
+            raise WarehouseError(f"unknown transaction state {state!r}; use one of {sorted(codes)}")
+        return txns.txn_ids(self._query, codes[state] if state else None)
+
+    def txn_write_rows(self, txn: int) -> list[TxnWriteNotificationRow]:
+        """The ``TXN_WRITE_NOTIFICATION_LOG`` rows of ``txn`` (ordered as the SQL reader orders them)."""
+        rows = self._query(
+            'SELECT "WNL_TXNID", "WNL_WRITEID", "WNL_DATABASE", "WNL_TABLE", "WNL_PARTITION",'
+            ' "WNL_TABLE_OBJ", "WNL_PARTITION_OBJ", "WNL_FILES", "WNL_EVENT_TIME"'
+            ' FROM "TXN_WRITE_NOTIFICATION_LOG"'
+            ' WHERE "WNL_TXNID" = ? ORDER BY "WNL_WRITEID", "WNL_DATABASE", "WNL_TABLE", "WNL_PARTITION"',
+            (txn,),
+        )
+        return [
+            TxnWriteNotificationRow(
+                txn_id=int(r[0]),
+                write_id=int(r[1]),
+                db=r[2],
+                table=r[3],
+                partition=r[4],
+                table_obj=r[5],
+                partition_obj=r[6],
+                files=r[7] or "",
+                event_time=int(r[8]),
+            )
+            for r in rows
+        ]
 
     def current_event_id(self) -> int:
         """The id of the last event written (0 when none), as Hive's ``get_current_notificationEventId``."""
@@ -641,6 +839,50 @@ def _move(src: Path, dst: Path) -> None:
 
 def _rmtree_later(directory: Path) -> Callable[[], None]:
     return lambda: shutil.rmtree(directory, ignore_errors=True)
+
+
+def _groups(
+    tbl: TableSnapshot, rows: Sequence[Row], partition: Mapping[str, object] | None
+) -> list[tuple[list[str], Sequence[Row]]]:
+    """(partition values, rows) per target: [] values for an unpartitioned table; rows grouped by
+    their partition keys (which are removed) when a partitioned table gets no ``partition``."""
+    if not tbl.partition_keys:
+        if partition:
+            raise WarehouseError(f"table {tbl.qualified_name} is not partitioned")
+        return [([], rows)]
+    if partition is not None:
+        return [(objects.partition_values(tbl.partition_keys, partition), rows)]
+    keys = [k.name for k in tbl.partition_keys]
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for row in rows:
+        if any(k not in row for k in keys):
+            raise WarehouseError(f"row {dict(row)} lacks partition keys {keys} of {tbl.qualified_name}")
+        groups.setdefault(tuple(str(row[k]) for k in keys), []).append(
+            {c: v for c, v in row.items() if c not in keys}
+        )
+    return [(list(values), group) for values, group in sorted(groups.items())]
+
+
+def _all_files(tbl: TableSnapshot, dirs: Sequence[Path]) -> list[Path]:
+    """What dropping these directories deletes: top-level files, or every file of an ACID layout."""
+    if acid.table_kind(tbl) is not None:
+        return tree_files(dirs)
+    return [f for d in dirs for f in data_files(d)]
+
+
+def _acid_files(directory: Path, committed: set[int]) -> list[tuple[str, Path]]:
+    """(ACID subdir, file) of the directory's visible deltas and base, in write-id order."""
+    if not directory.is_dir():
+        return []
+    names = [p.name for p in directory.iterdir() if p.is_dir()]
+    return [(sub, f) for sub in acid.visible_dirs(names, committed) for f in data_files(directory / sub)]
+
+
+def _typed_spec(tbl: TableSnapshot, name: str | None) -> dict[str, object]:
+    if name is None:
+        return {}
+    spec = parse_partition_name(name)
+    return {k.name: _typed(k.type, spec[k.name.lower()]) for k in tbl.partition_keys}
 
 
 def _typed(hive_type: str, value: str) -> object:

@@ -3,6 +3,8 @@
 The same seed on an empty warehouse gives the same sequence of operations (hence of events), so a
 test or benchmark can be rerun exactly. Operations are drawn with weights that resemble a real
 warehouse: mostly inserts into partitioned tables, some DDL, occasional destructive changes.
+With ``txn_share`` > 0 some tables are transactional and that share of operations are explicit
+ACID transactions (one or two tables, sometimes in two databases), ``abort_ratio`` of them aborted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamer.events.model import Column, ResourceUri
+from streamer.warehouse import acid
+from streamer.warehouse.errors import WarehouseError
 from streamer.warehouse.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,9 @@ class WorkloadStats:
     first_event_id: int
     last_event_id: int = 0
     operations: dict[str, int] = field(default_factory=dict)
+    txns_committed: int = 0  # every transaction of the run, auto-commit inserts included
+    txns_aborted: int = 0
+    txns_cross_db: int = 0  # explicit transactions that wrote tables in two databases
 
     @property
     def events(self) -> int:
@@ -45,11 +52,26 @@ class WorkloadStats:
 class Workload:
     """Random operations on a warehouse, reproducible from ``seed``."""
 
-    def __init__(self, warehouse: Warehouse, seed: int = 0, max_rows: int = 20) -> None:
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        seed: int = 0,
+        max_rows: int = 20,
+        *,
+        txn_share: float = 0.0,
+        abort_ratio: float = 0.3,
+    ) -> None:
+        if not 0.0 <= txn_share < 1.0 or not 0.0 <= abort_ratio <= 1.0:
+            raise WarehouseError(
+                f"txn_share must be in [0, 1) and abort_ratio in [0, 1]; got {txn_share}, {abort_ratio}"
+            )
         self.wh = warehouse
         self.rng = random.Random(seed)
         self.max_rows = max_rows
-        self._ops: list[tuple[int, Callable[[], bool]]] = [
+        self.txn_share = txn_share
+        self.abort_ratio = abort_ratio
+        self._cross_db = 0
+        self._ops: list[tuple[float, Callable[[], bool]]] = [
             (2, self.create_database),
             (1, self.alter_database),
             (5, self.create_table),
@@ -65,10 +87,15 @@ class Workload:
             (1, self.drop_function),
             (1, self.create_view),
         ]
+        if txn_share > 0:
+            others = sum(w for w, _ in self._ops)
+            self._ops.append((others * txn_share / (1 - txn_share), self.transaction))
 
     def run(self, n_events: int) -> WorkloadStats:
         """Apply random operations until at least ``n_events`` events were written."""
         start = self.wh.current_event_id()
+        last_txn = max(self.wh.txns(), default=0)
+        cross_db = self._cross_db
         stats = WorkloadStats(first_event_id=start + 1)
         if not self.wh.databases():
             self.create_database()
@@ -78,6 +105,9 @@ class Workload:
             if op():
                 stats.operations[op.__name__] = stats.operations.get(op.__name__, 0) + 1
         stats.last_event_id = self.wh.current_event_id()
+        stats.txns_committed = sum(1 for t in self.wh.txns("committed") if t > last_txn)
+        stats.txns_aborted = sum(1 for t in self.wh.txns("aborted") if t > last_txn)
+        stats.txns_cross_db = self._cross_db - cross_db
         log.info(
             "workload wrote events %s..%s: %s", stats.first_event_id, stats.last_event_id, stats.operations
         )
@@ -93,7 +123,9 @@ class Workload:
         dbs = self.wh.databases()
         return self.rng.choice(dbs) if dbs else None
 
-    def _table(self, *, partitioned: bool | None = None, managed: bool = False) -> tuple[str, str] | None:
+    def _table(
+        self, *, partitioned: bool | None = None, managed: bool = False, transactional: bool | None = None
+    ) -> tuple[str, str] | None:
         db = self._db()
         if db is None:
             return None
@@ -105,6 +137,8 @@ class Workload:
             if managed and tbl.table_type != "MANAGED_TABLE":
                 continue
             if partitioned is not None and bool(tbl.partition_keys) != partitioned:
+                continue
+            if transactional is not None and (acid.table_kind(tbl) is not None) != transactional:
                 continue
             candidates.append(name)
         return (db, self.rng.choice(candidates)) if candidates else None
@@ -163,7 +197,12 @@ class Workload:
         external = self.rng.random() < 0.2
         name = self._name("t")
         location = self.wh.root / "external" / db / name if external else None
-        self.wh.create_table(db, name, COLUMNS, keys, external=external, location=location)
+        kind: bool | str = False
+        if self.txn_share > 0 and not external and self.rng.random() < 0.5:
+            kind = self.rng.choice(acid.KINDS)
+        self.wh.create_table(
+            db, name, COLUMNS, keys, external=external, location=location, transactional=kind
+        )
         return True
 
     def create_view(self) -> bool:
@@ -175,7 +214,7 @@ class Workload:
         return True
 
     def insert(self, overwrite: bool = False) -> bool:
-        found = self._table()
+        found = self._table(transactional=False) if overwrite else self._table()
         if found is None:
             return False
         db, table = found
@@ -194,8 +233,58 @@ class Workload:
     def overwrite(self) -> bool:
         return self.insert(overwrite=True)
 
+    def transaction(self) -> bool:
+        """One explicit transaction: 1-2 statements into each of 1-2 transactional tables, sometimes
+        in two databases; committed, or aborted with probability ``abort_ratio``."""
+        tables = self._acid_tables()
+        if not tables:
+            db = self._db()
+            if db is None:
+                return False
+            keys = self.rng.choice([[], *PARTITION_KEY_SETS])
+            self.wh.create_table(
+                db, self._name("acid"), COLUMNS, keys, transactional=self.rng.choice(acid.KINDS)
+            )
+            return True
+        chosen = [self.rng.choice(tables)]
+        if self.rng.random() < 0.4:
+            others = [t for t in tables if t[0] != chosen[0][0]] or [t for t in tables if t != chosen[0]]
+            if others:
+                chosen.append(self.rng.choice(others))
+        txn = self.wh.open_txn()
+        for db, table in chosen:
+            for _ in range(self.rng.choice([1, 1, 2])):
+                self._acid_statement(txn, db, table)
+        if self.rng.random() < self.abort_ratio:
+            self.wh.abort_txn(txn)
+        else:
+            self.wh.commit_txn(txn)
+        if len({db for db, _ in chosen}) > 1:
+            self._cross_db += 1
+        return True
+
+    def _acid_tables(self) -> list[tuple[str, str]]:
+        return [
+            (db, name)
+            for db in self.wh.databases()
+            for name in self.wh.tables(db)
+            if acid.table_kind(self.wh.table(db, name)) is not None
+        ]
+
+    def _acid_statement(self, txn: int, db: str, table: str) -> None:
+        tbl = self.wh.table(db, table)
+        keys, columns = tbl.partition_keys, tbl.sd.columns
+        n_files = self.rng.choice([1, 1, 2])
+        if not keys:
+            self.wh.acid_insert(txn, db, table, self._rows(columns), n_files=n_files)
+        elif self.rng.random() < 0.3:
+            self.wh.acid_insert(txn, db, table, self._rows(columns, keys), n_files=n_files)
+        else:
+            spec = self._spec(db, table, existing=self.rng.random() < 0.6) or self._spec(db, table, False)
+            self.wh.acid_insert(txn, db, table, self._rows(columns), spec, n_files=n_files)
+
     def truncate(self) -> bool:
-        found = self._table(managed=True)
+        found = self._table(managed=True, transactional=False)
         if found is None:
             return False
         db, table = found
@@ -281,7 +370,8 @@ def scripted_scenario(wh: Warehouse, db: str = "sales") -> int:
 
     Every kind of change appears once: database and tables (partitioned, external, a view), inserts
     into new and existing partitions, an overwrite, property changes, a rename, a truncate,
-    partition add/drop, a function, and a drop.
+    partition add/drop, a function, and a drop; then two transactional tables (full ACID and
+    insert-only), one committed transaction writing both and one aborted transaction.
     """
     wh.create_database(db, {"owner.team": "finance"}, description="demo sales data")
     wh.create_table(db, "orders", COLUMNS, [Column("dt", "string")], params={"comment": "orders by day"})
@@ -304,4 +394,18 @@ def scripted_scenario(wh: Warehouse, db: str = "sales") -> int:
     wh.create_function(db, "to_upper", "com.example.udf.Upper")
     wh.alter_database(db, {"reviewed": "yes"})
     wh.drop_table(db, "big_orders")
+    payment_cols = [Column("id", "bigint"), Column("amount", "double")]
+    wh.create_table(db, "payments", payment_cols, [Column("dt", "string")], transactional=True)
+    wh.create_table(
+        db, "audit", [Column("id", "bigint"), Column("name", "string")], transactional="insert_only"
+    )
+    txn = wh.open_txn()  # committed: both tables become visible together
+    day = {"dt": "2024-01-01"}
+    wh.acid_insert(txn, db, "payments", [{"id": 1, "amount": 9.5}, {"id": 2, "amount": 20.0}], day)
+    wh.acid_insert(txn, db, "audit", [{"id": 1, "name": "payments loaded"}])
+    wh.commit_txn(txn)
+    txn = wh.open_txn()  # aborted: its delta stays on the source, and no reader ever sees it
+    wh.acid_insert(txn, db, "payments", [{"id": 3, "amount": -1.0}], day)
+    wh.acid_insert(txn, db, "audit", [{"id": 2, "name": "bad batch"}])
+    wh.abort_txn(txn)
     return wh.current_event_id()

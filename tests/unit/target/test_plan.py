@@ -185,3 +185,17 @@ def test_create_drop_collapses_only_when_contiguous_and_managed() -> None:
         s.kind is not StepKind.COLLAPSED
         for s in plan([b.create_table(1, ext), b.drop_table(2, ext)], {}).steps
     )
+
+
+def test_progress_record_sharing_an_event_id_never_hides_the_event() -> None:
+    from streamer.events.model import DatabasePayload, DatabaseSnapshot, Event, ProgressPayload, Source
+
+    real = Event(
+        Source("s", 7, 100), EventType.CREATE_DATABASE, DatabasePayload(DatabaseSnapshot("db")), db="db"
+    )
+    progress = Event(Source("s", 7, 100), EventType.PROGRESS, ProgressPayload(7, 9))
+    for batch in ([progress, real], [real, progress]):
+        result = plan(batch, {})
+        assert result.event_ids == (7,)
+        assert result.source_head == 9
+        assert result.duplicates == ()

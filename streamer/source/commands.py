@@ -1,0 +1,112 @@
+"""``streamer source``: run the source agent (notification log → Kafka)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+import click
+
+from streamer.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _env(name: str) -> dict[str, Any]:
+    return {"envvar": f"STREAMER_{name}", "show_envvar": True}
+
+
+@click.group()
+def source() -> None:
+    """The source agent: publishes a metastore's notification log to Kafka, in order, exactly once."""
+
+
+@source.command("run")
+@click.option("--source-id", required=True, **_env("SOURCE_ID"),
+              help="Name of this source; names the topic and the producer's transactional id.")
+@click.option("--notification-db", "notification_db", **_env("NOTIFICATION_DB"),
+              help="Metastore database URL: a sqlite path, sqlite:///path, postgresql://... or mysql://...")
+@click.option("--hms-uri", **_env("HMS_URI"), help="Read through the metastore's Thrift API instead (thrift://host:port).")
+@click.option("--policy", "policies", multiple=True, **_env("POLICY"),
+              help="Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable "
+                   "(env: space-separated). Default: every database.")
+@click.option("--bootstrap-servers", required=True, **_env("BOOTSTRAP_SERVERS"),
+              help="Kafka bootstrap servers, host:port[,host:port].")
+@click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
+              **_env("KAFKA_SETTING"),
+              help="librdkafka property passed through (security.protocol, sasl.*, ssl.*); repeatable.")
+@click.option("--topic", **_env("TOPIC"), help="Topic to publish to. Default: streamer.<source-id>.events.")
+@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1), **_env("BATCH_SIZE"),
+              help="Events read and published per Kafka transaction.")
+@click.option("--poll-interval", default=1.0, show_default=True, type=click.FloatRange(0),
+              **_env("POLL_INTERVAL"),
+              help="Seconds between reads once caught up.")
+@click.option("--gap-settle-seconds", default=5.0, show_default=True, type=click.FloatRange(0),
+              **_env("GAP_SETTLE_SECONDS"),
+              help="How long a missing event id may take to commit before the agent halts on the gap.")
+@click.option("--checksum-algorithm", default="sha256", show_default=True, **_env("CHECKSUM_ALGORITHM"),
+              help="What the source filesystem's file checksums are (recorded with each file).")
+@click.option("--cmroot", **_env("CMROOT"),
+              help="The source's change-manager root, for file references that do not name one.")
+@click.option("--start-after", type=click.IntRange(0), **_env("START_AFTER"),
+              help="Event id to continue after when the topic is empty (hand-over from a bootstrap).")
+@click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              **_env("METRICS_PORT"), help="Serve /metrics on this port (0: off).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, **_env("METRICS_HOST"),
+              help="Address /metrics binds to.")
+@click.option("--once", is_flag=True, **_env("ONCE"), help="Publish everything there is, then exit.")
+def run(
+    source_id: str,
+    notification_db: str | None,
+    hms_uri: str | None,
+    policies: tuple[str, ...],
+    bootstrap_servers: str,
+    kafka_settings: tuple[str, ...],
+    topic: str | None,
+    batch_size: int,
+    poll_interval: float,
+    gap_settle_seconds: float,
+    checksum_algorithm: str,
+    cmroot: str | None,
+    start_after: int | None,
+    metrics_port: int,
+    metrics_host: str,
+    once: bool,
+) -> None:
+    """Run the agent: read the notification log, publish each event once, in order."""
+    from streamer import metrics
+    from streamer.kafka.settings import client_config, parse_pairs
+    from streamer.source.agent import AgentConfig, SourceAgent
+    from streamer.source.enrich import EnrichSettings
+    from streamer.source.policy import PolicySet
+    from streamer.source.reader import NotificationReader, SqlNotificationReader
+    from streamer.source.thrift_reader import ThriftNotificationReader
+
+    if bool(notification_db) == bool(hms_uri):
+        raise ConfigError("give exactly one of --notification-db URL and --hms-uri thrift://host:port")
+    policy = PolicySet.parse(policies)
+    config = AgentConfig(
+        source_id=source_id,
+        kafka=client_config(bootstrap_servers, parse_pairs(kafka_settings)),
+        topic=topic,
+        batch_size=batch_size,
+        poll_interval=poll_interval,
+        gap_settle_seconds=gap_settle_seconds,
+        enrich=EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot),
+        start_after=start_after,
+    )
+    reader: NotificationReader = (
+        SqlNotificationReader(notification_db) if notification_db else ThriftNotificationReader(str(hms_uri))
+    )
+    metrics.serve(metrics_port, metrics_host)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    agent = SourceAgent(config, reader, policy)
+    try:
+        agent.run(once=once, stop=stop)
+    finally:
+        agent.close()
+        reader.close()
+    click.echo(f"source {source_id}: published through event id {agent.last_id}")

@@ -1,0 +1,157 @@
+"""Enrichment: what the agent adds to a decoded event before publishing it.
+
+A target must be able to copy every file point-in-time without asking the source anything, so
+each ``FileRef`` leaves the agent with a checksum (computed as sha256 of the current content if
+the message had none), its algorithm, its size and its change-manager fallback (``cm_uri``), and
+COMMIT_TXN carries the transaction's writes (read from TXN_WRITE_NOTIFICATION_LOG before the
+metastore's cleaner removes them). Snapshots stay as the message has them: taking them from the
+live metastore would show targets a later state than the event's.
+
+The traversal and the per-file rules are pure; file I/O sits behind ``FileInspector``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from streamer.errors import DecodeError
+from streamer.events.model import CommitTxnPayload, Event, FileRef
+from streamer.hive.decode import decode_txn_writes
+from streamer.hive.files import cm_path
+from streamer.source.reader import NotificationReader
+
+log = logging.getLogger(__name__)
+
+COMPUTED_ALGORITHM = "sha256"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EnrichSettings:
+    """``checksum_algorithm`` names what the source filesystem's checksums are (e.g. ``sha256`` for
+    the bundled warehouse, ``hdfs-md5-of-crc32c`` for HDFS); ``cmroot`` is the source's change-manager
+    root, used for references that do not name one (Hive 2.3)."""
+
+    checksum_algorithm: str = COMPUTED_ALGORITHM
+    cmroot: str | None = None
+    compute_missing: bool = True
+
+
+class FileInspector(Protocol):
+    def size(self, uri: str) -> int | None:
+        """Size in bytes, or None if the file does not exist (any more)."""
+        ...
+
+    def sha256(self, uri: str) -> str | None:
+        """Hex sha256 of the content, or None if the file does not exist (any more)."""
+        ...
+
+
+class FsspecInspector:
+    """``FileInspector`` over fsspec (local files here; HDFS/S3 with their fsspec drivers)."""
+
+    def size(self, uri: str) -> int | None:
+        fs, path = _fs(uri)
+        try:
+            return int(fs.info(path)["size"])
+        except FileNotFoundError:
+            return None
+
+    def sha256(self, uri: str) -> str | None:
+        fs, path = _fs(uri)
+        digest = hashlib.sha256()
+        try:
+            with fs.open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        except FileNotFoundError:
+            return None
+        return digest.hexdigest()
+
+
+def _fs(uri: str) -> tuple[Any, str]:
+    from fsspec.core import url_to_fs
+
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        uri = "file://" + uri[len("file:"):]  # Hadoop writes file:/path
+    fs, path = url_to_fs(uri)
+    return fs, path
+
+
+def enrich_ref(ref: FileRef, settings: EnrichSettings, files: FileInspector) -> FileRef:
+    """One reference with checksum, algorithm, size and cm fallback filled in where missing."""
+    checksum, algorithm = ref.checksum, ref.checksum_algorithm
+    if checksum and not algorithm:
+        algorithm = settings.checksum_algorithm
+    if not checksum and settings.compute_missing:
+        checksum = files.sha256(ref.uri)
+        algorithm = COMPUTED_ALGORITHM if checksum else None
+        if checksum is None:
+            log.warning("file %s is gone and its event carries no checksum: it will be copied unverified "
+                        "or not at all", ref.uri)
+    size = ref.size if ref.size is not None else files.size(ref.uri)
+    cm_uri = ref.cm_uri
+    # the change manager names copies by the source filesystem's checksum: a sha256 computed here
+    # names them only when that is the source's algorithm
+    own = ref.checksum or (checksum if settings.checksum_algorithm == COMPUTED_ALGORITHM else None)
+    if cm_uri is None and settings.cmroot and own:
+        cm_uri = cm_path(settings.cmroot, ref.uri, own)
+    return dataclasses.replace(ref, checksum=checksum, checksum_algorithm=algorithm, size=size, cm_uri=cm_uri)
+
+
+def map_refs(value: T, fn: Callable[[FileRef], FileRef]) -> T:
+    """``value`` with ``fn`` applied to every ``FileRef`` inside it (dataclasses and lists)."""
+    result: Any = _map(value, fn)
+    return result
+
+
+def _map(value: Any, fn: Callable[[FileRef], FileRef]) -> Any:
+    if isinstance(value, FileRef):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map(v, fn) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name)
+            if isinstance(current, FileRef | list) or dataclasses.is_dataclass(current):
+                new = _map(current, fn)
+                if new is not current:
+                    changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
+class Enricher:
+    """Applies the enrichment to decoded events; reads ACID write lists through the reader."""
+
+    def __init__(self, settings: EnrichSettings, reader: NotificationReader,
+                 files: FileInspector | None = None) -> None:
+        self.settings = settings
+        self.reader = reader
+        self.files = files or FsspecInspector()
+
+    def __call__(self, event: Event) -> Event:
+        payload = event.payload
+        if isinstance(payload, CommitTxnPayload) and not payload.writes:
+            try:
+                writes = decode_txn_writes(self.reader.txn_writes(payload.txn_id))
+            except DecodeError as exc:
+                raise DecodeError(f"writes of txn {payload.txn_id}: {exc.cause}", event_id=event.event_id,
+                                  event_type=event.event_type.value, obj=exc.obj) from exc
+            if writes:
+                event = dataclasses.replace(event, payload=dataclasses.replace(payload, writes=writes))
+        try:
+            return map_refs(event, lambda ref: enrich_ref(ref, self.settings, self.files))
+        except OSError as exc:
+            raise DecodeError(f"cannot inspect a file of the event: {exc}", event_id=event.event_id,
+                              event_type=event.event_type.value, obj=_obj(event)) from exc
+
+
+def _obj(event: Event) -> str | None:
+    return ".".join(n for n in (event.db, event.table) if n) or None

@@ -1,0 +1,255 @@
+"""The consistency checker: do samples of a replica only ever show states the source had?
+
+Offline and pure. Input: the source's :class:`~streamer.testing.history.History` and the samples
+concurrent readers took of a target. Output: a :class:`Report` with every violation of DESIGN §2's
+reader-facing invariants (1 order, 2 prefix consistency, 5 ACID atomicity) and the worst staleness.
+
+Sample format (what a sampler records, one :class:`Sample` per reader per instant):
+
+- ``reader``: a stable name of the reader (monotonicity is judged per reader);
+- ``wall_time``: when the sample was taken, seconds since the epoch (``time.time()``; the source's
+  event times have one-second grain, so staleness is accurate to about a second);
+- ``applied_event_ids``: the target's advertised progress, database name -> ``repl.last.id`` of that
+  target database;
+- ``tables``: ``db.table`` (lower case, source names) -> :class:`TableState`, or ``None`` for a table
+  the reader looked for and did not find. Build states with :func:`streamer.testing.state.observe`
+  from the target metastore's table snapshot and, per partition name (``""`` for an unpartitioned
+  table), the visible data files as ``(path relative to the partition directory, sha256 hex)``,
+  hidden ``.``/``_`` files left out. Transactional tables: pass the table's write ids the reader API
+  reports as committed, and only the files of those write ids (paths keep their ``delta_*`` dir).
+- ``source_head_event_id`` (optional): the source's last event id when the sample was taken; when
+  absent it is derived from the source event times.
+
+Taking a sample: read every ``repl.last.id``, then the tables, then the ids again, and keep the
+sample only when both readings agree. A target without snapshot reads shows a reader that races an
+apply a mix of two states; such a sample proves nothing either way (its watermark is stale by the
+time the tables are read), while an agreeing one must show one source state.
+
+Checks, each naming reader, sample and table:
+
+- ``phantom``: a table, or a file in a table, that no committed source event ever produced;
+- ``prefix``: a table's state equals the source's state of that table after no event id;
+- ``cut``: the tables of one sample each match some source state, but no single event id fits all;
+- ``monotonic``: a reader's inferred event id (or an advertised ``repl.last.id``) went backwards;
+- ``watermark``: ``repl.last.id`` is neither compatible with the state shown nor behind it by at most
+  ``max_in_flight`` changes of the observed tables (the step being applied when the sample was taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from streamer.testing import intervals
+from streamer.testing.history import History
+from streamer.testing.intervals import IdSet
+from streamer.testing.state import TableState, diff
+
+PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK = "phantom", "prefix", "cut", "monotonic", "watermark"
+CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK)
+EVERYTHING: IdSet = ((-(2**62), 2**62),)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one reader observed on the target at one instant (see the module docstring)."""
+
+    reader: str
+    wall_time: float
+    applied_event_ids: Mapping[str, int]
+    tables: Mapping[str, TableState | None]
+    source_head_event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    reader: str
+    sample: int  # index in the samples given to :func:`check`
+    description: str
+    obj: str | None = None
+
+    def __str__(self) -> str:
+        where = f" {self.obj}" if self.obj else ""
+        return f"[{self.check}] reader {self.reader} sample {self.sample}{where}: {self.description}"
+
+
+@dataclass
+class Report:
+    samples: int
+    violations: list[Violation] = field(default_factory=list)
+    worst_staleness_s: float = 0.0
+    worst_lag_events: int = 0
+    readers: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def by_check(self) -> dict[str, int]:
+        return {c: n for c in CHECKS if (n := sum(v.check == c for v in self.violations))}
+
+    def summary(self, limit: int = 10) -> str:
+        head = (
+            f"{self.samples} samples from {self.readers} readers: {len(self.violations)} violations "
+            f"{self.by_check()}; worst lag {self.worst_lag_events} events / {self.worst_staleness_s:.1f} s"
+        )
+        return "\n".join([head, *(str(v) for v in self.violations[:limit])])
+
+
+def check(history: History, samples: Iterable[Sample], *, max_in_flight: int = 1) -> Report:
+    """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times)."""
+    samples = list(samples)
+    report = Report(samples=len(samples), readers=len({s.reader for s in samples}))
+    cuts: list[IdSet | None] = []
+    for index, sample in enumerate(samples):
+        per_table = _tables(history, index, sample, report.violations)
+        cut = _cut(index, sample, per_table, report.violations)
+        cuts.append(cut)
+        if cut is not None:
+            _watermark(history, index, sample, per_table, max_in_flight, report.violations)
+        _staleness(history, sample, cut, report)
+    _monotonic(samples, cuts, report.violations)
+    return report
+
+
+def _tables(history: History, index: int, sample: Sample, out: list[Violation]) -> dict[str, IdSet]:
+    per_table: dict[str, IdSet] = {}
+    for key, state in sorted(sample.tables.items()):
+        if state is not None and key not in history.changes:
+            out.append(_v(PHANTOM, sample, index, "the source never had this table", key))
+            per_table[key] = ()
+            continue
+        if state is not None:
+            ever = history.files_ever(key)
+            phantoms = sorted((p, f) for p, files in state.partitions for f in files if (p, f) not in ever)
+            if phantoms:
+                text = f"{len(phantoms)} file(s) no committed source event produced, e.g. {phantoms[:3]}"
+                out.append(_v(PHANTOM, sample, index, text, key))
+        ids = per_table[key] = history.compatible(key, state)
+        if not ids:
+            at = max(sample.applied_event_ids.values(), default=history.base_event_id)
+            expected = history.state_at(key, at)
+            text = (
+                f"observed {state.describe() if state else 'absence'} matches no source state; "
+                f"vs the source after event {at} (advertised): {diff(state, expected)}"
+            )
+            out.append(_v(PREFIX, sample, index, text, key))
+    return per_table
+
+
+def _cut(index: int, sample: Sample, per_table: dict[str, IdSet], out: list[Violation]) -> IdSet | None:
+    """The event ids compatible with every table of the sample (None when a table fits none)."""
+    if any(not ids for ids in per_table.values()):
+        return None
+    cut: IdSet = EVERYTHING
+    seen: list[str] = []
+    for key, ids in sorted(per_table.items()):
+        narrowed = intervals.intersect(cut, ids)
+        if not narrowed:
+            out.append(_v(CUT, sample, index, _conflict(per_table, seen, key)))
+            return None
+        cut = narrowed
+        seen.append(key)
+    return cut
+
+
+def _conflict(per_table: dict[str, IdSet], before: list[str], key: str) -> str:
+    """Name a pair of tables that no single event id fits, or the table that breaks the others' cut."""
+    ids = per_table[key]
+    partner = next((k for k in before if not intervals.intersect(per_table[k], ids)), None)
+    if partner is not None:
+        return (
+            f"no single source event id fits all tables: {partner} shows event ids "
+            f"{intervals.render(per_table[partner])}, {key} shows {intervals.render(ids)}"
+        )
+    others = ", ".join(f"{k} {intervals.render(per_table[k])}" for k in before if per_table[k] != EVERYTHING)
+    return (
+        f"no single source event id fits all tables: {key} shows {intervals.render(ids)}, "
+        f"which no id of the others fits ({others})"
+    )
+
+
+def _watermark(
+    history: History,
+    index: int,
+    sample: Sample,
+    per_table: dict[str, IdSet],
+    max_in_flight: int,
+    out: list[Violation],
+) -> None:
+    for db, applied in sorted(sample.applied_event_ids.items()):
+        keys = [k for k in per_table if k.startswith(db.lower() + ".")]
+        if not keys:
+            continue
+        ids: IdSet = EVERYTHING
+        for key in keys:
+            ids = intervals.intersect(ids, per_table[key])
+        if intervals.contains(ids, applied):
+            continue
+        first = intervals.first_at_or_after(ids, applied)
+        if first is not None:
+            pending = [e for e in history.change_ids(keys) if applied < e <= first]
+            if len(pending) <= max_in_flight:
+                continue
+            text = (
+                f"repl.last.id of {db} is {applied} but its tables show event {first} or later: "
+                f"{len(pending)} changes ahead of the watermark (at most {max_in_flight} may be in flight)"
+            )
+        else:
+            text = (
+                f"repl.last.id of {db} is {applied} but its tables show a state from before it "
+                f"(compatible event ids {intervals.render(ids)})"
+            )
+        out.append(_v(WATERMARK, sample, index, text, db))
+
+
+def _staleness(history: History, sample: Sample, cut: IdSet | None, report: Report) -> None:
+    position = max(sample.applied_event_ids.values(), default=history.base_event_id)
+    if cut:
+        position = max(position, cut[0][0])
+    head = sample.source_head_event_id
+    if head is None:
+        head = history.head_at(sample.wall_time)
+    if position >= head:
+        return
+    report.worst_lag_events = max(report.worst_lag_events, head - position)
+    first_missing = history.next_event_id(position)
+    written = history.event_time(first_missing) if first_missing is not None else None
+    if written is not None:
+        report.worst_staleness_s = max(report.worst_staleness_s, sample.wall_time - written)
+
+
+def _monotonic(samples: list[Sample], cuts: list[IdSet | None], out: list[Violation]) -> None:
+    by_reader: dict[str, list[int]] = {}
+    for index, sample in enumerate(samples):
+        by_reader.setdefault(sample.reader, []).append(index)
+    for indices in by_reader.values():
+        indices.sort(key=lambda i: samples[i].wall_time)
+        floor: int | None = None
+        floor_sample = -1
+        applied: dict[str, tuple[int, int]] = {}
+        for i in indices:
+            sample = samples[i]
+            for db, value in sample.applied_event_ids.items():
+                before = applied.get(db)
+                if before is not None and value < before[0]:
+                    text = f"repl.last.id of {db} went from {before[0]} (sample {before[1]}) back to {value}"
+                    out.append(_v(MONOTONIC, sample, i, text, db))
+                applied[db] = (value, i)
+            cut = cuts[i]
+            if not cut:
+                continue
+            chosen = intervals.first_at_or_after(cut, floor) if floor is not None else cut[0][0]
+            if chosen is None:
+                text = (
+                    f"went back in time: sample {floor_sample} showed event {floor} or later, this one fits "
+                    f"only {intervals.render(cut)}"
+                )
+                out.append(_v(MONOTONIC, sample, i, text))
+                chosen = cut[0][0]
+            floor, floor_sample = chosen, i
+
+
+def _v(kind: str, sample: Sample, index: int, text: str, obj: str | None = None) -> Violation:
+    return Violation(kind, sample.reader, index, text, obj)

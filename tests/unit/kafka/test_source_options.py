@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamer.errors import ConfigError, DataLossError
+from streamer.kafka.source_options import (
+    batch_end,
+    check_start,
+    offset_dict,
+    offset_of,
+    parse_options,
+)
+
+
+def test_parse_options_defaults_and_passthrough() -> None:
+    opts = parse_options(
+        {
+            "bootstrap.servers": "h:1",
+            "topic": "events",
+            "kafka.security.protocol": "SSL",
+            "maxEventsPerTrigger": "5",
+        }
+    )
+    assert opts.topic == "events" and opts.partition == 0
+    assert opts.config == {"bootstrap.servers": "h:1", "security.protocol": "SSL"}
+    assert opts.max_events == 5
+    assert opts.starting == "earliest" and opts.fail_on_data_loss is True
+
+
+def test_parse_options_is_case_insensitive_for_source_options() -> None:
+    opts = parse_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "TOPIC": "t",
+            "startingoffsets": "LATEST",
+            "FAILONDATALOSS": "False",
+        }
+    )
+    assert opts.starting == "latest" and opts.fail_on_data_loss is False
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"bootstrap.servers": "h:1"}, "topic is required"),
+        ({"topic": "t"}, "bootstrap-servers"),
+        (
+            {"bootstrap.servers": "h:1", "topic": "t", "kafka.no.such": "1"},
+            "Unrecognized properties: no.such",
+        ),
+        ({"bootstrap.servers": "h:1", "topic": "t", "maxEventsPerTrigger": "0"}, "positive integer"),
+        ({"bootstrap.servers": "h:1", "topic": "t", "startingOffsets": "middle"}, "earliest, latest"),
+        ({"bootstrap.servers": "h:1", "topic": "t", "failOnDataLoss": "yes"}, "true or false"),
+        (
+            {"bootstrap.servers": "h:1", "topic": "t", "subscribe": "x"},
+            "Unrecognized source options: subscribe",
+        ),
+    ],
+)
+def test_parse_options_rejects_bad_input(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_options(options)
+
+
+def test_offsets_round_trip_and_refuse_another_topic() -> None:
+    opts = parse_options({"bootstrap.servers": "h:1", "topic": "t"})
+    assert offset_of(opts, offset_dict(opts, 42)) == 42
+    other = parse_options({"bootstrap.servers": "h:1", "topic": "u"})
+    with pytest.raises(ConfigError, match="new checkpoint"):
+        offset_of(other, offset_dict(opts, 42))
+
+
+def test_check_start_detects_purged_and_recreated_partitions() -> None:
+    assert check_start("t", 0, 5, (0, 10), True) == 5
+    assert check_start("t", 0, 10, (0, 10), True) == 10
+    assert check_start("t", 0, 0, None, True) == 0  # topic not created yet, nothing read yet
+    with pytest.raises(
+        DataLossError, match=r"topic 't' partition 0: the query needs offset 3 .*holds offsets 5\.\.9"
+    ):
+        check_start("t", 0, 3, (5, 9), True)
+    with pytest.raises(DataLossError, match="recreated"):
+        check_start("t", 0, 12, (0, 4), True)
+    with pytest.raises(DataLossError, match="does not exist"):
+        check_start("t", 0, 12, None, True)
+    assert check_start("t", 0, 3, (5, 9), False) == 5
+    assert check_start("t", 0, 12, (0, 4), False) == 0
+
+
+@given(
+    start=st.integers(0, 10**6),
+    committed=st.integers(0, 10**6),
+    max_rows=st.none() | st.integers(1, 1000),
+    target=st.none() | st.integers(0, 10**6),
+)
+def test_batch_end_never_goes_back_and_honours_limits(
+    start: int, committed: int, max_rows: int | None, target: int | None
+) -> None:
+    end = batch_end(start, committed, max_rows, target)
+    assert end >= start
+    assert end <= max(start, committed)
+    if max_rows is not None:
+        assert end - start <= max_rows
+    if target is not None:
+        assert end <= max(start, target)
+    if max_rows is None and target is None:
+        assert end == max(start, committed)

@@ -1,0 +1,69 @@
+import hashlib
+from pathlib import Path
+
+from streamer.events.model import (
+    AddPartitionPayload,
+    CommitTxnPayload,
+    CreateTablePayload,
+    Event,
+    EventType,
+    FileRef,
+    Source,
+    TableSnapshot,
+)
+from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_ref, map_refs
+from streamer.source.reader import SqlNotificationReader
+from tests.unit.source.logdb import sqlite_logdb
+
+
+def _file(tmp_path: Path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return "file:" + str(path)  # Hadoop's file:/path form
+
+
+def test_missing_checksum_is_computed_with_size_and_cm_uri(tmp_path: Path) -> None:
+    uri = _file(tmp_path, "part-0", b"hello")
+    ref = enrich_ref(FileRef(uri), EnrichSettings(cmroot="file:/cm"), FsspecInspector())
+    digest = hashlib.sha256(b"hello").hexdigest()
+    assert (ref.checksum, ref.checksum_algorithm, ref.size) == (digest, "sha256", 5)
+    assert ref.cm_uri == f"file:/cm/part-0_{digest}"
+
+
+def test_recorded_checksum_is_kept_and_labelled_with_the_source_algorithm(tmp_path: Path) -> None:
+    uri = _file(tmp_path, "f", b"abc")
+    settings = EnrichSettings(checksum_algorithm="hdfs-md5-of-crc32c", cmroot="hdfs://nn/cm")
+    ref = enrich_ref(FileRef(uri, checksum="00ff"), settings, FsspecInspector())
+    assert (ref.checksum, ref.checksum_algorithm, ref.size) == ("00ff", "hdfs-md5-of-crc32c", 3)
+    assert ref.cm_uri == "hdfs://nn/cm/f_00ff"
+    # a computed sha256 never names a cm copy of a source whose checksums are something else
+    computed = enrich_ref(FileRef(uri), settings, FsspecInspector())
+    assert computed.checksum_algorithm == "sha256" and computed.cm_uri is None
+
+
+def test_vanished_file_stays_unverified(tmp_path: Path) -> None:
+    ref = enrich_ref(FileRef("file:" + str(tmp_path / "gone")), EnrichSettings(), FsspecInspector())
+    assert (ref.checksum, ref.checksum_algorithm, ref.size, ref.cm_uri) == (None, None, None, None)
+
+
+def test_map_refs_reaches_nested_lists() -> None:
+    payload = AddPartitionPayload(None, [], [FileRef("a"), FileRef("b")])
+    out = map_refs(payload, lambda r: FileRef(r.uri.upper()))
+    assert [f.uri for f in out.files] == ["A", "B"]
+    untouched = CreateTablePayload(TableSnapshot("t", "d"))
+    assert map_refs(untouched, lambda r: r) == untouched
+
+
+def test_commit_txn_gets_its_writes(tmp_path: Path) -> None:
+    uri = _file(tmp_path, "bucket_00000", b"x")
+    with sqlite_logdb(str(tmp_path / "ms.db")) as db:
+        db.add_write(5, 1, "sales", "t", f"{uri}#abc##delta_1_1")
+        reader = SqlNotificationReader(db.url)
+        event = Event(Source("s", 9, 0), EventType.COMMIT_TXN, CommitTxnPayload(5))
+        enriched = Enricher(EnrichSettings(cmroot="/cm"), reader)(event)
+        reader.close()
+    assert isinstance(enriched.payload, CommitTxnPayload)
+    (write,) = enriched.payload.writes
+    (ref,) = write.files
+    assert (write.db, write.table, write.write_id) == ("sales", "t", 1)
+    assert (ref.checksum, ref.size, ref.subdir, ref.cm_uri) == ("abc", 1, "delta_1_1", "/cm/bucket_00000_abc")

@@ -1,0 +1,118 @@
+"""The checker accepts a correct replica and catches broken ones (its negative tests must fail)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from streamer.testing import Sample, check, table_key
+from streamer.testing.checker import CUT, MONOTONIC, PHANTOM, PREFIX, WATERMARK
+from tests.unit.testing.replicas import (
+    Run,
+    replay_samples,
+    state_transfer_samples,
+    swappable_pair,
+    swapped,
+)
+
+
+def test_in_order_replay_has_no_violations(run: Run) -> None:
+    keys = run.history.tables()
+    report = check(run.history, replay_samples(run.events, keys))
+    assert report.ok, report.summary()
+    assert report.samples == len(run.events)
+
+
+def test_swapping_two_events_of_different_tables_breaks_the_cut(run: Run) -> None:
+    first, second, a, b = swappable_pair(run.history)
+    events = swapped(run.events, first, second)
+    report = check(run.history, replay_samples(events, run.history.tables()))
+    assert not report.ok
+    cut = [v for v in report.violations if v.check == CUT]
+    assert cut, report.summary()
+    assert a in cut[0].description and b in cut[0].description
+    # the sample after the early event shows it, the advertised id claims it, the other table lags
+    assert all(v.check in (CUT, WATERMARK, MONOTONIC) for v in report.violations), report.summary()
+
+
+def test_a_reader_of_one_table_cannot_see_a_cross_table_swap(run: Run) -> None:
+    """A limit worth knowing: order across tables is only visible to samples spanning them."""
+    first, second, _, b = swappable_pair(run.history)
+    report = check(run.history, replay_samples(swapped(run.events, first, second), [b]))
+    assert report.ok, report.summary()
+
+
+def test_state_transferred_replica_rubber_bands(run: Run) -> None:
+    keys = run.history.tables()
+    report = check(run.history, state_transfer_samples(run.history, keys, step=7))
+    assert not report.ok
+    assert report.by_check().get(CUT, 0) > 0, report.summary()
+
+
+def test_phantom_files_and_tables(run: Run) -> None:
+    samples = replay_samples(run.events, run.history.tables(), every=50)
+    sample = samples[-1]
+    key, state = next((k, s) for k, s in sample.tables.items() if s is not None and s.partitions)
+    name, files = state.partitions[0]
+    forged = dataclasses.replace(
+        state, partitions=((name, (*files, ("999999_0", "f00d"))), *state.partitions[1:])
+    )
+    bad = dataclasses.replace(sample, tables={**sample.tables, key: forged, "nowhere.t": forged})
+    report = check(run.history, [*samples[:-1], bad])
+    phantoms = {v.obj for v in report.violations if v.check == PHANTOM}
+    assert phantoms == {key, "nowhere.t"}
+    assert any(v.check == PREFIX and v.obj == key and "999999_0" in v.description for v in report.violations)
+
+
+def test_reader_going_back_in_time(run: Run) -> None:
+    samples = replay_samples(run.events, run.history.tables(), every=20)
+    late, early = samples[-1], samples[0]
+    back = dataclasses.replace(early, wall_time=late.wall_time + 1, applied_event_ids=late.applied_event_ids)
+    report = check(run.history, [late, back])
+    assert MONOTONIC in report.by_check(), report.summary()
+    other_reader = dataclasses.replace(early, reader="other", wall_time=late.wall_time + 1)
+    assert check(run.history, [late, other_reader]).ok  # another reader may be behind
+
+
+def test_watermark_ahead_or_far_behind(run: Run) -> None:
+    h = run.history
+    keys = h.tables()
+    samples = replay_samples(run.events, keys)
+    middle = samples[len(samples) // 2]
+    applied = next(iter(middle.applied_event_ids.values()))
+    ahead = dataclasses.replace(
+        middle, applied_event_ids={d: h.last_event_id for d in middle.applied_event_ids}
+    )
+    far_behind = dataclasses.replace(middle, applied_event_ids={d: 0 for d in middle.applied_event_ids})
+    assert WATERMARK in check(h, [ahead]).by_check()
+    assert WATERMARK in check(h, [far_behind]).by_check()
+    # the event in flight: state after `applied`, watermark still at the previous change
+    changes = [e for e in h.change_ids(keys) if e <= applied]
+    one_behind = dataclasses.replace(
+        middle, applied_event_ids={d: changes[-1] - 1 for d in middle.applied_event_ids}
+    )
+    assert check(h, [one_behind]).ok
+    assert WATERMARK in check(h, [one_behind], max_in_flight=0).by_check()
+
+
+def test_staleness_is_the_age_of_the_oldest_unapplied_event(run: Run) -> None:
+    h = run.history
+    keys = h.tables()
+    behind = replay_samples(run.events[:100], keys)[-1]
+    applied = run.events[99].event_id
+    now = float(h.event_times[-1])
+    report = check(h, [dataclasses.replace(behind, wall_time=now)])
+    assert report.ok, report.summary()
+    assert report.worst_lag_events == h.last_event_id - applied
+    assert report.worst_staleness_s == now - run.events[100].source.event_time
+    explicit = dataclasses.replace(behind, wall_time=now, source_head_event_id=applied + 3)
+    assert check(h, [explicit]).worst_lag_events == 3
+
+
+def test_absent_tables_and_partial_samples(run: Run) -> None:
+    h = run.history
+    dropped = next(k for k in h.tables() if h.state_at(k, h.last_event_id) is None)
+    late = Sample("r", float(h.event_times[-1]), {}, {dropped: None, "never.existed": None})
+    assert check(h, [late]).ok
+    alive_then = next(c.state for c in h.changes[dropped] if c.state is not None)
+    report = check(h, [dataclasses.replace(late, tables={dropped: alive_then, table_key("x", "y"): None})])
+    assert report.ok  # an old state alone is a valid (stale) prefix
