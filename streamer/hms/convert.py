@@ -12,7 +12,7 @@ the epoch (an ISO ``YYYY-MM-DD`` is also accepted on the way in).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from decimal import Decimal
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
@@ -32,12 +32,6 @@ from streamer.events.model import (
 )
 
 # Hive's FileUtils.escapePathName: characters written as %XX in partition names and paths.
-_ESCAPED = frozenset(
-    [chr(c) for c in range(0x01, 0x20)]
-    + ['"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f"]
-    + ["{", "[", "]", "^"]
-)
-DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -46,21 +40,6 @@ class UnsupportedStatisticError(ValueError):
 
 
 # --- names ----------------------------------------------------------------------------------
-
-
-def escape_path_name(value: str) -> str:
-    """Escape one partition key or value as Hive does in partition names and directory names."""
-    if not value:
-        return DEFAULT_PARTITION_NAME
-    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
-
-
-def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
-    """Hive's partition name ``k1=v1/k2=v2`` for the given key names and values."""
-    if len(keys) != len(values):
-        raise ValueError(f"{len(values)} partition values for {len(keys)} partition keys {list(keys)}")
-    pairs = zip(keys, values, strict=True)
-    return "/".join(f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in pairs)
 
 
 # --- small pieces ---------------------------------------------------------------------------

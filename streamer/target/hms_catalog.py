@@ -43,6 +43,7 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
+from streamer.hive.files import partition_name
 from streamer.hms import convert
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ class HmsCatalog:
         if t is None:
             return
         keys = [k.name for k in t.partition_keys]
-        names = [convert.partition_name(keys, v) for v in values]
+        names = [partition_name(keys, v) for v in values]
         request = tt.DropPartitionsRequest(
             dbName=db,
             tblName=table,
@@ -327,7 +328,7 @@ class HmsCatalog:
         if t is None:
             raise CatalogError("does not exist on the target", obj=f"{db}.{table}")
         try:
-            return convert.partition_name([k.name for k in t.partition_keys], values)
+            return partition_name([k.name for k in t.partition_keys], values)
         except ValueError as exc:
             raise CatalogError(str(exc), obj=f"{db}.{table}") from exc
 

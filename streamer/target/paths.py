@@ -19,34 +19,20 @@ from urllib.parse import unquote, urlsplit
 
 from streamer.errors import PathEscapeError
 from streamer.events.model import PartitionSnapshot, TableSnapshot
+from streamer.hive.files import partition_name as hive_partition_name
 
 # Hive's FileUtils.escapePathName escapes these (plus control characters) in partition values.
-_HIVE_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^")
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
 EXTERNAL_TYPES = frozenset({"EXTERNAL_TABLE"})
 VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
 
 
-def escape_path_name(value: str) -> str:
-    """Escape a partition key or value the way Hive does, so names match Hive's own directories."""
-    if value == "":
-        return DEFAULT_PARTITION
-    out = []
-    for ch in value:
-        if ch in _HIVE_ESCAPED or ord(ch) < 0x20:
-            out.append(f"%{ord(ch):02X}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def partition_name(keys: list[str], values: list[str]) -> str:
-    """Hive's partition name ``k=v/k2=v2`` with escaped values (``Warehouse.makePartName``)."""
-    if len(keys) != len(values):
-        raise PathEscapeError(f"partition has {len(values)} values for {len(keys)} keys {keys}")
-    pairs = zip(keys, values, strict=True)
-    return "/".join(f"{escape_path_name(k.lower())}={escape_path_name(v)}" for k, v in pairs)
+    """Hive's partition name ``k=v/k2=v2``; a key/value mismatch is a path error naming the keys."""
+    try:
+        return hive_partition_name(keys, values)
+    except ValueError as exc:
+        raise PathEscapeError(str(exc)) from exc
 
 
 def check_name(kind: str, name: str) -> str:

@@ -21,6 +21,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
+from streamer.hive.files import DEFAULT_PARTITION_NAME, partition_name
 from streamer.hms import convert
 
 text = st.text(min_size=1, max_size=12)
@@ -195,10 +196,10 @@ def test_timestamp_statistics_are_unsupported_in_hive_2_3() -> None:
 
 
 def test_partition_names_escape_like_hive() -> None:
-    assert convert.partition_name(["Dt", "k"], ["2024-01-01", "a/b:c"]) == "dt=2024-01-01/k=a%2Fb%3Ac"
-    assert convert.partition_name(["k"], [""]) == f"k={convert.DEFAULT_PARTITION_NAME}"
-    with pytest.raises(ValueError, match="partition keys"):
-        convert.partition_name(["a", "b"], ["1"])
+    assert partition_name(["Dt", "k"], ["2024-01-01", "a/b:c"]) == "dt=2024-01-01/k=a%2Fb%3Ac"
+    assert partition_name(["k"], [""]) == f"k={DEFAULT_PARTITION_NAME}"
+    with pytest.raises(ValueError, match="keys"):
+        partition_name(["a", "b"], ["1"])
 
 
 def test_fields_hive_2_3_lacks_read_back_as_none() -> None:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from streamer.errors import PathEscapeError
 from streamer.events.model import Column, PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.target.paths import Root, TargetPaths, escape_path_name, partition_name
+from streamer.hive.files import escape_path_name
+from streamer.target.paths import Root, TargetPaths, partition_name
 
 PATHS = TargetPaths("/wh", "/ext")
 
