@@ -111,8 +111,13 @@ def _normalize(rows: list[dict[str, Any]]) -> Counter[tuple[tuple[str, str], ...
     return Counter(tuple(sorted((k, repr(v)) for k, v in row.items())) for row in rows)
 
 
-def compare_tables(warehouse: Any, spark: Any) -> list[TableComparison]:
-    """Every source table's rows vs the target's (read through Spark SQL on the target HMS)."""
+def compare_tables(warehouse: Any, spark: Any, target_root: str) -> list[TableComparison]:
+    """Every source table's rows vs the target's: Spark SQL on the target HMS, ACID tables through
+    ``read_table`` (committed write ids only), all ACID tables against one visibility snapshot."""
+    from streamer.target import read_table
+    from streamer.target.acid import load_visibility
+
+    visibility = load_visibility(target_root)
     out: list[TableComparison] = []
     for db in sorted(warehouse.databases()):
         for table in sorted(warehouse.tables(db)):
@@ -121,7 +126,12 @@ def compare_tables(warehouse: Any, spark: Any) -> list[TableComparison]:
                 continue
             source_rows = warehouse.rows(db, table)
             try:
-                target_rows = [r.asDict() for r in spark.sql(f"SELECT * FROM `{db}`.`{table}`").collect()]
+                if snapshot.is_transactional:
+                    name = f"{db}.{table}"
+                    frame = read_table(spark, name, warehouse_root=target_root, visibility=visibility)
+                else:
+                    frame = spark.sql(f"SELECT * FROM `{db}`.`{table}`")
+                target_rows = [r.asDict() for r in frame.collect()]
             except Exception as exc:  # the table is missing or unreadable on the target: a failure
                 log.error("reading %s.%s on the target: %s", db, table, exc)
                 target_rows = []
@@ -258,7 +268,7 @@ def run_demo(
         applied = timeline.newest_applied()
         say(f"target applied up to event {applied} of {last_id}")
 
-        tables = compare_tables(warehouse, spark)
+        tables = compare_tables(warehouse, spark, settings.warehouse_root)
         lags = timeline.lags()
         halts = batch_applier.state.halts()
         summary: dict[str, Any] = {
@@ -274,13 +284,34 @@ def run_demo(
             "lag_p50_s": _percentile(lags, 0.50),
             "lag_p99_s": _percentile(lags, 0.99),
             "bytes_copied": int(_sample_sum("streamer_target_bytes_copied_total")),
-            "aborted_bytes_copied": 0,
+            "aborted_bytes_copied": aborted_bytes_on_target(target_root),
             "halted": {db: h.cause for db, h in halts.items()},
         }
         if keep:
             _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir)
             _wait_for_interrupt()
         return summary
+
+
+def aborted_bytes_on_target(root: Path) -> int:
+    """Bytes in ACID directories on the target whose write ids are not committed (should be 0)."""
+    from streamer.target.acid import load_visibility
+    from streamer.warehouse.acid import parse_dir
+
+    visibility = load_visibility(root.as_uri())
+    total = 0
+    for directory in root.rglob("*"):
+        acid_dir = parse_dir(directory.name) if directory.is_dir() else None
+        if acid_dir is None:
+            continue
+        rel = directory.relative_to(root).parts
+        if len(rel) < 3 or not rel[0].endswith(".db"):
+            continue
+        committed = set(visibility.write_ids(f"{rel[0][:-3]}.{rel[1]}"))
+        ids = range(acid_dir.min_write_id, acid_dir.max_write_id + 1)
+        if not any(i in committed for i in ids):
+            total += sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+    return total
 
 
 def _sample_sum(name: str) -> float:

@@ -20,9 +20,15 @@ Order of data and metadata changes, chosen so readers see source states (DESIGN 
 - managed rename: the data directory moves first, then the table is altered to the new derived
   location (explicit, so the metastore does not move it again) and its partitions re-pointed.
 
-Transactions: ``OPEN_TXN``, ``ALLOC_WRITE_ID`` and ``ACID_WRITE`` change nothing visible; a
-``COMMIT_TXN`` copies every write's files (into their delta directories) and publishes them together;
-``ABORT_TXN`` copies nothing. Write-id bookkeeping on the target is not done here.
+Transactions (``streamer.target.acid``): ``OPEN_TXN`` maps the source txn to a target id and
+``ALLOC_WRITE_ID``/``ACID_WRITE`` change nothing visible (the agent ships every write with its
+``COMMIT_TXN``, so nothing of an open txn needs buffering here). A ``COMMIT_TXN`` stages every file of
+every write (all tables) into its delta directory, verifies and publishes them, and only then adds the
+txn's write ids to the visibility file in one atomic replace: readers going through
+``streamer.target.read_table`` see all of it at once or nothing. ``ABORT_TXN`` copies nothing. A crash
+anywhere converges on replay: published files are skipped by checksum, the visibility update is a set
+union, and a txn already committed is not redone. Hive's ``transactional`` table parameters are kept
+under streamer's keys (``acid.target_parameters``): the Hive 2.3 target metastore refuses them.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from streamer import metrics
 from streamer.errors import ApplyError, EventError
 from streamer.events.model import (
     AbortTxnPayload,
+    AcidWritePayload,
     AddConstraintsPayload,
     AddPartitionPayload,
     AlterDatabasePayload,
@@ -60,13 +67,15 @@ from streamer.events.model import (
     EventType,
     FileRef,
     InsertPayload,
+    OpenTxnPayload,
     PartitionSnapshot,
     ReloadPayload,
     TableSnapshot,
     UpdateColumnStatsPayload,
 )
+from streamer.target.acid import TxnState, VisibilityStore, table_key, target_parameters
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
-from streamer.target.files import FileCopier, Staged, clear_dir, move_dir, remove_tree
+from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, move_dir, remove_tree
 from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.state import Halt, TargetState
@@ -78,9 +87,7 @@ P = TypeVar("P")
 # Events that change nothing on a target (their effect arrives with a later event, or never).
 _NO_OPS = frozenset(
     {
-        EventType.OPEN_TXN,
         EventType.ALLOC_WRITE_ID,
-        EventType.ACID_WRITE,
         EventType.COMMIT_COMPACTION,
         EventType.PROGRESS,
     }
@@ -101,6 +108,7 @@ class Applier:
         allow_existing_db: bool = False,
         state: TargetState | None = None,
         clock: Callable[[], float] = time.time,
+        acid: VisibilityStore | None = None,
     ) -> None:
         self.catalog = catalog
         self.copier = copier
@@ -110,6 +118,7 @@ class Applier:
         self.allow_existing_db = allow_existing_db
         self.state = state
         self.clock = clock
+        self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join())
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
         if not copier.roots:
             copier.roots = paths.roots
@@ -262,7 +271,7 @@ class Applier:
         return dataclasses.replace(
             renamed,
             sd=dataclasses.replace(snap.sd, location=location),
-            parameters={**snap.parameters, REPL_SOURCE_PARAM: self.source_id},
+            parameters=target_parameters({**snap.parameters, REPL_SOURCE_PARAM: self.source_id}),
         )
 
     def _existing_table(self, db: str, name: str) -> TableSnapshot | None:
@@ -283,6 +292,8 @@ class Applier:
             source_dir = payload.table.sd.location
             self._copy(event, payload.files, desired.sd.location, source_dir, desired.table_type).publish()
         if current is None:
+            # a new table has no committed write ids yet, whatever an earlier namesake left behind
+            self.acid.update(lambda v: v.reset_table(table_key(desired.db, desired.name)))
             self.catalog.create_table(desired)
         elif current != desired:
             self.catalog.alter_table(desired.db, desired.name, desired)
@@ -307,6 +318,9 @@ class Applier:
         new = self._existing_table(desired.db, desired.name)
         if old is None and new is None:
             raise ApplyError("table to rename is missing on the target", obj=f"{old_db}.{old_name}")
+        old_key, new_key = table_key(old_db, old_name), table_key(desired.db, desired.name)
+        if old is not None:  # readers find the write ids under the new name before the table appears
+            self.acid.update(lambda v: v.copy_table(old_key, new_key))
         if _is_managed(desired):
             move_dir(
                 self.paths.table_location(old_db, old_name),
@@ -331,6 +345,8 @@ class Applier:
                     )
             if moved:
                 self.catalog.alter_partitions(desired.db, desired.name, moved)
+        if old_key != new_key:
+            self.acid.update(lambda v: v.reset_table(old_key))
 
     def _drop_table(self, event: Event) -> None:
         payload = _payload(event, DropTablePayload)
@@ -504,9 +520,29 @@ class Applier:
             keep = {_top_level(f.final, target_dir) for f in staged.files}
             clear_dir(target_dir, self.paths.roots, keep=keep, event_id=event.event_id)
 
+    def _open_txn(self, event: Event) -> None:
+        payload = _payload(event, OpenTxnPayload)
+        self.acid.update(lambda v: v.opened(self.source_id, payload.txn_ids))
+
+    def _acid_write(self, event: Event) -> None:
+        """Hive 3 logs ACID_WRITE before the commit: only its size is kept, for the aborted-bytes metric."""
+        payload = _payload(event, AcidWritePayload)
+        size = sum(f.size or 0 for f in payload.write.files)
+        self.acid.update(lambda v: v.noted_bytes(self.source_id, payload.txn_id, size))
+
     def _commit_txn(self, event: Event) -> None:
         payload = _payload(event, CommitTxnPayload)
+        txn = self.acid.current().txn(self.source_id, payload.txn_id)
+        if txn is not None and txn.state is TxnState.COMMITTED:
+            return  # a replay after the visibility flip: everything is in place
+        if txn is not None and txn.state is TxnState.ABORTED:
+            raise ApplyError(
+                f"transaction {payload.txn_id} was aborted; it cannot commit", obj=f"txn {payload.txn_id}"
+            )
+        if txn is None and not payload.writes:
+            return  # opened before this target's history and wrote nothing we replicate
         staged: list[Staged] = []
+        visible: dict[str, set[int]] = {}
         try:
             for write in payload.writes:
                 snap = write.table_snapshot
@@ -515,27 +551,40 @@ class Applier:
                 table = self._existing_table(db, name)
                 if table is None:
                     raise ApplyError(
-                        "table of a committed write is missing on the target", obj=f"{db}.{name}"
+                        f"table of a write (write id {write.write_id}) of transaction {payload.txn_id} "
+                        "is missing on the target (out of the replication policy?)",
+                        obj=f"{db}.{name}",
                     )
                 if write.partition:
                     part = write.partition_snapshot or PartitionSnapshot(values=_values(write.partition))
                     target_dir = self._partition_dir(table, snap, part)
                     source_dir = part.sd.location
-                else:
-                    target_dir = table.sd.location or ""
+                else:  # derived, not the catalog's location, which a metastore may have qualified
+                    target_dir = self.paths.table_location(db, name) if _is_managed(table) else ""
+                    target_dir = target_dir or table.sd.location or ""
                     source_dir = snap.sd.location if snap else None
                 staged.append(self._copy(event, write.files, target_dir, source_dir, table.table_type))
+                visible.setdefault(table_key(db, name), set()).add(write.write_id)
         except BaseException:
             for s in staged:
                 s.discard()
             raise
+        report = CopyReport()
         for s in staged:
-            s.publish()
+            report += s.publish()
+        # the one step that makes the whole transaction visible, across all its tables
+        self.acid.update(lambda v: v.committed(self.source_id, payload.txn_id, visible))
         metrics.TARGET_TXNS_COMMITTED.inc()
+        log.debug("txn %s committed: %s write(s), %s", payload.txn_id, len(payload.writes), report)
 
     def _abort_txn(self, event: Event) -> None:
-        _payload(event, AbortTxnPayload)
+        payload = _payload(event, AbortTxnPayload)
+        txn = self.acid.current().txn(self.source_id, payload.txn_id)
+        if txn is None or txn.state is not TxnState.OPEN:
+            return  # unknown (opened before this target's history) or a replay: nothing to drop
+        self.acid.update(lambda v: v.aborted(self.source_id, payload.txn_id))
         metrics.TARGET_TXNS_ABORTED.inc()
+        metrics.TARGET_ABORTED_BYTES_SKIPPED.inc(txn.pending_bytes)
 
     def _copy(
         self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None, table_type: str
@@ -639,6 +688,8 @@ _HANDLERS: dict[EventType, Callable[[Applier, Event], None]] = {
     EventType.ALTER_PARTITIONS: Applier._alter_partitions,
     EventType.DROP_PARTITION: Applier._drop_partition,
     EventType.INSERT: Applier._insert,
+    EventType.OPEN_TXN: Applier._open_txn,
+    EventType.ACID_WRITE: Applier._acid_write,
     EventType.COMMIT_TXN: Applier._commit_txn,
     EventType.ABORT_TXN: Applier._abort_txn,
     EventType.CREATE_FUNCTION: Applier._create_function,

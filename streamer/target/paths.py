@@ -77,7 +77,7 @@ class Root:
     def contains(self, url: str) -> bool:
         """True when ``url`` is this root or strictly below it, on the same scheme and authority."""
         parts = urlsplit(url)
-        if parts.scheme.lower() != self.scheme or parts.netloc != self.netloc:
+        if _filesystem(parts.scheme, parts.netloc) != _filesystem(self.scheme, self.netloc):
             return False
         if parts.query or parts.fragment:
             return False
@@ -87,6 +87,17 @@ class Root:
             return False
         base = self.path.rstrip("/")
         return parts.path == self.path or parts.path.startswith(base + "/")
+
+
+def _filesystem(scheme: str, netloc: str) -> tuple[str, str]:
+    """Which filesystem a URL names: ``/x``, ``file:/x`` and ``file:///x`` are all the local one.
+
+    A metastore hands back ``file:/x`` for a location stored as ``file:///x``; both are the same place.
+    """
+    scheme = scheme.lower()
+    if scheme in ("", "file") and netloc in ("", "localhost"):
+        return ("file", "")
+    return (scheme, netloc)
 
 
 def _check_segments(path: str, what: str, *, strict: bool = False) -> None:

@@ -82,7 +82,7 @@ def test_bad_object_names_are_rejected(name: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["/elsewhere/x", "/whx/y", "file:///wh/x", "hdfs://nn/wh/x", "/wh/../etc", "/wh/%2e%2e/etc", "/wh?x"],
+    ["/elsewhere/x", "/whx/y", "file://host/wh/x", "hdfs://nn/wh/x", "/wh/../etc", "/wh/%2e%2e/etc", "/wh?x"],
 )
 def test_ensure_inside_rejects_other_roots_schemes_and_authorities(url: str) -> None:
     with pytest.raises(PathEscapeError):
@@ -132,3 +132,15 @@ def test_arbitrary_text_either_maps_inside_or_is_rejected(text: str) -> None:
     except PathEscapeError:
         return
     assert PATHS.ensure_inside(mapped) == mapped
+
+
+def test_local_location_spellings_are_one_filesystem() -> None:
+    # a metastore returns file:/x for a location created as file:///x (or a plain path root)
+    for root in ("/data/wh", "file:///data/wh", "file:/data/wh"):
+        r = Root.parse(root)
+        assert r.contains("file:/data/wh/db.db/t")
+        assert r.contains("file:///data/wh/db.db/t")
+        assert r.contains("/data/wh/db.db/t")
+        assert not r.contains("hdfs://nn/data/wh/db.db/t")
+        assert not r.contains("file://otherhost/data/wh/db.db/t")
+        assert not r.contains("file:/data/whx/t")
