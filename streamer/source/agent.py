@@ -115,11 +115,22 @@ class SourceAgent:
         self._new_producer()
         self.last_id = self.recover_last_id()
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
+        self._warn_if_policy_matches_nothing()
         # a PROGRESS record at once: consumers learn the source head (lag) before the next change
         self._publish([], max(self.last_id, self.reader.head_event_id()))
         self.started = True
         log.info("source %s publishes to %s after event id %d (policy: %s)", self.config.source_id,
                  self.config.topic_name, self.last_id, self.policy)
+
+    def _warn_if_policy_matches_nothing(self) -> None:
+        if not self.policy.policies:
+            return
+        known = self.reader.databases()
+        if known and not any(self.policy.includes_db(db) for db in known):
+            log.warning(
+                "replication policy %s matches none of the source's databases (%s): nothing will be "
+                "published until such a database appears", self.policy, ", ".join(sorted(known)[:20]),
+            )
 
     def close(self) -> None:
         """Drop the producer without committing; an open transaction is aborted by the next owner."""

@@ -37,6 +37,10 @@ class NotificationReader(Protocol):
         """The ACID writes of one transaction (empty where the source does not keep them)."""
         ...
 
+    def databases(self) -> set[str]:
+        """Database names the source knows of (lower case), to warn about a policy that matches none."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -129,6 +133,17 @@ class SqlNotificationReader:
             if seq and seq[0][0] is not None:
                 head = max(head, int(seq[0][0]) - 1)
         return head
+
+    def databases(self, window: int = 100_000) -> set[str]:
+        """Databases named by the newest ``window`` events (the log is what this reader can see)."""
+        d = self._dialect_now()
+        floor = self.head_event_id() - window
+        rows = self._query(
+            f"SELECT DISTINCT {d.ident('DB_NAME')} FROM {d.ident('NOTIFICATION_LOG')} "
+            f"WHERE {d.ident('EVENT_ID')} > {d.param}",
+            (floor,),
+        )
+        return {str(r[0]).lower() for r in rows if r[0] and str(r[0]).strip() and str(r[0]) != "null"}
 
     def txn_writes(self, txn_id: int) -> list[TxnWriteNotificationRow]:
         d = self._dialect_now()

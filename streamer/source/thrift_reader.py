@@ -47,6 +47,9 @@ class ThriftNotificationReader:
     def head_event_id(self) -> int:
         return int(self._call(lambda c: c.get_current_notificationEventId()).eventId or 0)
 
+    def databases(self) -> set[str]:
+        return {str(name).lower() for name in self._call(lambda c: c.get_all_databases())}
+
     def txn_writes(self, txn_id: int) -> list[TxnWriteNotificationRow]:
         if not self._warned_writes:
             log.warning("the Thrift reader cannot fetch ACID write lists (Hive 4 get_all_write_event_info); "
