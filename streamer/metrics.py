@@ -6,9 +6,19 @@ and event type, never table names or ids.
 
 from __future__ import annotations
 
+import base64
+import hmac
 import logging
+import ssl
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from streamer.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +108,61 @@ TARGET_OPEN_TXNS = Gauge(
 )
 
 
-def serve(port: int, addr: str = "127.0.0.1") -> None:
-    """Serve ``/metrics`` on ``addr:port`` (loopback unless told otherwise); port 0 disables it."""
-    if port:
-        start_http_server(port, addr=addr, registry=REGISTRY)
-        log.info("metrics on http://%s:%d/metrics", addr, port)
+@dataclass(frozen=True)
+class MetricsEndpoint:
+    """Where and how ``/metrics`` is served. Loopback by default; TLS and basic auth are optional."""
+
+    port: int = 0  # 0: not served
+    addr: str = "127.0.0.1"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    basic_auth_user: str | None = None
+    basic_auth_password: str | None = field(default=None, repr=False)
+
+
+def serve(
+    port: int | MetricsEndpoint, addr: str = "127.0.0.1"
+) -> WSGIServer | None:
+    """Serve ``/metrics`` in a daemon thread; returns the server (``shutdown()`` stops it), or None if off."""
+    endpoint = port if isinstance(port, MetricsEndpoint) else MetricsEndpoint(port, addr)
+    if not endpoint.port:
+        return None
+    if bool(endpoint.tls_cert) != bool(endpoint.tls_key):
+        raise ConfigError("metrics TLS needs both a certificate and a key file")
+    if bool(endpoint.basic_auth_user) != bool(endpoint.basic_auth_password):
+        raise ConfigError("metrics basic auth needs both a user and a password")
+    app = make_wsgi_app(REGISTRY)
+    if endpoint.basic_auth_user and endpoint.basic_auth_password:
+        app = _basic_auth(app, endpoint.basic_auth_user, endpoint.basic_auth_password)
+    server = make_server(endpoint.addr, endpoint.port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    if endpoint.tls_cert and endpoint.tls_key:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(endpoint.tls_cert, endpoint.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            server.server_close()
+            raise ConfigError(f"metrics TLS certificate/key: {exc}") from exc
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    scheme = "https" if endpoint.tls_cert else "http"
+    log.info("metrics on %s://%s:%d/metrics", scheme, endpoint.addr, server.server_port)
+    return server
+
+
+def _basic_auth(app: Any, user: str, password: str) -> Any:
+    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", ""), expected):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="streamer"')])
+            return [b"unauthorized\n"]
+        return app(environ, start_response)
+
+    return guarded
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
+        return

@@ -67,8 +67,25 @@ def target() -> None:
 @click.option("--max-events-per-trigger", default=5000, show_default=True, type=click.IntRange(min=1))
 @click.option("--trigger-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0))
 @click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--external-sync-seconds",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Mirror external tables' directories from the source every N seconds (0 = off).",
+)
+@click.option(
+    "--external-source-prefix",
+    default="file://",
+    show_default=True,
+    help="Scheme and authority of the source filesystem, for the external sync (hdfs://nn:8020, s3://b).",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
+@click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
+@click.option("--metrics-tls-key", default=None, help="Private key (PEM) of --metrics-tls-cert.")
+@click.option("--metrics-basic-auth-user", default=None, help="Require HTTP basic auth on /metrics.")
+@click.option("--metrics-basic-auth-password", default=None, help="Password for --metrics-basic-auth-user.")
 def run_cmd(
     bootstrap_servers: str,
     kafka_setting: tuple[str, ...],
@@ -84,8 +101,14 @@ def run_cmd(
     max_events_per_trigger: int,
     trigger_seconds: float,
     copy_workers: int,
+    external_sync_seconds: float,
+    external_source_prefix: str,
     metrics_port: int,
     metrics_addr: str,
+    metrics_tls_cert: str | None,
+    metrics_tls_key: str | None,
+    metrics_basic_auth_user: str | None,
+    metrics_basic_auth_password: str | None,
 ) -> None:
     """Apply the source's events to a target metastore and filesystem, continuously."""
     from streamer import metrics
@@ -106,8 +129,15 @@ def run_cmd(
         max_events_per_trigger=max_events_per_trigger,
         trigger_seconds=trigger_seconds,
         copy_workers=copy_workers,
+        external_sync_seconds=external_sync_seconds,
+        external_source_prefix=external_source_prefix,
     )
-    metrics.serve(metrics_port, metrics_addr)
+    metrics.serve(
+        metrics.MetricsEndpoint(
+            metrics_port, metrics_addr, metrics_tls_cert, metrics_tls_key,
+            metrics_basic_auth_user, metrics_basic_auth_password,
+        )
+    )
     run(settings)
 
 

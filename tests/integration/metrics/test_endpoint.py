@@ -1,0 +1,102 @@
+"""The /metrics endpoint for real over HTTP: loopback by default, basic auth, and TLS with a verified host."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from streamer import metrics
+from streamer.errors import ConfigError
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str, *, auth: str | None = None, context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+def test_plain_endpoint_binds_loopback_and_serves_streamer_metrics() -> None:
+    port = _free_port()
+    server = metrics.serve(port)
+    assert server is not None
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        status, body = _get(f"http://127.0.0.1:{port}/metrics")
+        assert status == 200
+        assert "streamer_target_bytes_copied_total" in body
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_basic_auth_refuses_missing_or_wrong_credentials() -> None:
+    port = _free_port()
+    endpoint = metrics.MetricsEndpoint(port, basic_auth_user="prom", basic_auth_password="s3cret")
+    server = metrics.serve(endpoint)
+    assert server is not None
+    try:
+        assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 401
+        assert _get(f"http://127.0.0.1:{port}/metrics", auth="prom:wrong")[0] == 401
+        status, body = _get(f"http://127.0.0.1:{port}/metrics", auth="prom:s3cret")
+        assert status == 200 and "streamer_source_gap" in body
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _make_certs(d: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for localhost/127.0.0.1 signed by it."""
+    ca_key, ca_crt = d / "ca.key", d / "ca.crt"
+    key, csr, crt, ext = d / "srv.key", d / "srv.csr", d / "srv.crt", d / "ext.cnf"
+    run = lambda *args: subprocess.run(["openssl", *args], check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca_crt),
+        "-days", "1", "-subj", "/CN=streamer test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", "/CN=localhost")
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-out", str(crt), "-days", "1", "-extfile", str(ext))
+    return ca_crt, crt, key
+
+
+def test_tls_endpoint_verifies_against_its_ca(tmp_path: Path) -> None:
+    ca, cert, key = _make_certs(tmp_path)
+    port = _free_port()
+    server = metrics.serve(metrics.MetricsEndpoint(port, tls_cert=str(cert), tls_key=str(key)))
+    assert server is not None
+    try:
+        trusted = ssl.create_default_context(cafile=str(ca))  # hostname verification on
+        status, body = _get(f"https://localhost:{port}/metrics", context=trusted)
+        assert status == 200 and "streamer_target_halted" in body
+        with pytest.raises(urllib.error.URLError):
+            _get(f"https://localhost:{port}/metrics", context=ssl.create_default_context())  # unknown CA
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_half_configured_tls_or_auth_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="certificate and a key"):
+        metrics.serve(metrics.MetricsEndpoint(_free_port(), tls_cert="/x.pem"))
+    with pytest.raises(ConfigError, match="user and a password"):
+        metrics.serve(metrics.MetricsEndpoint(_free_port(), basic_auth_user="u"))
