@@ -6,9 +6,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
-PYTEST_ARGS ?=
+# CI and `make test` run everything but the long campaigns (`-m slow`); `make test-all` runs those too.
+PYTEST_ARGS ?= -m "not slow"
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test test-all lint clean
 
 setup: $(STAMP)
 
@@ -23,6 +24,9 @@ test: setup
 	$(VENV)/bin/ruff check streamer tests bench
 	$(VENV)/bin/mypy
 	PYSPARK_PYTHON=$(abspath $(VENV))/bin/python $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-all: setup
+	$(MAKE) test PYTEST_ARGS=
 
 lint: setup
 	$(VENV)/bin/ruff check streamer tests bench

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "target": ("streamer.target.commands:target", "Run the target job and operate halted databases."),
     "status": ("streamer.target.commands:status", "Show replication status per target database."),
     "demo": ("streamer.demo:demo", "Run the whole pipeline on embedded services and compare."),
+    "bootstrap": ("streamer.source.bootstrap_commands:bootstrap", "Dump a source's policy into the topic."),
 }
 
 

@@ -28,6 +28,8 @@ from streamer.events.model import (
     AlterPartitionPayload,
     AlterPartitionsPayload,
     AlterTablePayload,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
     ColumnStatistic,
     CommitCompactionPayload,
     CommitTxnPayload,
@@ -90,13 +92,15 @@ PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
     CommitCompactionPayload: (E.COMMIT_COMPACTION,),
     ReloadPayload: (E.RELOAD,),
     ProgressPayload: (E.PROGRESS,),
+    BootstrapObjectPayload: (E.BOOTSTRAP,),
+    BootstrapMarkerPayload: (E.BOOTSTRAP_END,),
 }
 """The event types that carry each payload type (every EventType appears exactly once)."""
 
 PAYLOAD_TYPE_OF: dict[EventType, type] = {t: p for p, types in PAYLOAD_EVENT_TYPES.items() for t in types}
 
 _DATABASE_LEVEL = {E.CREATE_DATABASE, E.ALTER_DATABASE, E.DROP_DATABASE, E.CREATE_FUNCTION, E.DROP_FUNCTION}
-_NO_OBJECT = {E.OPEN_TXN, E.COMMIT_TXN, E.ABORT_TXN, E.PROGRESS}
+_NO_OBJECT = {E.OPEN_TXN, E.COMMIT_TXN, E.ABORT_TXN, E.PROGRESS, E.BOOTSTRAP_END}
 
 MAX_SIZE = 2
 """Longest generated list or map: enough for order and multiplicity bugs, small enough to be fast."""

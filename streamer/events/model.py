@@ -53,6 +53,8 @@ class EventType(StrEnum):
     RELOAD = "RELOAD"
     # streamer's own records (not in any Hive log)
     PROGRESS = "STREAMER_PROGRESS"
+    BOOTSTRAP = "STREAMER_BOOTSTRAP"
+    BOOTSTRAP_END = "STREAMER_BOOTSTRAP_END"
 
 
 # --- object snapshots -------------------------------------------------------------------------
@@ -430,6 +432,59 @@ class ProgressPayload:
 
     last_event_id: int
     source_head_event_id: int
+    policy: str | None = None  # the agent's policies (``PolicySet`` text): a restart detects a change
+
+
+class BootstrapKind(StrEnum):
+    """What one bootstrap record carries."""
+
+    DATABASE = "DATABASE"  # a database snapshot (first record of each database)
+    TABLE = "TABLE"  # a table snapshot, its constraints, statistics and first partitions and files
+    PARTITIONS = "PARTITIONS"  # more partitions and files of the table named before
+    FUNCTION = "FUNCTION"
+    DROP_TABLE = "DROP_TABLE"  # a policy change excluded the table: targets drop it
+
+
+class BootstrapScope(StrEnum):
+    """FULL: whole databases for new targets; TABLES: a policy change adds or drops single tables."""
+
+    FULL = "FULL"
+    TABLES = "TABLES"
+
+
+@dataclass(frozen=True)
+class BootstrapObjectPayload:
+    """One object of a bootstrap: the source state as of event ``bootstrap_id`` (E1).
+
+    Records of one bootstrap share ``bootstrap_id`` (also the envelope's event id) and are numbered
+    ``sequence`` 1..``total`` in topic order, so a target records the last one it applied and an
+    interrupted bootstrap resumes without redoing finished objects.
+    """
+
+    bootstrap_id: int
+    sequence: int
+    total: int
+    kind: BootstrapKind
+    scope: BootstrapScope = BootstrapScope.FULL
+    database: DatabaseSnapshot | None = None
+    table: TableSnapshot | None = None
+    partitions: list[PartitionSnapshot] = field(default_factory=list)
+    files: list[FileRef] = field(default_factory=list)
+    function: FunctionSnapshot | None = None
+    constraints: list[Constraint] = field(default_factory=list)
+    statistics: list[ColumnStatistic] = field(default_factory=list)
+    write_ids: list[int] = field(default_factory=list)  # committed write ids of a transactional table
+
+
+@dataclass(frozen=True)
+class BootstrapMarkerPayload:
+    """Ends a bootstrap: ``databases`` are now at ``bootstrap_id``; incremental events follow."""
+
+    bootstrap_id: int
+    records: int
+    scope: BootstrapScope = BootstrapScope.FULL
+    databases: list[str] = field(default_factory=list)
+    policy: str | None = None
 
 
 Payload = (
@@ -457,6 +512,8 @@ Payload = (
     | CommitCompactionPayload
     | ReloadPayload
     | ProgressPayload
+    | BootstrapObjectPayload
+    | BootstrapMarkerPayload
 )
 
 

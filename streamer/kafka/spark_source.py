@@ -10,6 +10,7 @@ Use: `register(spark)`, then `spark.readStream.format("streamer_kafka").option("
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,9 +62,21 @@ def _bounds(consumer: Consumer, topic: str, partition: int, start: int) -> tuple
     halt the target, so the rare suspicious case pays for a real fetch.
     """
     marks = watermarks(consumer, topic, partition)
-    if marks is not None and start > marks[1]:
+    for attempt in range(_RECHECKS):
+        if marks is None or start <= marks[1]:
+            break
+        # Tansu has been seen answering (0, 0) for a moment under load: ask again before
+        # calling it data loss, which halts the target until an operator steps in
         marks = (marks[0], probe_end(consumer, topic, partition, marks[1], wait=1.0))
+        if start > marks[1] and attempt + 1 < _RECHECKS:
+            time.sleep(0.5)
+            again = watermarks(consumer, topic, partition)
+            if again is not None:
+                marks = (again[0], max(again[1], marks[1]))
     return marks
+
+
+_RECHECKS = 3
 
 
 class OffsetRange(InputPartition):

@@ -36,6 +36,7 @@ from streamer.kafka.topics import ensure_topic, read_tail
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import PolicySet
+from streamer.source.policy_record import policy_record
 from streamer.source.reader import NotificationReader
 
 log = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ class SourceAgent:
         progress = Event(
             source=Source(self.config.source_id, last, int(self._clock())),
             event_type=EventType.PROGRESS,
-            payload=ProgressPayload(last_event_id=last, source_head_event_id=head),
+            payload=ProgressPayload(last, head, policy_record(self.policy)),
             ts_ms=int(self._clock() * 1000),
         )
         self._produce(producer, None, self.serializer(progress, self._ctx))

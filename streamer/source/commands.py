@@ -103,6 +103,7 @@ def run(
     metrics.serve(metrics_port, metrics_host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _replace_if_changed(config, reader, policy, notification_db)
     agent = SourceAgent(config, reader, policy)
     try:
         agent.run(once=once, stop=stop)
@@ -110,3 +111,24 @@ def run(
         agent.close()
         reader.close()
     click.echo(f"source {source_id}: published through event id {agent.last_id}")
+
+
+def _replace_if_changed(config: Any, reader: Any, policy: Any, notification_db: str | None) -> None:
+    """A restart with other policies than the topic records publishes the change (REPLACE) first."""
+    from streamer.source.policy_record import parse_policy_record, policy_record
+    from streamer.source.replace import recorded_policy, replace_policy
+
+    previous = recorded_policy(config)
+    if previous is None or previous == policy_record(policy):
+        return
+    if not notification_db:
+        raise ConfigError(f"the policies changed ({previous} -> {policy_record(policy)}); publishing the "
+                          "change needs the bundled warehouse's --notification-db (Thrift sources cannot "
+                          "dump yet)")
+    from streamer.source.warehouse_catalog import WarehouseCatalog
+    from streamer.warehouse import Warehouse
+
+    with Warehouse.open(notification_db, source_id=config.source_id) as wh:
+        e1 = replace_policy(config, reader, WarehouseCatalog(wh), parse_policy_record(previous), policy)
+    click.echo(f"policies changed: newly excluded tables dropped and newly included ones bootstrapped "
+               f"at event {e1}")

@@ -94,7 +94,8 @@ def enrich_ref(ref: FileRef, settings: EnrichSettings, files: FileInspector) -> 
         if checksum is None:
             log.warning("file %s is gone and its event carries no checksum: it will be copied unverified "
                         "or not at all", ref.uri)
-    size = ref.size if ref.size is not None else files.size(ref.uri)
+    # a size read now describes the file as it is now: only trustworthy with a checksum read now too
+    size = ref.size if ref.size is not None or ref.checksum else files.size(ref.uri)
     cm_uri = ref.cm_uri
     # the change manager names copies by the source filesystem's checksum: a sha256 computed here
     # names them only when that is the source's algorithm

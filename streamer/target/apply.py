@@ -73,9 +73,10 @@ from streamer.events.model import (
     TableSnapshot,
     UpdateColumnStatsPayload,
 )
+from streamer.target import functions
 from streamer.target.acid import TxnState, VisibilityStore, table_key, target_parameters
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
-from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, move_dir, remove_tree
+from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, link_dir, move_dir, remove_tree
 from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.state import Halt, TargetState
@@ -150,6 +151,11 @@ class Applier:
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
         try:
+            if step.kind is StepKind.BOOTSTRAP:  # bootstrap records: streamer.target.bootstrap
+                from streamer.target.bootstrap import apply_bootstrap
+
+                apply_bootstrap(self, step)
+                return
             if step.db != GLOBAL_DB:
                 self._check_owned(self.target_db(step.db))
             if step.kind is StepKind.ADD_PARTITIONS:
@@ -321,13 +327,15 @@ class Applier:
         old_key, new_key = table_key(old_db, old_name), table_key(desired.db, desired.name)
         if old is not None:  # readers find the write ids under the new name before the table appears
             self.acid.update(lambda v: v.copy_table(old_key, new_key))
+        # Readers must never see the table half-moved: where the filesystem can link, the new
+        # location gets a complete copy first, metadata switches over, and the old tree goes last.
+        old_dir = self.paths.table_location(old_db, old_name)
+        linked = False
         if _is_managed(desired):
-            move_dir(
-                self.paths.table_location(old_db, old_name),
-                self.paths.table_location(desired.db, desired.name),
-                self.paths.roots,
-                event_id=event.event_id,
-            )
+            new_dir = self.paths.table_location(desired.db, desired.name)
+            linked = link_dir(old_dir, new_dir, self.paths.roots, event_id=event.event_id)
+            if not linked:
+                move_dir(old_dir, new_dir, self.paths.roots, event_id=event.event_id)
         if old is not None:
             self.catalog.alter_table(old_db, old_name, desired)
         elif new != desired:
@@ -345,6 +353,8 @@ class Applier:
                     )
             if moved:
                 self.catalog.alter_partitions(desired.db, desired.name, moved)
+        if linked and old_dir != self.paths.table_location(desired.db, desired.name):
+            remove_tree(old_dir, self.paths.roots, event_id=event.event_id)
         if old_key != new_key:
             self.acid.update(lambda v: v.reset_table(old_key))
 
@@ -609,6 +619,7 @@ class Applier:
         fn = dataclasses.replace(
             payload.function, db=self.target_db(payload.function.db), name=payload.function.name.lower()
         )
+        fn = functions.copy_resources(fn, self.paths, self.copier, event.event_id)
         current = self.catalog.get_function(fn.db, fn.name)
         if current == fn:
             return
@@ -621,6 +632,7 @@ class Applier:
         db, name = self.target_db(event.db or ""), payload.function_name.lower()
         if self.catalog.get_function(db, name) is not None:
             self.catalog.drop_function(db, name)
+        functions.remove_resources(self.paths, db, name, event.event_id)
 
     def _add_constraints(self, event: Event) -> None:
         payload = _payload(event, AddConstraintsPayload)
@@ -812,9 +824,16 @@ def _relative_dir(ref: FileRef, source_dir: str | None) -> str:
 
 
 def _top_level(final: str, target_dir: str) -> str:
-    base = target_dir.rstrip("/") + "/"
-    rest = final[len(base) :] if final.startswith(base) else final
-    return rest.split("/", 1)[0]
+    """The first path segment of ``final`` below ``target_dir``, whatever their URL spellings.
+
+    A metastore hands back ``file:/x`` for ``file:///x``: comparing URL text would miss the prefix
+    and an overwrite would then delete the files it had just published.
+    """
+    base = urlsplit(target_dir).path.rstrip("/") + "/"
+    path = urlsplit(final).path
+    if not path.startswith(base):
+        raise ApplyError(f"file {final} is not below {target_dir}", obj=final)
+    return path[len(base) :].split("/", 1)[0]
 
 
 def _values(name: str) -> list[str]:

@@ -288,10 +288,14 @@ class FileCopier:
 
 
 def _mismatch(ref: FileRef, digest: str | None, size: int) -> str | None:
+    """The checksum is the authority; the size is only a hint (an agent that publishes late stats the
+    file that replaced the event's one), so it decides only for files without a checksum."""
+    if ref.checksum:
+        if (digest or "").lower() != ref.checksum.lower():
+            return f"checksum {digest} != expected {ref.checksum}"
+        return None
     if ref.size is not None and ref.size != size:
         return f"size {size} != expected {ref.size}"
-    if ref.checksum and (digest or "").lower() != ref.checksum.lower():
-        return f"checksum {digest} != expected {ref.checksum}"
     return None
 
 
@@ -421,6 +425,38 @@ def move_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
             fs.mv(src_path, dst_path, recursive=True)
     except OSError as exc:
         raise ApplyError(f"cannot move {src} to {dst}: {exc}", event_id=event_id, obj=src) from exc
+    return True
+
+
+def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None = None) -> bool:
+    """Hard-link the tree ``src`` into ``dst`` (created as needed), leaving ``src`` intact.
+
+    Lets a rename switch metadata from one complete copy to another, so readers never see a table
+    whose files are half-moved. Only local filesystems can link: returns False elsewhere (and when
+    ``src`` is absent), and the caller moves instead. Idempotent: entries already linked are kept.
+    """
+    for url in (src, dst):
+        ensure_no_symlinks(url, roots, event_id=event_id)
+    fs, src_path = url_to_fs(src)
+    _, dst_path = url_to_fs(dst)
+    if not isinstance(fs, LocalFileSystem) or not os.path.isdir(src_path):
+        return False
+    try:
+        for directory, _dirs, files in os.walk(src_path):
+            target = os.path.join(dst_path, os.path.relpath(directory, src_path))
+            os.makedirs(target, exist_ok=True)
+            for name in files:
+                source_file, target_file = os.path.join(directory, name), os.path.join(target, name)
+                if os.path.exists(target_file):
+                    if os.path.samefile(source_file, target_file):
+                        continue
+                    raise ApplyError(
+                        f"cannot link {source_file} to {target_file}: a different file is there",
+                        event_id=event_id, obj=dst,
+                    )
+                os.link(source_file, target_file)
+    except OSError as exc:
+        raise ApplyError(f"cannot link {src} into {dst}: {exc}", event_id=event_id, obj=src) from exc
     return True
 
 

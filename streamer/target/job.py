@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ class TargetSettings:
     max_events_per_trigger: int = 5000
     trigger_seconds: float = 0.5
     copy_workers: int = 8
+    external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
+    external_source_prefix: str = "file://"
 
 
 class BatchApplier:
@@ -89,10 +92,12 @@ class BatchApplier:
         self._on_applied = on_applied
         self._applied_times: dict[str, tuple[int, int]] = {}  # db -> (event id, source time)
         self.batches = 0  # micro-batches processed by this instance
+        self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
     def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
         started = time.monotonic()
+        self._reload_state()
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = self._decode(records, offsets)
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
@@ -117,6 +122,14 @@ class BatchApplier:
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
         return the_plan
+
+    def _reload_state(self) -> None:
+        """Operators retry/skip from another process (``streamer target retry``): read their changes."""
+        before = set(self.state.halts())
+        self.state = TargetState(self.settings.state_dir)
+        self.applier.state = self.state
+        for db in before - set(self.state.halts()):
+            metrics.TARGET_HALTED.labels(db=db).set(0)
 
     def _decode(self, records: Iterable[tuple[int, bytes]], offsets: dict[int, int]) -> list[Event]:
         events = []
@@ -192,7 +205,8 @@ def start_query(
         rows = df.select("offset", "value").collect()
         records = sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
         if records:
-            batch_applier.process(records)
+            with batch_applier.lock:
+                batch_applier.process(records)
 
     return (
         stream.writeStream.foreachBatch(on_batch)
@@ -231,6 +245,7 @@ def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tupl
 
 def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> None:
     """Run the target job in the foreground until stopped (or ``until()`` is true)."""
+    from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
@@ -239,6 +254,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
     batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
+    external_sync = start_background(settings, batch_applier.lock)
     try:
         while query.isActive:
             if until is not None and until():
@@ -248,5 +264,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
         if exc is not None:
             raise StreamerError(f"target query failed: {exc}")
     finally:
+        if external_sync is not None:
+            external_sync.stop()
         query.stop()
         catalog.close()

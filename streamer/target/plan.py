@@ -7,6 +7,10 @@ Rules (DESIGN invariants 1, 2, 4):
   the pseudo-database ``GLOBAL_DB``, whose progress the target keeps in its state file. An event keyed
   by the database of a halted stream is held: not applied, not lost (it is read again after a retry).
 - ``STREAMER_PROGRESS`` records only tell the target how far the source is (``Plan.source_head``).
+- Bootstrap records (``STREAMER_BOOTSTRAP`` / ``_END``) share their bootstrap's event id, so they are
+  de-duplicated by (bootstrap id, sequence) instead; a FULL bootstrap's records of a database that
+  already applied that id are dropped; each record is its own ``BOOTSTRAP`` step
+  (``streamer.target.bootstrap`` applies it and resumes after the last finished one).
 - Every step covers one event, with two exceptions, both keeping every visible state a source prefix:
   * consecutive ``ADD_PARTITION`` events of one table become one ``add_partitions`` step (each
     intermediate state would be "some of those partitions added", itself a prefix);
@@ -27,6 +31,9 @@ from enum import StrEnum
 
 from streamer.events.model import (
     AlterTablePayload,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    BootstrapScope,
     CreateFunctionPayload,
     CreateTablePayload,
     DropFunctionPayload,
@@ -61,6 +68,7 @@ class StepKind(StrEnum):
     EVENT = "event"  # apply one event
     ADD_PARTITIONS = "add_partitions"  # consecutive ADD_PARTITION of one table, one catalog call
     COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
+    BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.bootstrap)
 
 
 @dataclass(frozen=True)
@@ -111,11 +119,20 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
     """Order, filter and group one batch; ``applied`` maps source db -> last applied event id."""
     ordered: list[Event] = []
     seen: set[int] = set()
+    seen_bootstrap: set[tuple[int, int]] = set()
     duplicates: list[int] = []
     for event in sorted(events, key=lambda e: e.event_id):
         # a PROGRESS record carries the id of the last event it passed: it never replaces that event
         if event.event_type is EventType.PROGRESS:
             ordered.append(event)
+            continue
+        record = _bootstrap_key(event)
+        if record is not None:
+            if record in seen_bootstrap:
+                duplicates.append(event.event_id)
+            else:
+                seen_bootstrap.add(record)
+                ordered.append(event)
             continue
         if event.event_id in seen:
             duplicates.append(event.event_id)
@@ -137,7 +154,14 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
             continue
         db = step_db(event)
         last = applied.get(db)
-        if last is not None and event.event_id <= last:
+        if _is_bootstrap(event):
+            if _bootstrapped(event, last):
+                done.append(event.event_id)
+            elif db in halted:
+                held.append(event.event_id)
+            else:
+                todo.append(event)
+        elif last is not None and event.event_id <= last:
             done.append(event.event_id)
         elif db in halted:
             held.append(event.event_id)
@@ -159,6 +183,10 @@ def _group(events: list[Event]) -> list[Step]:
     i = 0
     while i < len(events):
         event = events[i]
+        if _is_bootstrap(event):
+            steps.append(Step(StepKind.BOOTSTRAP, (event,), step_db(event)))
+            i += 1
+            continue
         end = _collapsible_run(events, i)
         if end is not None:
             steps.append(Step(StepKind.COLLAPSED, tuple(events[i : end + 1]), step_db(event)))
@@ -176,6 +204,31 @@ def _group(events: list[Event]) -> list[Step]:
         steps.append(Step(kind, tuple(events[i:j]), step_db(event)))
         i = j
     return steps
+
+
+def _is_bootstrap(event: Event) -> bool:
+    return isinstance(event.payload, BootstrapObjectPayload | BootstrapMarkerPayload)
+
+
+def _bootstrap_key(event: Event) -> tuple[int, int] | None:
+    """(bootstrap id, sequence) of a bootstrap record; the marker counts as sequence 0."""
+    p = event.payload
+    if isinstance(p, BootstrapObjectPayload):
+        return (p.bootstrap_id, p.sequence)
+    if isinstance(p, BootstrapMarkerPayload):
+        return (p.bootstrap_id, 0)
+    return None
+
+
+def _bootstrapped(event: Event, applied: int | None) -> bool:
+    """A FULL bootstrap record of a database that already applied the bootstrap's id changes nothing."""
+    p = event.payload
+    return (
+        isinstance(p, BootstrapObjectPayload)
+        and p.scope is BootstrapScope.FULL
+        and applied is not None
+        and applied >= p.bootstrap_id
+    )
 
 
 def _table_key(event: Event) -> tuple[str, str]:

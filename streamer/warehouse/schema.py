@@ -65,6 +65,25 @@ OWN_TABLES = (
         PRIMARY KEY ("DB_NAME", "FUNC_NAME"))""",
 )
 
+# Constraints (one row per constraint column; names unique across the metastore, as in Hive's
+# KEY_CONSTRAINTS) and column statistics (PART_NAME '' for table-level ones).
+TABLE_META_TABLES = (
+    """CREATE TABLE IF NOT EXISTS "WH_CONSTRAINTS" (
+        "CONSTRAINT_NAME" VARCHAR(400) NOT NULL,
+        "POSITION" INTEGER NOT NULL,
+        "DB_NAME" VARCHAR(128) NOT NULL,
+        "TBL_NAME" VARCHAR(256) NOT NULL,
+        "SNAPSHOT" TEXT NOT NULL,
+        PRIMARY KEY ("CONSTRAINT_NAME", "POSITION"))""",
+    """CREATE TABLE IF NOT EXISTS "WH_COLUMN_STATS" (
+        "DB_NAME" VARCHAR(128) NOT NULL,
+        "TBL_NAME" VARCHAR(256) NOT NULL,
+        "PART_NAME" VARCHAR(767) NOT NULL,
+        "COLUMN_NAME" VARCHAR(767) NOT NULL,
+        "SNAPSHOT" TEXT NOT NULL,
+        PRIMARY KEY ("DB_NAME", "TBL_NAME", "PART_NAME", "COLUMN_NAME"))""",
+)
+
 # Transaction state, modelled on Hive's TXNS, TXN_TO_WRITE_ID and NEXT_WRITE_ID: what a reader
 # needs to compute a table's committed write ids (TXN_STATE 'o' open, 'c' committed, 'a' aborted).
 TXN_TABLES = (
@@ -89,4 +108,4 @@ TXN_TABLES = (
         PRIMARY KEY ("NWI_DATABASE", "NWI_TABLE"))""",
 )
 
-ALL = HIVE_TABLES + OWN_TABLES + TXN_TABLES
+ALL = HIVE_TABLES + OWN_TABLES + TXN_TABLES + TABLE_META_TABLES

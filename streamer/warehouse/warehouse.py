@@ -53,8 +53,9 @@ from streamer.events.model import (
 from streamer.hive.encode import encode_event, encode_txn_write
 from streamer.hive.files import parse_partition_name
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
-from streamer.warehouse import acid, catalog, objects, txns
+from streamer.warehouse import acid, catalog, objects, tablemeta, txns
 from streamer.warehouse.errors import NoSuchObjectError, OpenWritesError, WarehouseError
+from streamer.warehouse.external_files import ExternalFileOps
 from streamer.warehouse.files import (
     ChangeManager,
     data_files,
@@ -65,6 +66,7 @@ from streamer.warehouse.files import (
     uri_of,
     write_parquet,
 )
+from streamer.warehouse.metadata_ops import TableMetadataOps, basic_statistics_of, with_basic_statistics
 from streamer.warehouse.store import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -122,8 +124,13 @@ class _Change:
             self.undo.append(lambda: _remove_empty_dirs(directory))
 
 
-class Warehouse:
-    """A small Hive-compatible metastore plus data files; see the module docstring."""
+class Warehouse(TableMetadataOps, ExternalFileOps):
+    """A small Hive-compatible metastore plus data files; see the module docstring.
+
+    ``stats_autogather`` (Hive's ``hive.stats.autogather``) keeps basic statistics (numFiles,
+    numRows, totalSize) current: loads into a table or existing partition are followed by an
+    ALTER_TABLE / ALTER_PARTITION carrying them, new partitions carry them from the start.
+    """
 
     def __init__(
         self,
@@ -133,6 +140,8 @@ class Warehouse:
         message_format: str,
         source_id: str = DEFAULT_SOURCE_ID,
         clock: Callable[[], float] = time.time,
+        *,
+        stats_autogather: bool = False,
     ) -> None:
         if message_format not in MESSAGE_FORMATS:
             raise WarehouseError(
@@ -144,6 +153,7 @@ class Warehouse:
         self.message_format = message_format
         self.source_id = source_id
         self._clock = clock
+        self.stats_autogather = stats_autogather
 
     @classmethod
     def open(
@@ -155,6 +165,7 @@ class Warehouse:
         *,
         source_id: str = DEFAULT_SOURCE_ID,
         clock: Callable[[], float] = time.time,
+        stats_autogather: bool = False,
     ) -> Warehouse:
         """Open (creating if needed) the warehouse at ``url`` (a sqlite path or ``postgresql://`` URL).
 
@@ -185,7 +196,15 @@ class Warehouse:
                     catalog.set_config(ex, "message_format", message_format)
                 fmt = message_format or config.get("message_format", JSON_FORMAT)
             Path(config["root"]).mkdir(parents=True, exist_ok=True)
-            return cls(store, Path(config["root"]), Path(config["cmroot"]), fmt, source_id, clock)
+            return cls(
+                store,
+                Path(config["root"]),
+                Path(config["cmroot"]),
+                fmt,
+                source_id,
+                clock,
+                stats_autogather=stats_autogather,
+            )
         except BaseException:
             store.close()
             raise
@@ -346,6 +365,7 @@ class Warehouse:
             catalog.delete_table(ch.ex, db, name)
             catalog.insert_table(ch.ex, after)
             txns.rename_table(ch.ex, db, name, new_db, new_name)
+            tablemeta.rename_table(ch.ex, db, name, new_db, new_name)
             for part in parts:
                 catalog.put_partition(
                     ch.ex, after, dataclasses.replace(part, db=new_db, table=new_name), new=True
@@ -368,6 +388,7 @@ class Warehouse:
             ch.after_commit.append(lambda: shutil.rmtree(top, ignore_errors=True))
         catalog.delete_table(ch.ex, tbl.db, tbl.name)
         txns.forget_table(ch.ex, tbl.db, tbl.name)
+        tablemeta.forget_table(ch.ex, tbl.db, tbl.name)
         ch.emit(EventType.DROP_TABLE, DropTablePayload(tbl), tbl.db, tbl.name)
 
     # --- partitions ---------------------------------------------------------------------------
@@ -385,7 +406,11 @@ class Warehouse:
                 directory = _location(part.sd.location)
                 ch.mkdir(directory)
                 name = objects.partition_name(tbl.partition_keys, part.values)
-                files += [self.cm.file_ref(p, name) for p in data_files(directory)]
+                found = data_files(directory)
+                files += [self.cm.file_ref(p, name) for p in found]
+                if self.stats_autogather:
+                    part = with_basic_statistics(part, found)
+                    catalog.put_partition(ch.ex, tbl, part, new=False)
                 parts.append(part)
             ch.emit(EventType.ADD_PARTITION, AddPartitionPayload(tbl, parts, files), db, table)
         return parts
@@ -404,6 +429,8 @@ class Warehouse:
                     ch.retire(_all_files(tbl, [directory]))
                     ch.after_commit.append(_rmtree_later(directory))
                 catalog.delete_partition(ch.ex, tbl, part.values)
+                name = objects.partition_name(tbl.partition_keys, part.values)
+                tablemeta.forget_partition(ch.ex, db, table, name)
                 values.append(part.values)
             ch.emit(EventType.DROP_PARTITION, DropPartitionPayload(tbl, values), db, table)
 
@@ -467,8 +494,9 @@ class Warehouse:
             if tbl.table_type == objects.VIEW:
                 raise WarehouseError(f"cannot insert into view {tbl.qualified_name}")
             return [
-                self._insert_into(ch, tbl, values, group, overwrite, n_files)
+                event_id
                 for values, group in _groups(tbl, rows, partition)
+                for event_id in self._insert_into(ch, tbl, values, group, overwrite, n_files)
             ]
 
     def _insert_into(
@@ -479,7 +507,8 @@ class Warehouse:
         rows: Sequence[Row],
         overwrite: bool,
         n_files: int,
-    ) -> int:
+    ) -> list[int]:
+        """INSERT (or ADD_PARTITION for a new partition), then basic statistics when autogathered."""
         name = objects.partition_name(tbl.partition_keys, values) if values else None
         part = catalog.find_partition(ch.ex, tbl, values) if values else None
         is_new = bool(values) and part is None
@@ -493,9 +522,16 @@ class Warehouse:
             ch.retire(old)
         if is_new:
             assert part is not None
-            return ch.emit(EventType.ADD_PARTITION, AddPartitionPayload(tbl, [part], files), tbl.db, tbl.name)
+            if self.stats_autogather:
+                part = with_basic_statistics(part, paths)
+                catalog.put_partition(ch.ex, tbl, part, new=False)
+            payload_add = AddPartitionPayload(tbl, [part], files)
+            return [ch.emit(EventType.ADD_PARTITION, payload_add, tbl.db, tbl.name)]
         payload = InsertPayload(tbl, part, values, overwrite, files)
-        return ch.emit(EventType.INSERT, payload, tbl.db, tbl.name)
+        ids = [ch.emit(EventType.INSERT, payload, tbl.db, tbl.name)]
+        if self.stats_autogather:
+            ids.append(self._emit_basic_stats(ch, tbl, part))
+        return ids
 
     def truncate(self, db: str, table: str, partition: Mapping[str, object] | None = None) -> list[int]:
         """TRUNCATE: ALTER_TABLE (unpartitioned) or one ALTER_PARTITION per partition, isTruncateOp."""
@@ -510,7 +546,7 @@ class Warehouse:
                 if partition:
                     raise WarehouseError(f"table {tbl.qualified_name} is not partitioned")
                 ch.retire(data_files(_location(tbl.sd.location)))
-                after = objects.altered_table(tbl, ch.now)
+                after = objects.altered_table(tbl, ch.now, parameters=self._emptied_stats(tbl.parameters))
                 catalog.update_table(ch.ex, after)
                 return [
                     ch.emit(EventType.ALTER_TABLE, AlterTablePayload(tbl, after, is_truncate=True), db, table)
@@ -524,13 +560,16 @@ class Warehouse:
             ids = []
             for old in parts:
                 ch.retire(data_files(_location(old.sd.location)))
-                new = dataclasses.replace(
-                    old, parameters={**old.parameters, "transient_lastDdlTime": str(ch.now)}
-                )
+                params = {**old.parameters, "transient_lastDdlTime": str(ch.now)}
+                new = dataclasses.replace(old, parameters={**params, **self._emptied_stats(params)})
                 catalog.put_partition(ch.ex, tbl, new, new=False)
                 payload = AlterPartitionPayload(tbl, old, new, is_truncate=True)
                 ids.append(ch.emit(EventType.ALTER_PARTITION, payload, db, table))
             return ids
+
+    def _emptied_stats(self, params: Mapping[str, str]) -> dict[str, str]:
+        """Basic statistics of an emptied table or partition, when they are kept."""
+        return basic_statistics_of([]) if self.stats_autogather else {}
 
     # --- transactions -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamer.events.model import Column, ResourceUri
+from streamer.events.model import Column, Constraint, ResourceUri
 from streamer.warehouse import acid
 from streamer.warehouse.errors import WarehouseError
 from streamer.warehouse.warehouse import Warehouse
@@ -60,6 +60,10 @@ class Workload:
         *,
         txn_share: float = 0.0,
         abort_ratio: float = 0.3,
+        stats_share: float = 0.0,
+        constraint_share: float = 0.0,
+        constraint_kinds: tuple[str, ...] = ("PRIMARY_KEY", "FOREIGN_KEY"),
+        external_file_share: float = 0.0,
     ) -> None:
         if not 0.0 <= txn_share < 1.0 or not 0.0 <= abort_ratio <= 1.0:
             raise WarehouseError(
@@ -87,6 +91,18 @@ class Workload:
             (1, self.drop_function),
             (1, self.create_view),
         ]
+        self.constraint_kinds = constraint_kinds
+        # each share is of all operations; 0 leaves the operation out (and the seeded sequence as it was)
+        extra = [
+            (stats_share, self.analyze),
+            (constraint_share, self.add_constraint),
+            (constraint_share / 3, self.drop_constraint),
+            (external_file_share, self.change_external_files),
+        ]
+        for share, op in extra:
+            if share > 0:
+                base = sum(w for w, _ in self._ops)
+                self._ops.append((base * share / max(1e-9, 1 - share), op))
         if txn_share > 0:
             others = sum(w for w, _ in self._ops)
             self._ops.append((others * txn_share / (1 - txn_share), self.transaction))
@@ -349,11 +365,107 @@ class Workload:
         self.wh.alter_table_properties(db, table, {"comment": f"rev {self.rng.randrange(1000)}"})
         return True
 
+    def analyze(self) -> bool:
+        """``ANALYZE ... FOR COLUMNS`` of a table or one of its partitions (sometimes deleting a column's)."""
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        spec = self._spec(db, table, existing=True) if self.wh.table(db, table).partition_keys else None
+        if self.wh.table(db, table).partition_keys and spec is None:
+            return False
+        if self.rng.random() < 0.2 and self.wh.column_statistics(db, table, spec):
+            column = self.rng.choice(self.wh.column_statistics(db, table, spec)).column
+            self.wh.delete_column_statistics(db, table, spec, column)
+        else:
+            self.wh.update_column_statistics(db, table, spec)
+        return True
+
+    def add_constraint(self) -> bool:
+        """A primary key, or a foreign key onto a table that has one, or another allowed kind."""
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        kind = self.rng.choice(self.constraint_kinds)
+        has_pk = any(c.kind == "PRIMARY_KEY" for c in self.wh.constraints(db, table))
+        name = self._name(f"{kind[:2].lower()}_{db}_")
+        if kind == "PRIMARY_KEY":
+            if has_pk:
+                return False
+            self.wh.add_primary_key(db, table, name, ["id"])
+        elif kind == "FOREIGN_KEY":
+            parents = [t for t in self.wh.tables(db) if t != table and self._has_pk(db, t)]
+            if not parents:
+                return False
+            self.wh.add_foreign_key(db, table, name, ["id"], self.rng.choice(parents))
+        elif kind == "UNIQUE":
+            self.wh.add_unique(db, table, name, ["id", "name"])
+        elif kind == "NOT_NULL":
+            self.wh.add_not_null(db, table, name, "id")
+        elif kind == "DEFAULT":
+            self.wh.add_default(db, table, name, "ok", "FALSE")
+        else:
+            self.wh.add_check(db, table, name, "amount", "amount >= 0")
+        return True
+
+    def _has_pk(self, db: str, table: str) -> bool:
+        return self.wh.table(db, table).table_type != "VIRTUAL_VIEW" and any(
+            c.kind == "PRIMARY_KEY" for c in self.wh.constraints(db, table)
+        )
+
+    def drop_constraint(self) -> bool:
+        found = self._table()
+        if found is None:
+            return False
+        db, table = found
+        names = sorted({c.name for c in self.wh.constraints(db, table)})
+        referenced = {c.ref_name for t in self.wh.tables(db) if t != table for c in self._constraints(db, t)}
+        names = [n for n in names if n not in referenced]
+        if not names:
+            return False
+        self.wh.drop_constraint(db, table, self.rng.choice(names))
+        return True
+
+    def _constraints(self, db: str, table: str) -> list[Constraint]:
+        if self.wh.table(db, table).table_type == "VIRTUAL_VIEW":
+            return []
+        return self.wh.constraints(db, table)
+
+    def change_external_files(self) -> bool:
+        """What other tools do to external tables, with no event: add, replace or delete a file."""
+        db = self._db()
+        if db is None:
+            return False
+        tables = [t for t in self.wh.tables(db) if self.wh.table(db, t).table_type == "EXTERNAL_TABLE"]
+        if not tables:
+            return False
+        table = self.rng.choice(tables)
+        tbl = self.wh.table(db, table)
+        spec = self._spec(db, table, existing=True) if tbl.partition_keys else None
+        if tbl.partition_keys and spec is None:
+            return False
+        directory = self.wh.external_dir(db, table, spec)
+        existing = sorted(
+            p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_"))
+        )
+        if existing and self.rng.random() < 0.3:
+            self.wh.delete_external_file(db, table, self.rng.choice(existing), spec)
+        else:
+            replace = existing and self.rng.random() < 0.5
+            name = self.rng.choice(existing) if replace else f"ext_{self.rng.randrange(10**9):09d}"
+            self.wh.write_external_file(db, table, self._rows(tbl.sd.columns), spec, name=name)
+        return True
+
     def create_function(self) -> bool:
         db = self._db()
         if db is None:
             return False
-        jar = ResourceUri("JAR", f"file:{self.wh.root}/lib/udfs.jar")
+        jar_path = self.wh.root / "lib" / "udfs.jar"
+        if not jar_path.exists():  # a real resource file: targets copy it
+            jar_path.parent.mkdir(parents=True, exist_ok=True)
+            jar_path.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
+        jar = ResourceUri("JAR", f"file:{jar_path}")
         self.wh.create_function(db, self._name("fn"), "com.example.udf.Upper", [jar])
         return True
 

@@ -22,7 +22,7 @@ from streamer.events.schemas import (
     schemas_dir,
 )
 
-CURRENT_FINGERPRINT = "16415a0d6c6ecdbf"
+CURRENT_FINGERPRINT = "f7eaa76af1b22d40"
 PIN_HELP = (
     "The wire format changed. Run `python -m streamer.events.schema_gen --archive` on the *old* schemas "
     "(it keeps them in schemas/history/ so records already on the topic stay readable), then regenerate "

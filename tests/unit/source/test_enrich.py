@@ -34,7 +34,8 @@ def test_recorded_checksum_is_kept_and_labelled_with_the_source_algorithm(tmp_pa
     uri = _file(tmp_path, "f", b"abc")
     settings = EnrichSettings(checksum_algorithm="hdfs-md5-of-crc32c", cmroot="hdfs://nn/cm")
     ref = enrich_ref(FileRef(uri, checksum="00ff"), settings, FsspecInspector())
-    assert (ref.checksum, ref.checksum_algorithm, ref.size) == ("00ff", "hdfs-md5-of-crc32c", 3)
+    # the size of the file as it is now may not be the size of the file the checksum describes
+    assert (ref.checksum, ref.checksum_algorithm, ref.size) == ("00ff", "hdfs-md5-of-crc32c", None)
     assert ref.cm_uri == "hdfs://nn/cm/f_00ff"
     # a computed sha256 never names a cm copy of a source whose checksums are something else
     computed = enrich_ref(FileRef(uri), settings, FsspecInspector())
@@ -66,4 +67,17 @@ def test_commit_txn_gets_its_writes(tmp_path: Path) -> None:
     (write,) = enriched.payload.writes
     (ref,) = write.files
     assert (write.db, write.table, write.write_id) == ("sales", "t", 1)
-    assert (ref.checksum, ref.size, ref.subdir, ref.cm_uri) == ("abc", 1, "delta_1_1", "/cm/bucket_00000_abc")
+    expected = ("abc", None, "delta_1_1", "/cm/bucket_00000_abc")
+    assert (ref.checksum, ref.size, ref.subdir, ref.cm_uri) == expected
+
+
+def test_size_is_taken_only_with_a_checksum_read_at_the_same_time(tmp_path: Path) -> None:
+    """A file rewritten after its event must not lend its new size to the old checksum."""
+    uri = _file(tmp_path, "f", b"old")
+    settings = EnrichSettings(cmroot=str(tmp_path / "cm"))
+    recorded = FileRef(uri, checksum=hashlib.sha256(b"old").hexdigest())
+    (tmp_path / "f").write_bytes(b"rewritten, longer")
+    assert enrich_ref(recorded, settings, FsspecInspector()).size is None
+    computed = enrich_ref(FileRef(uri), settings, FsspecInspector())
+    assert computed.size == len(b"rewritten, longer")
+    assert computed.checksum == hashlib.sha256(b"rewritten, longer").hexdigest()

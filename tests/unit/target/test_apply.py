@@ -6,6 +6,7 @@ import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -333,3 +334,43 @@ def test_replaying_every_step_converges_to_the_same_state(ops: list[tuple[str, s
         twice = _final_state(root / "t", events, replay=True)
         assert twice == once
         assert not list(root.rglob(f"{TMP_PREFIX}*"))
+
+
+def test_managed_rename_never_shows_a_table_without_its_files(env: Env) -> None:
+    """At every catalog call of a rename, each name the catalog knows points at complete data."""
+    t = env.table("t", ("p",))
+    f = env.file(t, "p=1/f", b"1")
+    env.run([b.create_db(1, "a"), b.create_table(2, t), b.add_partition(3, t, [b.partition(t, "1")], [f])])
+    u = dataclasses.replace(t, name="u", sd=dataclasses.replace(t.sd, location=f"file://{env.src}/a.db/u"))
+    seen: list[str] = []
+
+    def visible_files() -> None:
+        for name in env.catalog.list_tables("a"):
+            for p in env.catalog.list_partitions("a", name):
+                location = Path((p.sd.location or "").removeprefix("file://"))
+                assert (location / "f").read_bytes() == b"1", f"{name} partition at {location} lacks its file"
+                seen.append(name)
+
+    for method in ("alter_table", "alter_partitions"):
+        original = getattr(env.catalog, method)
+
+        def checked(*args: object, _original: Any = original) -> Any:
+            visible_files()
+            result = _original(*args)
+            visible_files()
+            return result
+
+        setattr(env.catalog, method, checked)
+    env.run([b.alter_table(4, t, u)])
+    assert "t" in seen and "u" in seen
+    assert env.files() == {"a.db/u/p=1/f": b"1"}  # the old tree is gone at the end
+
+
+@pytest.mark.parametrize("target_dir", ["file:/wh/a.db/t", "file:///wh/a.db/t", "/wh/a.db/t/"])
+def test_overwrite_keeps_what_it_published_whatever_the_location_spelling(target_dir: str) -> None:
+    from streamer.target.apply import _top_level
+
+    assert _top_level("file:///wh/a.db/t/000000_0", target_dir) == "000000_0"
+    assert _top_level("/wh/a.db/t/p=1/000000_0", target_dir) == "p=1"
+    with pytest.raises(ApplyError):
+        _top_level("file:///elsewhere/000000_0", target_dir)

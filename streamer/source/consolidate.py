@@ -1,0 +1,419 @@
+"""Bootstrap consolidation: a dump read while the source changed + the events of that time -> the
+source state at the last of those events. Pure: no I/O.
+
+A dump's objects are read one after another while writers go on, so each object shows the source at
+a different instant after E0 (the source's event id when the dump started). Replaying every event
+E0 < e <= E1 on the dump brings each object to its state at E1, because events carry full object
+snapshots: creates and alters *set* an object (an older snapshot replayed over a newer read is set
+right again by the later events), drops remove it, and file events are set-idempotent (an INSERT adds
+files by URI, INSERT OVERWRITE and TRUNCATE replace or clear a partition's files). Renames are
+consolidated rather than blocked (Hive blocks them during a bootstrap): the dumped object moves to its
+new name with its partitions and files re-pointed under the new location, or, if the dump already
+read it under the new name, stays as read.
+
+Two things the events cannot repair are reported for the caller to re-read: ``torn`` tables (an event
+touched the table while its table, partitions and files were being read, so the parts may not agree)
+and ``unresolved`` tables (an event needs the table but the dump lacks it, e.g. a table renamed into
+the policy, whose partitions no event carries). After re-reading them the caller consolidates again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streamer.events.model import (
+    AddConstraintsPayload,
+    AddPartitionPayload,
+    AlterDatabasePayload,
+    AlterPartitionPayload,
+    AlterPartitionsPayload,
+    AlterTablePayload,
+    ColumnStatistic,
+    CommitTxnPayload,
+    Constraint,
+    CreateFunctionPayload,
+    CreateTablePayload,
+    DatabasePayload,
+    DatabaseSnapshot,
+    DeleteColumnStatsPayload,
+    DropConstraintPayload,
+    DropFunctionPayload,
+    DropPartitionPayload,
+    DropTablePayload,
+    Event,
+    EventType,
+    FileRef,
+    FunctionSnapshot,
+    InsertPayload,
+    PartitionSnapshot,
+    ReloadPayload,
+    TableSnapshot,
+    UpdateColumnStatsPayload,
+)
+from streamer.hive.files import parse_partition_name, partition_name
+from streamer.source.policy import Scope
+
+TableKey = tuple[str, str]  # (db, table), lower case
+Values = tuple[str, ...]  # partition values in key order; () for an unpartitioned table
+
+
+@dataclass
+class TableDump:
+    """One table as dumped: metadata, partitions, files per partition, constraints, statistics.
+
+    ``read_from``/``read_to`` are the source event ids just before and just after the table was
+    read; an event on the table in between means its parts may not agree (the table is torn).
+    """
+
+    table: TableSnapshot
+    partitions: dict[Values, PartitionSnapshot] = field(default_factory=dict)
+    files: dict[Values, dict[str, FileRef]] = field(default_factory=dict)  # values -> uri -> file
+    constraints: dict[str, list[Constraint]] = field(default_factory=dict)  # by constraint name
+    statistics: dict[str, ColumnStatistic] = field(default_factory=dict)  # table level, by column
+    write_ids: set[int] = field(default_factory=set)
+    read_from: int = 0
+    read_to: int = 0
+
+    def copy(self) -> TableDump:
+        return dataclasses.replace(
+            self,
+            partitions=dict(self.partitions),
+            files={k: dict(v) for k, v in self.files.items()},
+            constraints=dict(self.constraints),
+            statistics=dict(self.statistics),
+            write_ids=set(self.write_ids),
+        )
+
+    def add_files(self, refs: Iterable[FileRef]) -> None:
+        for ref in refs:
+            self.files.setdefault(file_values(self.table, ref), {})[ref.uri] = ref
+
+
+@dataclass
+class Dump:
+    """Every object of a policy, by key; see the module docstring."""
+
+    databases: dict[str, DatabaseSnapshot] = field(default_factory=dict)
+    tables: dict[TableKey, TableDump] = field(default_factory=dict)
+    functions: dict[TableKey, FunctionSnapshot] = field(default_factory=dict)  # (db, function name)
+
+    def copy(self) -> Dump:
+        return Dump(
+            dict(self.databases), {k: t.copy() for k, t in self.tables.items()}, dict(self.functions)
+        )
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    """The dump at ``event_id`` if ``torn`` and ``unresolved`` are empty; else what to re-read."""
+
+    dump: Dump
+    event_id: int
+    torn: frozenset[TableKey] = frozenset()
+    unresolved: frozenset[TableKey] = frozenset()
+
+    @property
+    def complete(self) -> bool:
+        return not self.torn and not self.unresolved
+
+
+def key(db: str, name: str) -> TableKey:
+    return (db.lower(), name.lower())
+
+
+def file_values(table: TableSnapshot, ref: FileRef) -> Values:
+    """The partition a file belongs to, as values in key order (``()`` for an unpartitioned table)."""
+    if not table.partition_keys or not ref.partition:
+        return ()
+    spec = {k.lower(): v for k, v in parse_partition_name(ref.partition).items()}
+    return tuple(spec.get(k.name.lower(), "") for k in table.partition_keys)
+
+
+def consolidate(dump: Dump, events: Iterable[Event], scope: Scope, until: int) -> Consolidated:
+    """Replay ``events`` (ids in (E0, ``until``], in order) on a copy of ``dump``."""
+    state = _Replay(dump.copy(), scope)
+    for event in events:
+        if event.event_id > until:
+            break
+        state.apply(event)
+    return Consolidated(state.dump, until, frozenset(state.torn), frozenset(state.unresolved))
+
+
+class _Replay:
+    def __init__(self, dump: Dump, scope: Scope) -> None:
+        self.dump = dump
+        self.scope = scope
+        self.torn: set[TableKey] = set()
+        self.unresolved: set[TableKey] = set()
+
+    # --- dispatch -------------------------------------------------------------------------
+    def apply(self, event: Event) -> None:
+        p = event.payload
+        touched = self._touched(event)
+        for k in touched:
+            t = self.dump.tables.get(k)
+            if t is not None and t.read_from < event.event_id <= t.read_to:
+                self.torn.add(k)
+        if isinstance(p, DatabasePayload):
+            self._database(event, p)
+        elif isinstance(p, AlterDatabasePayload):
+            if p.after.name.lower() in self.dump.databases:
+                self.dump.databases[p.after.name.lower()] = p.after
+        elif isinstance(p, CreateTablePayload):
+            self._create_table(p)
+        elif isinstance(p, AlterTablePayload):
+            self._alter_table(p)
+        elif isinstance(p, DropTablePayload):
+            self._drop_table(key(p.table.db, p.table.name) if p.table else _event_key(event))
+        elif isinstance(p, AddPartitionPayload):
+            self._add_partitions(event, p)
+        elif isinstance(p, AlterPartitionPayload):
+            self._alter_partition(event, p)
+        elif isinstance(p, AlterPartitionsPayload):
+            t = self._table(event, p.table)
+            if t is not None:
+                for part in p.partitions:
+                    self._set_partition(t, part, clear=p.is_truncate)
+        elif isinstance(p, DropPartitionPayload):
+            t = self._table(event, p.table)
+            if t is not None:
+                for values in p.partition_values:
+                    t.partitions.pop(tuple(values), None)
+                    t.files.pop(tuple(values), None)
+        elif isinstance(p, InsertPayload):
+            self._insert(event, p)
+        elif isinstance(p, CommitTxnPayload):
+            self._commit(p)
+        elif isinstance(p, CreateFunctionPayload):
+            fn = p.function
+            if self.scope.includes_db(fn.db) and fn.db.lower() in self.dump.databases:
+                self.dump.functions[key(fn.db, fn.name)] = fn
+        elif isinstance(p, DropFunctionPayload) and event.db:
+            self.dump.functions.pop(key(event.db, p.function_name), None)
+        elif isinstance(p, AddConstraintsPayload):
+            for c in p.constraints:
+                t = self.dump.tables.get(key(c.db, c.table))
+                if t is not None:
+                    t.constraints[c.name] = [*t.constraints.get(c.name, []), c]
+        elif isinstance(p, DropConstraintPayload):
+            t = self.dump.tables.get(key(p.db, p.table))
+            if t is not None:
+                t.constraints.pop(p.constraint_name, None)
+        elif isinstance(p, UpdateColumnStatsPayload):
+            self._update_stats(p)
+        elif isinstance(p, DeleteColumnStatsPayload):
+            t = self.dump.tables.get(key(p.db, p.table))
+            if t is not None and not p.partition_values:
+                for col in [p.column] if p.column else list(t.statistics):
+                    t.statistics.pop(col.lower(), None)
+        elif isinstance(p, ReloadPayload) and p.table is not None:
+            t = self._table(event, p.table)
+            if t is not None:
+                t.table = p.table
+                for part in p.partitions:
+                    self._set_partition(t, part, clear=False)
+
+    def _touched(self, event: Event) -> list[TableKey]:
+        p = event.payload
+        if isinstance(p, AlterTablePayload):
+            return [key(p.before.db, p.before.name), key(p.after.db, p.after.name)]
+        if isinstance(p, CommitTxnPayload):
+            return [key(w.db, w.table) for w in p.writes]
+        if isinstance(p, DatabasePayload) and event.db:
+            return [k for k in self.dump.tables if k[0] == event.db.lower()]
+        k = _event_key(event)
+        return [k] if k[0] and k[1] else []
+
+    # --- databases ------------------------------------------------------------------------
+    def _database(self, event: Event, p: DatabasePayload) -> None:
+        name = (p.database.name if p.database else event.db or "").lower()
+        if event.event_type is EventType.CREATE_DATABASE:
+            if p.database is not None and self.scope.includes_db(name):
+                self.dump.databases[name] = p.database
+            return
+        self.dump.databases.pop(name, None)
+        for k in [k for k in self.dump.tables if k[0] == name]:
+            self._drop_table(k)
+        for k in [k for k in self.dump.functions if k[0] == name]:
+            del self.dump.functions[k]
+        self.unresolved = {k for k in self.unresolved if k[0] != name}
+
+    # --- tables ---------------------------------------------------------------------------
+    def _in_scope(self, k: TableKey) -> bool:
+        return k[0] in self.dump.databases and self.scope.includes_table(*k)
+
+    def _table(self, event: Event, snap: TableSnapshot | None) -> TableDump | None:
+        """The dumped table an event changes; a missing in-scope table is marked unresolved."""
+        k = key(snap.db, snap.name) if snap else _event_key(event)
+        t = self.dump.tables.get(k)
+        if t is None and self._in_scope(k):
+            self.unresolved.add(k)
+        return t
+
+    def _create_table(self, p: CreateTablePayload) -> None:
+        k = key(p.table.db, p.table.name)
+        if not self._in_scope(k):
+            return
+        t = TableDump(p.table)
+        t.add_files(p.files)
+        self.dump.tables[k] = t
+        self.unresolved.discard(k)
+
+    def _alter_table(self, p: AlterTablePayload) -> None:
+        old, new = key(p.before.db, p.before.name), key(p.after.db, p.after.name)
+        if old == new:
+            t = self.dump.tables.get(new)
+            if t is None:
+                if self._in_scope(new):
+                    self.unresolved.add(new)
+                return
+            t.table = p.after
+            if p.is_truncate:
+                t.files.pop((), None)
+            return
+        moved = self.dump.tables.pop(old, None)
+        was_unresolved = old in self.unresolved
+        self.unresolved.discard(old)
+        if not self._in_scope(new):
+            self.dump.tables.pop(new, None)
+            self.unresolved.discard(new)
+            return
+        if new in self.dump.tables:  # read under the new name, after the rename
+            self.dump.tables[new].table = p.after
+        elif moved is not None and not was_unresolved:
+            self.dump.tables[new] = _relocated(moved, p.before, p.after)
+        else:  # renamed into the policy (or its dump is missing): no event carries its partitions
+            self.unresolved.add(new)
+
+    def _drop_table(self, k: TableKey) -> None:
+        self.dump.tables.pop(k, None)
+        self.unresolved.discard(k)
+        for t in self.dump.tables.values():  # foreign keys to a dropped table go with it, as in Hive
+            t.constraints = {
+                name: cs
+                for name, cs in t.constraints.items()
+                if not any(c.ref_db and c.ref_table and key(c.ref_db, c.ref_table) == k for c in cs)
+            }
+
+    # --- partitions and files -------------------------------------------------------------
+    def _set_partition(self, t: TableDump, part: PartitionSnapshot, *, clear: bool) -> None:
+        values = tuple(part.values)
+        t.partitions[values] = part
+        if clear:
+            t.files.pop(values, None)
+
+    def _add_partitions(self, event: Event, p: AddPartitionPayload) -> None:
+        t = self._table(event, p.table)
+        if t is None:
+            return
+        for part in p.partitions:
+            values = tuple(part.values)
+            t.partitions[values] = part
+            t.files.pop(values, None)  # a new partition holds exactly the files the event lists
+        t.add_files(p.files)
+
+    def _alter_partition(self, event: Event, p: AlterPartitionPayload) -> None:
+        t = self._table(event, p.table)
+        if t is None:
+            return
+        before, after = tuple(p.before.values), tuple(p.after.values)
+        if before != after:  # a partition rename moves its files with it
+            t.partitions.pop(before, None)
+            moved = t.files.pop(before, {})
+            old_dir, new_dir = p.before.sd.location, p.after.sd.location
+            t.files[after] = {
+                (r := _moved_ref(ref, old_dir, new_dir, t.table, after)).uri: r for ref in moved.values()
+            }
+        self._set_partition(t, p.after, clear=p.is_truncate)
+
+    def _insert(self, event: Event, p: InsertPayload) -> None:
+        t = self._table(event, p.table)
+        if t is None:
+            return
+        values = tuple(p.partition_values)
+        if p.partition is not None and values:
+            t.partitions[values] = p.partition
+        if p.replace:
+            t.files.pop(values, None)
+        for ref in p.files:
+            ref_values = file_values(t.table, ref) if ref.partition else values
+            t.files.setdefault(ref_values, {})[ref.uri] = ref
+
+    def _commit(self, p: CommitTxnPayload) -> None:
+        for w in p.writes:
+            t = self.dump.tables.get(key(w.db, w.table))
+            if t is None:
+                if self._in_scope(key(w.db, w.table)):
+                    self.unresolved.add(key(w.db, w.table))
+                continue
+            t.write_ids.add(w.write_id)
+            values: Values = ()
+            if w.partition:
+                values = file_values(t.table, FileRef(uri="", partition=w.partition))
+                if w.partition_snapshot is not None:
+                    t.partitions.setdefault(values, w.partition_snapshot)
+            for ref in w.files:
+                t.files.setdefault(values, {})[ref.uri] = ref
+
+    def _update_stats(self, p: UpdateColumnStatsPayload) -> None:
+        t = self.dump.tables.get(key(p.db, p.table))
+        if t is None or p.partition_values or not p.is_table_level:
+            return
+        for s in p.statistics:
+            t.statistics[s.column.lower()] = s
+        if p.parameters:
+            t.table = dataclasses.replace(t.table, parameters=dict(p.parameters))
+
+
+def _event_key(event: Event) -> TableKey:
+    return ((event.db or "").lower(), (event.table or "").lower())
+
+
+def _relocated(t: TableDump, before: TableSnapshot, after: TableSnapshot) -> TableDump:
+    """A renamed table's dump: new metadata, partitions and files re-pointed if its directory moved."""
+    moved = t.copy()
+    moved.table = after
+    old_dir, new_dir = before.sd.location, after.sd.location
+    moved.partitions = {
+        v: dataclasses.replace(
+            part,
+            db=after.db,
+            table=after.name,
+            sd=dataclasses.replace(part.sd, location=_moved(part.sd.location, old_dir, new_dir)),
+        )
+        for v, part in t.partitions.items()
+    }
+    moved.files = {
+        v: {(r := _moved_ref(ref, old_dir, new_dir, after, v)).uri: r for ref in refs.values()}
+        for v, refs in t.files.items()
+    }
+    moved.constraints = {
+        name: [dataclasses.replace(c, db=after.db, table=after.name) for c in cs]
+        for name, cs in t.constraints.items()
+    }
+    return moved
+
+
+def _moved(location: str | None, old_dir: str | None, new_dir: str | None) -> str | None:
+    if not location or not old_dir or not new_dir or old_dir == new_dir:
+        return location
+    old = old_dir.rstrip("/")
+    if location == old:
+        return new_dir
+    if location.startswith(old + "/"):
+        return new_dir.rstrip("/") + location[len(old) :]
+    return location
+
+
+def _moved_ref(
+    ref: FileRef, old_dir: str | None, new_dir: str | None, table: TableSnapshot, values: Values
+) -> FileRef:
+    uri = _moved(ref.uri, old_dir, new_dir) or ref.uri
+    if uri == ref.uri and (not values or ref.partition is None):
+        return ref
+    partition = ref.partition
+    if values and table.partition_keys:
+        partition = partition_name([k.name for k in table.partition_keys], list(values))
+    return dataclasses.replace(ref, uri=uri, partition=partition)

@@ -1,0 +1,103 @@
+"""Policy changes with Hive's REPLACE semantics, without stopping the stream.
+
+When an agent restarts with other policies than the topic records (every PROGRESS record carries the
+agent's policies), the change is published in place, at one event id E1:
+
+1. one dump of the tables whose membership changes (newly included ones, and newly excluded ones),
+   consolidated to E1 (``streamer.source.bootstrap.snapshot``);
+2. the agent publishes the events up to E1 under the *old* policies, so targets lose nothing;
+3. bootstrap records of scope TABLES: DROP_TABLE for each newly excluded table, the full state at E1
+   of each newly included one (and of a newly included database), then the marker and a PROGRESS
+   record carrying the new policies;
+4. the agent continues after E1 under the new policies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from streamer.errors import CodecError
+from streamer.events.codec import EventDeserializer
+from streamer.events.model import BootstrapScope, ProgressPayload, TableSnapshot
+from streamer.kafka.topics import read_tail
+from streamer.source.agent import AgentConfig, SourceAgent
+from streamer.source.bootstrap import SourceCatalog, enrich_records, records, snapshot
+from streamer.source.consolidate import Consolidated, Dump
+from streamer.source.policy import PolicySet
+from streamer.source.policy_record import policy_record
+from streamer.source.publish_bootstrap import publish_records
+from streamer.source.reader import NotificationReader
+
+log = logging.getLogger(__name__)
+
+
+def recorded_policy(config: AgentConfig) -> str | None:
+    """The policies the topic's newest PROGRESS record names (None: empty topic or not recorded)."""
+    tail = read_tail(config.kafka, config.topic_name, n=1, timeout=config.kafka_timeout)
+    if not tail or tail[-1].value is None:
+        return None
+    try:
+        event = EventDeserializer()(tail[-1].value)
+    except CodecError:
+        return None
+    return event.payload.policy if isinstance(event.payload, ProgressPayload) else None
+
+
+class _Changed:
+    """Tables whose membership differs between two policy sets (databases: those of the new one)."""
+
+    def __init__(self, old: PolicySet, new: PolicySet) -> None:
+        self.old, self.new = old, new
+
+    def includes_db(self, db: str) -> bool:
+        return self.new.includes_db(db) or self.old.includes_db(db)
+
+    def includes_table(self, db: str, table: str) -> bool:
+        return self.old.includes_table(db, table) != self.new.includes_table(db, table)
+
+
+def split(state: Consolidated, old: PolicySet, new: PolicySet) -> tuple[Consolidated, list[TableSnapshot]]:
+    """(the newly included part of the state, the newly excluded tables to drop). Pure."""
+    added = Dump(
+        databases={k: v for k, v in state.dump.databases.items() if new.includes_db(k)},
+        tables={k: t for k, t in state.dump.tables.items() if new.includes_table(*k)},
+        functions={
+            k: f for k, f in state.dump.functions.items()
+            if new.includes_db(k[0]) and not old.includes_db(k[0])
+        },
+    )
+    drops = [t.table for k, t in sorted(state.dump.tables.items()) if not new.includes_table(*k)]
+    return replace(state, dump=added), drops
+
+
+def replace_policy(
+    config: AgentConfig,
+    reader: NotificationReader,
+    source: SourceCatalog,
+    old: PolicySet,
+    new: PolicySet,
+) -> int:
+    """Publish a policy change (module docstring); returns E1, after which the new agent continues."""
+    catch_up = SourceAgent(config, reader, old)
+    catch_up.start()
+    try:
+        state = snapshot(source, reader, _Changed(old, new), config.source_id, enrich=config.enrich,
+                         at_least=catch_up.last_id)
+        e1 = state.event_id
+        while catch_up.last_id < e1:  # the old policy's events up to E1, exactly
+            catch_up.config = replace(config, batch_size=min(config.batch_size, e1 - catch_up.last_id))
+            if catch_up.run_once() == 0 and catch_up.last_id < e1:
+                time.sleep(config.poll_interval)
+    finally:
+        catch_up.close()
+    added, drops = split(state, old, new)
+    new_dbs = {db for db in added.dump.databases if not old.includes_db(db)}
+    recs = records(added, config.source_id, scope=BootstrapScope.TABLES, drops=drops,
+                   policy=policy_record(new), event_time=int(time.time()), databases=new_dbs)
+    publish_records(config, enrich_records(recs, config.enrich), head=reader.head_event_id(),
+                    policy=policy_record(new))
+    log.info("policy %s replaced by %s at event %d: %d tables dropped, %d added", old, new, e1, len(drops),
+             len(added.dump.tables))
+    return e1

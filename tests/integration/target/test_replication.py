@@ -1,0 +1,89 @@
+"""The target job end to end: bundled warehouse -> agent -> Tansu -> ``streamer target run`` (Spark,
+a child process) -> target HMS + files, compared with the source through Spark SQL on the target.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from streamer.hms.server import EmbeddedMetastore
+from streamer.kafka.broker import EmbeddedBroker
+from tests.integration.target.helpers import (
+    Source,
+    SparkReader,
+    TargetProcess,
+    TargetStack,
+    assert_target_equals_source,
+    mixed_workload,
+    wait_converged,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def test_mixed_workload_replicates_rows_partitions_and_files(
+    broker: EmbeddedBroker,
+    source: Source,
+    target_stack: TargetStack,
+    target_jobs: list[TargetProcess],
+    spark_readers: Callable[[EmbeddedMetastore], SparkReader],
+    prefix: str,
+) -> None:
+    started = time.monotonic()
+    wh = source.warehouse
+    mixed_workload(source.publishing(), prefix, 300, seed=11)  # waiting in the topic at start-up
+    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    target_jobs.append(job)
+    last = mixed_workload(source.publishing(), prefix, 220, seed=12)  # arrives while the job runs
+    assert last >= 500
+    kinds = {row.event_type for row in wh.notifications()}
+    assert {"CREATE_DATABASE", "DROP_DATABASE", "CREATE_TABLE", "DROP_TABLE", "ADD_PARTITION",
+            "DROP_PARTITION", "INSERT", "ALTER_TABLE"} <= kinds, kinds
+
+    wait_converged(job, source)
+    applied = target_stack.applied_ids(source.last_ids())
+    assert max(applied.values()) == wh.current_event_id() == last  # the newest event is an INSERT
+    seen = assert_target_equals_source(source, target_stack, spark_readers(target_stack.hms))
+    assert seen.tables >= 5 and seen.partitions >= 5 and seen.files >= 20, seen
+    print(f"\n{last} events, {seen}; {time.monotonic() - started:.1f} s")
+
+
+def test_hub_and_spoke_targets_are_independent(
+    broker: EmbeddedBroker,
+    source: Source,
+    hms_spoke: EmbeddedMetastore,
+    target_stack: TargetStack,
+    target_jobs: list[TargetProcess],
+    spark_readers: Callable[[EmbeddedMetastore], SparkReader],
+    prefix: str,
+) -> None:
+    """Two targets, each with its own metastore, warehouse root and checkpoint, read one topic."""
+    started = time.monotonic()
+    hub = TargetProcess(target_stack, broker.bootstrap_servers, source, name="hub").start()
+    spoke_stack = TargetStack(hms_spoke, target_stack.base.parent / "spoke")
+    spoke = TargetProcess(spoke_stack, broker.bootstrap_servers, source, name="spoke").start()
+    target_jobs.extend([hub, spoke])
+    mixed_workload(source.publishing(), prefix, 80, seed=21)
+    wait_converged(hub, source)
+    wait_converged(spoke, source)
+    assert_target_equals_source(source, spoke_stack, None)
+
+    # the spoke stops for a while; the hub keeps up alone and is the same as with a spoke running
+    spoke.stop()
+    stopped_at = spoke_stack.applied_ids(source.last_ids())
+    mixed_workload(source.publishing(), prefix, 60, seed=22)
+    wait_converged(hub, source)
+    assert spoke_stack.applied_ids(stopped_at) == stopped_at  # nothing moved on the stopped target
+    assert_target_equals_source(source, target_stack, spark_readers(target_stack.hms))
+
+    # restarted, the spoke resumes from its checkpoint: it applies only what it missed
+    new_events = sum(1 for row in source.warehouse.notifications(after=max(stopped_at.values())))
+    spoke.start()
+    wait_converged(spoke, source)
+    assert spoke.metric("streamer_target_events_applied_total") <= new_events
+    assert_target_equals_source(source, spoke_stack, None)
+    assert spoke_stack.warehouse_root != target_stack.warehouse_root
+    print(f"\nhub and spoke: {time.monotonic() - started:.1f} s")
