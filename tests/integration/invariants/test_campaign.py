@@ -1,8 +1,10 @@
-"""The crash campaign in CI: seeded workloads, SIGKILLed agent and target, 0 violations.
+"""The crash campaign: seeded workloads, SIGKILLed agent and target, 0 violations.
 
-Size from the environment (the defaults are what CI runs): ``STREAMER_CAMPAIGN_WORKLOADS`` (5),
-``STREAMER_CAMPAIGN_EVENTS`` (1000 per workload), ``STREAMER_CAMPAIGN_KILLS`` (1 SIGKILL of each
-process per workload), ``STREAMER_CAMPAIGN_SEED`` (0). ``bench/consistency.py`` runs the long one.
+CI runs the short size (2 workloads x 400 events, 1 SIGKILL of each process per workload); the
+`slow` variant (`make test-all`) runs the issue's size, 5 x 1000 with 5 SIGKILLs of each process
+per workload. The environment overrides either: ``STREAMER_CAMPAIGN_WORKLOADS``,
+``STREAMER_CAMPAIGN_EVENTS``, ``STREAMER_CAMPAIGN_KILLS``, ``STREAMER_CAMPAIGN_SEED``.
+``bench/consistency.py`` runs the long campaign with a printed summary.
 """
 
 from __future__ import annotations
@@ -16,26 +18,37 @@ from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.testing.campaign import CampaignConfig, run_campaign
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration]
 
-WORKLOADS = int(os.environ.get("STREAMER_CAMPAIGN_WORKLOADS", "5"))
-EVENTS = int(os.environ.get("STREAMER_CAMPAIGN_EVENTS", "1000"))
-KILLS = int(os.environ.get("STREAMER_CAMPAIGN_KILLS", "1"))
 SEED = int(os.environ.get("STREAMER_CAMPAIGN_SEED", "0"))
 
 
+def _size(default: tuple[int, int, int]) -> tuple[int, int, int]:
+    env = os.environ.get
+    return (
+        int(env("STREAMER_CAMPAIGN_WORKLOADS", str(default[0]))),
+        int(env("STREAMER_CAMPAIGN_EVENTS", str(default[1]))),
+        int(env("STREAMER_CAMPAIGN_KILLS", str(default[2]))),
+    )
+
+
 @pytest.mark.timeout(3600)
+@pytest.mark.parametrize(
+    "size",
+    [pytest.param((2, 400, 1), id="ci"), pytest.param((5, 1000, 5), id="full", marks=pytest.mark.slow)],
+)
 def test_replica_shows_only_source_prefixes_through_crashes(
-    broker: EmbeddedBroker, hms: EmbeddedMetastore, tmp_path: Path
+    broker: EmbeddedBroker, hms: EmbeddedMetastore, tmp_path: Path, size: tuple[int, int, int]
 ) -> None:
+    workloads, events, kills = _size(size)
     result = run_campaign(CampaignConfig(
         bootstrap_servers=broker.bootstrap_servers, hms_uri=hms.uri, work_dir=tmp_path,
-        workloads=WORKLOADS, events=EVENTS, kills=KILLS, seed=SEED,
+        workloads=workloads, events=events, kills=kills, seed=SEED,
     ))
     print(f"\ncampaign: {result.summary()}; {result.discarded} samples discarded; "
           f"{result.seconds:.0f} s\n{result.report.summary()}")
-    assert result.agent_kills == result.target_kills == WORKLOADS * KILLS
-    assert result.events >= WORKLOADS * EVENTS
-    assert result.samples > 10 * WORKLOADS, "too few samples to show anything"
+    assert result.agent_kills == result.target_kills == workloads * kills
+    assert result.events >= workloads * events
+    assert result.samples > 10 * workloads, "too few samples to show anything"
     assert not result.sampler_errors, result.sampler_errors[:5]
     assert result.report.ok, result.report.summary(20)
