@@ -78,7 +78,11 @@ class PacedWarehouse:
             for event_id in range(before + 1, after + 1):
                 self._timeline.committed[event_id] = now
             shown = ", ".join(str(a) for a in args[:3] if isinstance(a, str | int))
-            self._say(f"source: {name}({shown})  -> events {before + 1}..{after}")
+            published = int(_sample_sum("streamer_source_events_published_total"))
+            self._say(
+                f"source: {name}({shown})  -> events {before + 1}..{after}   "
+                f"[published {published}, target at {self._timeline.newest_applied()}]"
+            )
             time.sleep(self._pause)
             return result
 
@@ -255,7 +259,11 @@ def run_demo(
         last_id = scripted_scenario(cast(Any, PacedWarehouse(warehouse, timeline, pause, say)))
 
         deadline = time.monotonic() + timeout
+        shown = -1
         while timeline.newest_applied() < last_id:
+            if timeline.newest_applied() != shown:
+                shown = timeline.newest_applied()
+                say(f"waiting for the target: applied up to event {shown} of {last_id}")
             if agent_errors:
                 raise click.ClickException(f"source agent failed: {agent_errors[0]}")
             if query.exception() is not None:

@@ -25,8 +25,8 @@ from streamer.warehouse.workload import Workload, scripted_scenario
 @click.group(name="warehouse")
 @click.option(
     "--url",
-    required=True,
-    help="Metastore database: a sqlite file path or a postgresql:// URL. [env: STREAMER_WAREHOUSE_URL]",
+    default=None,
+    help="Metastore database (required): a sqlite file path or a postgresql:// URL.",
 )
 @click.option(
     "--root",
@@ -45,7 +45,7 @@ from streamer.warehouse.workload import Workload, scripted_scenario
 )
 @click.pass_context
 def warehouse(
-    ctx: click.Context, url: str, root: Path | None, cmroot: Path | None, message_format: str | None
+    ctx: click.Context, url: str | None, root: Path | None, cmroot: Path | None, message_format: str | None
 ) -> None:
     """Drive the bundled Hive-compatible source warehouse."""
     ctx.obj = {"url": url, "root": root, "cmroot": cmroot, "message_format": message_format}
@@ -54,6 +54,8 @@ def warehouse(
 @contextmanager
 def _opened(ctx: click.Context) -> Iterator[Warehouse]:
     o = ctx.obj
+    if not o["url"]:  # checked here, not by click, so that every subcommand's --help works
+        raise click.UsageError("Missing option '--url' (or STREAMER_WAREHOUSE_URL).", ctx)
     wh = Warehouse.open(o["url"], o["root"], o["cmroot"], o["message_format"])
     try:
         yield wh
