@@ -431,7 +431,14 @@ class Applier:
             raise
         for s in staged:
             s.publish()  # partition directories are invisible until the metastore lists them
-        existing = {tuple(p.values): p for p in self.catalog.list_partitions(table.db, table.name)}
+        try:  # the common case, one call; all or nothing, so a failure leaves nothing half-added
+            self.catalog.add_partitions(table.db, table.name, list(wanted.values()))
+            return
+        except ApplyError:  # some exist (a replay after a crash) or a real failure: look, then decide
+            pass
+        existing = {
+            v: got for v in wanted if (got := self.catalog.get_partition(table.db, table.name, list(v)))
+        }
         new = [p for v, p in wanted.items() if v not in existing]
         changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
         if new:

@@ -1,0 +1,224 @@
+"""Replication lag: source commit -> visible on the target metastore, under background load.
+
+A canary writer bumps a table property every ``--canary-interval`` seconds on the bundled source
+warehouse while a background load creates tables at ``--rate`` events/s (default: half the target
+metastore's create_table capacity, measured first with raw Thrift calls). A poller reads the canary
+table on the target HMS in a tight loop; lag = first time a value (or a newer one) is seen - its
+source commit time. Per event, the split is: source read (commit -> the agent's ``ts_ms``), publish +
+Kafka + Spark trigger (``ts_ms`` -> micro-batch start), apply (batch start -> apply done).
+A second phase inserts small files and polls the target directory for the file to appear.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.append(sys.path.pop(0))  # so that bench/copy.py cannot shadow the standard library's copy
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from common import (
+    Pipeline,
+    emit,
+    exit_on_sigterm,
+    lag_stats,
+    metric_sum,
+    quiet_logs,
+    raw_create_rate,
+    say,
+)
+
+
+class CanaryPoller:
+    """Reads the canary property (and the insert table's files) on the target as fast as it can."""
+
+    def __init__(self, hms_uri: str) -> None:
+        from streamer.target.hms_catalog import HmsCatalog
+
+        self.catalog = HmsCatalog(hms_uri)
+        self.seen: dict[int, float] = {}  # canary seq -> first time seen
+        self.files_seen: dict[int, float] = {}  # visible file count -> first time seen
+        self.files_dir: str | None = None
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.catalog.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            table = self.catalog.get_table("canary", "c")
+            seq = int(table.parameters.get("canary.seq", "-1")) if table is not None else -1
+            if seq >= 0 and seq not in self.seen:
+                self.seen[seq] = time.time()
+            if self.files_dir is not None:
+                try:
+                    n = sum(1 for name in os.listdir(self.files_dir) if not name.startswith((".", "_")))
+                except FileNotFoundError:
+                    n = 0
+                if n not in self.files_seen:
+                    self.files_seen[n] = time.time()
+            self.polls += 1
+            time.sleep(0.002)
+
+
+def visible_lags(committed: dict[int, float], seen: dict[int, float]) -> list[float]:
+    """Lag of each committed key: the first time it, or a newer one, was seen - its commit time."""
+    out = []
+    for key, t in committed.items():
+        times = [s for k, s in seen.items() if k >= key]
+        if times:
+            out.append(min(times) - t)
+    return out
+
+
+def run_lag(
+    work: Path,
+    *,
+    duration: float,
+    rate: float | None,
+    canary_interval: float,
+    insert_duration: float,
+    insert_interval: float,
+    capacity_calls: int,
+) -> dict[str, Any]:
+    from streamer.warehouse.workload import COLUMNS
+
+    with Pipeline(work) as p:
+        p.start_target(trigger_seconds=0.1)
+        say(f"measuring the target metastore's capacity ({capacity_calls} raw create_table calls)")
+        capacity = raw_create_rate(p.catalog, p.warehouse, p.target_root, capacity_calls, "lag")
+        load_rate = rate if rate is not None else capacity / 2
+        wh = p.warehouse
+        wh.create_database("canary")
+        wh.create_table("canary", "c", COLUMNS, params={"canary.seq": "0"})
+        wh.create_database("load")
+        wh.create_database("ins")
+        wh.create_table("ins", "small", COLUMNS)
+        if not p.wait_applied(wh.current_event_id(), 120):
+            raise click.ClickException("the target did not apply the set-up events in 120 s")
+        poller = CanaryPoller(p.hms.uri)
+        poller.start()
+        canary_commits: dict[int, float] = {}
+        canary_ids: list[int] = []
+        say(f"canary every {canary_interval}s + load {load_rate:.1f} create_table/s for {duration:.0f}s")
+        started = time.time()
+        next_canary = next_load = started
+        seq = n_load = 0
+        while time.time() - started < duration:
+            now = time.time()
+            if now >= next_canary:
+                seq += 1
+                _, ids = p.commit(wh.alter_table_properties, "canary", "c", {"canary.seq": str(seq)})
+                canary_commits[seq] = p.stages.committed[ids[-1]]
+                canary_ids += ids
+                next_canary += canary_interval
+            elif load_rate > 0 and now >= next_load:
+                n_load += 1
+                p.commit(wh.create_table, "load", f"t{n_load}", COLUMNS)
+                next_load += 1 / load_rate
+            else:
+                time.sleep(max(0.0, min(next_canary, next_load if load_rate > 0 else next_canary) - now))
+        elapsed = time.time() - started
+        last_load_id = wh.current_event_id()
+        caught_up = p.wait_applied(last_load_id, 120)
+        time.sleep(0.3)
+        canary_lags = visible_lags(canary_commits, poller.seen)
+
+        say(f"small-file INSERT every {insert_interval}s for {insert_duration:.0f}s")
+        target_small = p.catalog.get_table("ins", "small")
+        poller.files_dir = target_small.sd.location.removeprefix("file:") if target_small else None
+        insert_commits: dict[int, float] = {}
+        insert_ids: list[int] = []
+        started_ins = time.time()
+        n_ins = 0
+        while time.time() - started_ins < insert_duration:
+            n_ins += 1
+            _, ids = p.commit(
+                wh.insert, "ins", "small", [{"id": n_ins, "name": "x", "amount": 1.0, "ok": True}]
+            )
+            insert_commits[n_ins] = p.stages.committed[ids[-1]]
+            insert_ids += ids
+            time.sleep(insert_interval)
+        p.wait_applied(wh.current_event_id(), 120)
+        time.sleep(0.3)
+        poller.stop()
+        insert_lags = visible_lags(insert_commits, poller.files_seen)
+        event_lags = p.stages.lags()
+        publish_n = metric_sum("streamer_source_publish_seconds_count")
+        publish_mean = metric_sum("streamer_source_publish_seconds_sum") / publish_n if publish_n else None
+        result: dict[str, Any] = {
+            **lag_stats(canary_lags),
+            "rate_eps": (seq + n_load) / elapsed,
+            "load_rate_eps": n_load / elapsed,
+            "canary_rate_eps": seq / elapsed,
+            "hms_create_table_capacity_eps": capacity,
+            "caught_up": caught_up,
+            "poller_polls_per_s": poller.polls / (time.time() - started),
+            "split_canary": {**p.stages.split(canary_ids), "agent_publish_txn_mean_s": publish_mean},
+            "applied_lag_all_events": lag_stats(event_lags),
+            "insert": {**lag_stats(insert_lags), "inserts": n_ins, "split": p.stages.split(insert_ids)},
+        }
+        return result
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--duration", default=60.0, show_default=True, help="Seconds of canary + load.")
+@click.option(
+    "--rate",
+    type=float,
+    default=None,
+    help="Background load, create_table events/s [default: half the measured HMS capacity].",
+)
+@click.option("--canary-interval", default=0.1, show_default=True, help="Seconds between canary bumps.")
+@click.option("--insert-duration", default=20.0, show_default=True, help="Seconds of small-file INSERTs.")
+@click.option("--insert-interval", default=0.2, show_default=True, help="Seconds between INSERTs.")
+@click.option(
+    "--capacity-calls",
+    default=60,
+    show_default=True,
+    help="Raw create_table calls to measure the HMS capacity.",
+)
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+def main(
+    as_json: bool,
+    duration: float,
+    rate: float | None,
+    canary_interval: float,
+    insert_duration: float,
+    insert_interval: float,
+    capacity_calls: int,
+    work_dir: Path | None,
+) -> None:
+    """Lag from source commit to visible on the target (canary + load, and small-file INSERTs)."""
+    quiet_logs()
+    exit_on_sigterm()
+    with tempfile.TemporaryDirectory(prefix="bench-lag-", dir=work_dir) as tmp:
+        result = run_lag(
+            Path(tmp),
+            duration=duration,
+            rate=rate,
+            canary_interval=canary_interval,
+            insert_duration=insert_duration,
+            insert_interval=insert_interval,
+            capacity_calls=capacity_calls,
+        )
+    emit("lag: source commit -> visible on target", result, as_json)
+
+
+if __name__ == "__main__":
+    main()
