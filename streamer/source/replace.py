@@ -10,6 +10,10 @@ agent's policies), the change is published in place, at one event id E1:
    of each newly included one (and of a newly included database), then the marker and a PROGRESS
    record carrying the new policies;
 4. the agent continues after E1 under the new policies.
+
+Targets tell bootstraps apart by their event id, so a change is refused while the topic's newest
+bootstrap (or change) is at the source's current event id: a second one at that id would be taken
+for the first, already applied, and silently skipped. Any source event lifts the refusal.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import logging
 import time
 from dataclasses import replace
 
-from streamer.errors import CodecError
+from streamer.errors import CodecError, StreamerError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import BootstrapScope, ProgressPayload, TableSnapshot
+from streamer.events.model import BootstrapMarkerPayload, BootstrapScope, ProgressPayload, TableSnapshot
 from streamer.kafka.topics import read_tail
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import SourceCatalog, enrich_records, records, snapshot
@@ -31,6 +35,12 @@ from streamer.source.publish_bootstrap import publish_records
 from streamer.source.reader import NotificationReader
 
 log = logging.getLogger(__name__)
+
+TAIL = 32  # records read back for the newest bootstrap: only PROGRESS records (one per start) follow it
+
+
+class PolicyChangeError(StreamerError):
+    """A policy change cannot be published now (the message says why and when it can)."""
 
 
 def recorded_policy(config: AgentConfig) -> str | None:
@@ -43,6 +53,23 @@ def recorded_policy(config: AgentConfig) -> str | None:
     except CodecError:
         return None
     return event.payload.policy if isinstance(event.payload, ProgressPayload) else None
+
+
+def last_bootstrap_id(config: AgentConfig) -> int | None:
+    """The id of the topic's newest bootstrap when only PROGRESS records follow it (else None)."""
+    tail = read_tail(config.kafka, config.topic_name, n=TAIL, timeout=config.kafka_timeout)
+    for record in reversed(tail):
+        if record.value is None:
+            return None
+        try:
+            payload = EventDeserializer()(record.value).payload
+        except CodecError:
+            return None
+        if isinstance(payload, BootstrapMarkerPayload):
+            return payload.bootstrap_id
+        if not isinstance(payload, ProgressPayload):
+            return None
+    return None
 
 
 class _Changed:
@@ -80,6 +107,13 @@ def replace_policy(
     new: PolicySet,
 ) -> int:
     """Publish a policy change (module docstring); returns E1, after which the new agent continues."""
+    previous = last_bootstrap_id(config)
+    if previous is not None and reader.head_event_id() <= previous:
+        raise PolicyChangeError(
+            f"cannot publish the change of policies {old} -> {new} yet: the topic's last bootstrap or "
+            f"policy change is at event {previous} and the source has no event after it, so targets "
+            "could not tell the two apart; start the agent again after the source's next event"
+        )
     catch_up = SourceAgent(config, reader, old)
     catch_up.start()
     try:
