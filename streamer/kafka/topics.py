@@ -86,17 +86,34 @@ def _consumer(config: Mapping[str, Any], **overrides: Any) -> Consumer:
 
 
 def watermarks(
-    consumer: Consumer, topic: str, partition: int = 0, timeout: float = 10.0
+    consumer: Consumer, topic: str, partition: int = 0, timeout: float = 10.0, unreachable_for: float = 60.0
 ) -> tuple[int, int] | None:
-    """(low, high) offsets of a partition, or None if the topic or partition does not exist."""
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-    except KafkaException as exc:
-        code = exc.args[0].code() if exc.args else None
-        if code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-            return None
-        raise KafkaClientError(f"watermarks of {topic}[{partition}]: {exc}") from exc
-    return int(low), int(high)
+    """(low, high) offsets of a partition, or None if the topic or partition does not exist.
+
+    A broker that cannot be reached is asked again with backoff for up to ``unreachable_for``
+    seconds: a broker restart is a pause, not a reason to stop a replication stream.
+    """
+    deadline = time.monotonic() + unreachable_for
+    delay = 0.5
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            return int(low), int(high)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                return None
+            if code not in _UNREACHABLE or time.monotonic() + delay > deadline:
+                raise KafkaClientError(f"watermarks of {topic}[{partition}]: {exc}") from exc
+            log.warning("broker unreachable asking for %s[%d] offsets (%s); retrying in %.1f s",
+                        topic, partition, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+_UNREACHABLE = frozenset(
+    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._DESTROY_BROKER}
+)
 
 
 def end_offsets(config: Mapping[str, Any], topic: str, timeout: float = 10.0) -> dict[int, int]:

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from streamer.hive.decode import WRITE_FILES_SEPARATOR
@@ -119,6 +120,8 @@ class Store:
                 raise WarehouseError(f"cannot connect to {_masked(url)}: {exc}") from exc
         else:
             path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)  # a new warehouse in a new folder
             self._conn = sqlite3.connect(path, isolation_level=None, timeout=30)
             self._conn.execute("PRAGMA journal_mode=WAL")
 

@@ -318,7 +318,7 @@ def test_partitions_batch_alter_and_drop(hms_catalog: HmsCatalog, hms: EmbeddedM
 def test_partition_names_match_the_server(hms_catalog: HmsCatalog, hms: EmbeddedMetastore) -> None:
     from hmsclient import hmsclient
 
-    from streamer.hms.convert import partition_name
+    from streamer.hive.files import partition_name
 
     values = ["a/b", "x=y:z", "50%", "sp ace", "ü", "q?#*'\"[]^{}\\"]
     with hmsclient.HMSClient(host="127.0.0.1", port=hms.port) as client:
