@@ -56,6 +56,14 @@ def source() -> None:
               **_env("METRICS_PORT"), help="Serve /metrics on this port (0: off).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, **_env("METRICS_HOST"),
               help="Address /metrics binds to.")
+@click.option("--metrics-tls-cert", default=None, **_env("METRICS_TLS_CERT"),
+              help="Serve /metrics over TLS with this certificate (PEM).")
+@click.option("--metrics-tls-key", default=None, **_env("METRICS_TLS_KEY"),
+              help="Private key (PEM) of --metrics-tls-cert.")
+@click.option("--metrics-basic-auth-user", default=None, **_env("METRICS_BASIC_AUTH_USER"),
+              help="Require HTTP basic auth on /metrics.")
+@click.option("--metrics-basic-auth-password", default=None, **_env("METRICS_BASIC_AUTH_PASSWORD"),
+              help="Password for --metrics-basic-auth-user.")
 @click.option("--once", is_flag=True, **_env("ONCE"), help="Publish everything there is, then exit.")
 def run(
     source_id: str,
@@ -73,6 +81,10 @@ def run(
     start_after: int | None,
     metrics_port: int,
     metrics_host: str,
+    metrics_tls_cert: str | None,
+    metrics_tls_key: str | None,
+    metrics_basic_auth_user: str | None,
+    metrics_basic_auth_password: str | None,
     once: bool,
 ) -> None:
     """Run the agent: read the notification log, publish each event once, in order."""
@@ -100,7 +112,12 @@ def run(
     reader: NotificationReader = (
         SqlNotificationReader(notification_db) if notification_db else ThriftNotificationReader(str(hms_uri))
     )
-    metrics.serve(metrics_port, metrics_host)
+    metrics.serve(
+        metrics.MetricsEndpoint(
+            metrics_port, metrics_host, metrics_tls_cert, metrics_tls_key,
+            metrics_basic_auth_user, metrics_basic_auth_password,
+        )
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _replace_if_changed(config, reader, policy, notification_db)
