@@ -44,13 +44,31 @@ def gunzip_message(message: str) -> str:
     except (binascii.Error, ValueError) as exc:
         raise ValueError(f"gzip message is not valid base64: {exc}") from exc
     try:
-        data = gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
+        data = _gunzip_bounded(raw, MAX_MESSAGE_BYTES)
+    except zlib.error as exc:
         raise ValueError(f"gzip message does not decompress: {exc}") from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"gzip message is not UTF-8: {exc}") from exc
+
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+"""A decoded message larger than this is refused: Hive's largest are tens of MB; a gzip bomb is not."""
+
+
+def _gunzip_bounded(raw: bytes, limit: int) -> bytes:
+    """gzip.decompress that stops at ``limit`` output bytes instead of exhausting memory."""
+    out = bytearray()
+    while raw:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += member.decompress(raw, limit + 1 - len(out))
+        if len(out) > limit or member.unconsumed_tail:
+            raise ValueError(f"gzip message decompresses to more than {limit} bytes")
+        if not member.eof:
+            raise ValueError("gzip message is truncated")
+        raw = member.unused_data
+    return bytes(out)
 
 
 def gzip_message(text: str) -> str:

@@ -104,3 +104,19 @@ def test_unknown_format_and_type_are_named() -> None:
 def test_huge_open_txn_range_is_rejected() -> None:
     with pytest.raises(DecodeError, match="range"):
         decode_row(NotificationRow(1, 0, "OPEN_TXN", '{"fromTxnId":1,"toTxnId":99999999999}', "json-0.2"))
+
+
+def test_gzip_bomb_is_refused_without_exhausting_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+    import gzip
+
+    from streamer.hive import message
+
+    monkeypatch.setattr(message, "MAX_MESSAGE_BYTES", 1_000_000)
+    bomb = base64.b64encode(gzip.compress(b"{" + b" " * 5_000_000 + b"}")).decode()
+    with pytest.raises(ValueError, match="more than 1000000 bytes"):
+        message.gunzip_message(bomb)
+    fine = base64.b64encode(gzip.compress(b'{"a": 1}') + gzip.compress(b"")).decode()  # two members
+    assert message.gunzip_message(fine) == '{"a": 1}'
+    with pytest.raises(ValueError, match="truncated"):
+        message.gunzip_message(base64.b64encode(gzip.compress(b'{"a": 1}')[:-6]).decode())
