@@ -19,85 +19,22 @@ from hypothesis import strategies as st
 
 from streamer.events.avro import field_hints, split_optional, union_members
 from streamer.events.model import (
-    AbortTxnPayload,
-    AcidWritePayload,
-    AddConstraintsPayload,
-    AddPartitionPayload,
-    AllocWriteIdPayload,
-    AlterDatabasePayload,
-    AlterPartitionPayload,
-    AlterPartitionsPayload,
-    AlterTablePayload,
-    BootstrapMarkerPayload,
-    BootstrapObjectPayload,
+    PAYLOAD_TYPE_OF,
     ColumnStatistic,
-    CommitCompactionPayload,
-    CommitTxnPayload,
     Constraint,
-    CreateFunctionPayload,
-    CreateTablePayload,
-    DatabasePayload,
     DatabaseSnapshot,
-    DeleteColumnStatsPayload,
-    DropConstraintPayload,
-    DropFunctionPayload,
-    DropPartitionPayload,
-    DropTablePayload,
     Event,
     EventType,
     FileRef,
     FunctionSnapshot,
-    InsertPayload,
-    OpenTxnPayload,
     PartitionSnapshot,
-    ProgressPayload,
-    ReloadPayload,
     Source,
     StorageDescriptor,
     TableSnapshot,
-    UpdateColumnStatsPayload,
 )
 
 T = TypeVar("T")
 E = EventType
-PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
-    DatabasePayload: (E.CREATE_DATABASE, E.DROP_DATABASE),
-    AlterDatabasePayload: (E.ALTER_DATABASE,),
-    CreateTablePayload: (E.CREATE_TABLE,),
-    AlterTablePayload: (E.ALTER_TABLE,),
-    DropTablePayload: (E.DROP_TABLE,),
-    AddPartitionPayload: (E.ADD_PARTITION,),
-    AlterPartitionPayload: (E.ALTER_PARTITION,),
-    AlterPartitionsPayload: (E.ALTER_PARTITIONS,),
-    DropPartitionPayload: (E.DROP_PARTITION,),
-    InsertPayload: (E.INSERT,),
-    CreateFunctionPayload: (E.CREATE_FUNCTION,),
-    DropFunctionPayload: (E.DROP_FUNCTION,),
-    AddConstraintsPayload: (
-        E.ADD_PRIMARYKEY,
-        E.ADD_FOREIGNKEY,
-        E.ADD_UNIQUECONSTRAINT,
-        E.ADD_NOTNULLCONSTRAINT,
-        E.ADD_DEFAULTCONSTRAINT,
-        E.ADD_CHECKCONSTRAINT,
-    ),
-    DropConstraintPayload: (E.DROP_CONSTRAINT,),
-    OpenTxnPayload: (E.OPEN_TXN,),
-    AllocWriteIdPayload: (E.ALLOC_WRITE_ID,),
-    AcidWritePayload: (E.ACID_WRITE,),
-    CommitTxnPayload: (E.COMMIT_TXN,),
-    AbortTxnPayload: (E.ABORT_TXN,),
-    UpdateColumnStatsPayload: (E.UPDATE_TABLE_COLUMN_STAT, E.UPDATE_PARTITION_COLUMN_STAT),
-    DeleteColumnStatsPayload: (E.DELETE_TABLE_COLUMN_STAT, E.DELETE_PARTITION_COLUMN_STAT),
-    CommitCompactionPayload: (E.COMMIT_COMPACTION,),
-    ReloadPayload: (E.RELOAD,),
-    ProgressPayload: (E.PROGRESS,),
-    BootstrapObjectPayload: (E.BOOTSTRAP,),
-    BootstrapMarkerPayload: (E.BOOTSTRAP_END,),
-}
-"""The event types that carry each payload type (every EventType appears exactly once)."""
-
-PAYLOAD_TYPE_OF: dict[EventType, type] = {t: p for p, types in PAYLOAD_EVENT_TYPES.items() for t in types}
 
 _DATABASE_LEVEL = {E.CREATE_DATABASE, E.ALTER_DATABASE, E.DROP_DATABASE, E.CREATE_FUNCTION, E.DROP_FUNCTION}
 _NO_OBJECT = {E.OPEN_TXN, E.COMMIT_TXN, E.ABORT_TXN, E.PROGRESS, E.BOOTSTRAP_END}

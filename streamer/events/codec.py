@@ -19,7 +19,7 @@ from fastavro import schemaless_reader, schemaless_writer
 
 from streamer.errors import CodecError
 from streamer.events.avro import from_avro, to_avro
-from streamer.events.model import Event
+from streamer.events.model import PAYLOAD_TYPE_OF, Event
 from streamer.events.schemas import EVENT_SCHEMA_NAME, WriterSchema, load_event_schema, load_writer_schemas
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class EventSerializer:
         self._single_object_header = SINGLE_OBJECT_MARKER + self._schema.fingerprint
 
     def __call__(self, event: Event, ctx: SerializationContext | None = None) -> bytes:
+        _check_payload(event)
         header = self._single_object_header if self._registry is None else self._confluent_header(ctx)
         out = io.BytesIO()
         out.write(header)
@@ -155,9 +156,21 @@ class EventDeserializer:
         if not isinstance(datum, dict):
             raise CodecError(f"writer schema {writer.fingerprint.hex()} does not describe a record")
         try:
-            return from_avro(Event, datum)
+            event = from_avro(Event, datum)
         except Exception as exc:  # the record does not fit the model: unknown enum value, wrong union
             raise CodecError(f"{_describe_datum(datum)}: invalid event: {exc}") from exc
+        _check_payload(event)
+        return event
+
+
+def _check_payload(event: Event) -> None:
+    """An event's payload must be the one its type carries (a CREATE_TABLE with a txn payload is garbage)."""
+    expected = PAYLOAD_TYPE_OF.get(getattr(event, "event_type", None))  # type: ignore[arg-type]
+    if expected is not None and not isinstance(event.payload, expected):
+        raise CodecError(
+            f"{_describe(event)}: payload {type(event.payload).__name__} does not belong to "
+            f"{event.event_type.value} (expected {expected.__name__})"
+        )
 
 
 class _Registry:

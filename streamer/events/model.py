@@ -553,3 +553,43 @@ class Event:
 
 
 PAYLOAD_TYPES: tuple[type, ...] = Payload.__args__
+
+
+PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
+    DatabasePayload: (EventType.CREATE_DATABASE, EventType.DROP_DATABASE),
+    AlterDatabasePayload: (EventType.ALTER_DATABASE,),
+    CreateTablePayload: (EventType.CREATE_TABLE,),
+    AlterTablePayload: (EventType.ALTER_TABLE,),
+    DropTablePayload: (EventType.DROP_TABLE,),
+    AddPartitionPayload: (EventType.ADD_PARTITION,),
+    AlterPartitionPayload: (EventType.ALTER_PARTITION,),
+    AlterPartitionsPayload: (EventType.ALTER_PARTITIONS,),
+    DropPartitionPayload: (EventType.DROP_PARTITION,),
+    InsertPayload: (EventType.INSERT,),
+    CreateFunctionPayload: (EventType.CREATE_FUNCTION,),
+    DropFunctionPayload: (EventType.DROP_FUNCTION,),
+    AddConstraintsPayload: (
+        EventType.ADD_PRIMARYKEY,
+        EventType.ADD_FOREIGNKEY,
+        EventType.ADD_UNIQUECONSTRAINT,
+        EventType.ADD_NOTNULLCONSTRAINT,
+        EventType.ADD_DEFAULTCONSTRAINT,
+        EventType.ADD_CHECKCONSTRAINT,
+    ),
+    DropConstraintPayload: (EventType.DROP_CONSTRAINT,),
+    OpenTxnPayload: (EventType.OPEN_TXN,),
+    AllocWriteIdPayload: (EventType.ALLOC_WRITE_ID,),
+    AcidWritePayload: (EventType.ACID_WRITE,),
+    CommitTxnPayload: (EventType.COMMIT_TXN,),
+    AbortTxnPayload: (EventType.ABORT_TXN,),
+    UpdateColumnStatsPayload: (EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITION_COLUMN_STAT),
+    DeleteColumnStatsPayload: (EventType.DELETE_TABLE_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT),
+    CommitCompactionPayload: (EventType.COMMIT_COMPACTION,),
+    ReloadPayload: (EventType.RELOAD,),
+    ProgressPayload: (EventType.PROGRESS,),
+    BootstrapObjectPayload: (EventType.BOOTSTRAP,),
+    BootstrapMarkerPayload: (EventType.BOOTSTRAP_END,),
+}
+"""The event types that carry each payload type (every EventType appears exactly once)."""
+
+PAYLOAD_TYPE_OF: dict[EventType, type] = {t: p for p, types in PAYLOAD_EVENT_TYPES.items() for t in types}

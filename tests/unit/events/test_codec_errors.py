@@ -115,3 +115,24 @@ def test_forged_string_lengths_fail(length: int) -> None:
 def test_invalid_utf8_is_a_codec_error() -> None:
     with pytest.raises(CodecError, match="UnicodeDecodeError"):
         decode_event(HEADER + _zigzag(2) + b"\xff\xfe")
+
+
+def test_payload_that_does_not_belong_to_the_event_type_is_refused_both_ways() -> None:
+    import dataclasses
+
+    from streamer.events.codec import decode_event, encode_event
+    from streamer.events.model import (
+        CreateTablePayload,
+        Event,
+        EventType,
+        OpenTxnPayload,
+        Source,
+        TableSnapshot,
+    )
+
+    payload = CreateTablePayload(TableSnapshot("t", "d"))
+    good = Event(Source("s", 1, 0), EventType.CREATE_TABLE, payload, "d", "t")
+    assert decode_event(encode_event(good)) == good
+    bad = dataclasses.replace(good, payload=OpenTxnPayload([1]))
+    with pytest.raises(CodecError, match="does not belong to CREATE_TABLE"):
+        encode_event(bad)

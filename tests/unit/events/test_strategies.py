@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from streamer.events.model import PAYLOAD_TYPES, CreateTablePayload, Event, EventType
-from tests.strategies import PAYLOAD_EVENT_TYPES, PAYLOAD_TYPE_OF, events, partition_snapshots
+from streamer.events.model import (
+    PAYLOAD_EVENT_TYPES,
+    PAYLOAD_TYPE_OF,
+    PAYLOAD_TYPES,
+    CreateTablePayload,
+    Event,
+    EventType,
+)
+from tests.strategies import events, partition_snapshots
 
 
 def test_every_event_type_and_payload_type_is_covered() -> None:
