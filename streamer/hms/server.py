@@ -7,6 +7,11 @@ succeeds, so callers never race the server's schema creation.
 
 Hive 2.3's server has no bind-host setting: it listens on every interface. Clients here always
 connect to 127.0.0.1.
+
+``site_overrides`` and ``jvm_options`` run it secured (e.g. ``hive.metastore.sasl.enabled`` with a
+Kerberos keytab and ``-Djava.security.krb5.conf=...``); ``client_auth`` is then how the readiness
+probe authenticates. ``hadoop.*`` overrides also go to a ``core-site.xml``, which is where Hadoop's
+``UserGroupInformation`` looks for ``hadoop.security.authentication``.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from streamer.errors import ConfigError
 from streamer.hms.errors import MetastoreError, MetastoreStartError
 from streamer.hms.site import (
     POSTGRES_JAR,
@@ -32,6 +38,7 @@ from streamer.hms.site import (
     render_site_xml,
     site_properties,
 )
+from streamer.hms.transport import HmsAuth, open_client
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +69,19 @@ def free_port() -> int:
         return port
 
 
-def java_command(conf_dir: Path, jars_dir: Path, port: int, extra_jars: Sequence[Path] = ()) -> list[str]:
+def java_command(
+    conf_dir: Path,
+    jars_dir: Path,
+    port: int,
+    extra_jars: Sequence[Path] = (),
+    jvm_options: Sequence[str] = (),
+) -> list[str]:
     """The server's command line; the conf dir comes first so our hive-site.xml wins."""
     java = shutil.which("java")
     if java is None:
         raise MetastoreError("no `java` on PATH: install a JDK 17 (e.g. `apt-get install openjdk-17-jdk`)")
     classpath = os.pathsep.join([str(conf_dir), f"{jars_dir}/*", *(str(j) for j in extra_jars)])
-    return [java, LOG4J_FLAG, "-Xmx512m", "-cp", classpath, MAIN_CLASS, "-p", str(port)]
+    return [java, LOG4J_FLAG, "-Xmx512m", *jvm_options, "-cp", classpath, MAIN_CLASS, "-p", str(port)]
 
 
 class EmbeddedMetastore:
@@ -89,6 +102,9 @@ class EmbeddedMetastore:
         jdbc_password: str | None = None,
         port: int | None = None,
         start_timeout: float = 120.0,
+        site_overrides: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = (),
+        client_auth: HmsAuth | None = None,
     ) -> None:
         self._owns_work_dir = work_dir is None
         self._work_dir = Path(work_dir or tempfile.mkdtemp(prefix="streamer-hms-")).resolve()
@@ -102,6 +118,9 @@ class EmbeddedMetastore:
         self._requested_port = port
         self._port: int | None = None
         self._start_timeout = start_timeout
+        self._site_overrides = dict(site_overrides or {})
+        self._jvm_options = list(jvm_options)
+        self._client_auth = client_auth or HmsAuth()
         self._proc: subprocess.Popen[bytes] | None = None
         self.start_seconds: float | None = None
 
@@ -148,15 +167,18 @@ class EmbeddedMetastore:
         conf_dir.mkdir(parents=True, exist_ok=True)
         self._warehouse_dir.mkdir(parents=True, exist_ok=True)
         site = conf_dir / "hive-site.xml"
-        site.write_text(render_site_xml(site_properties(self._settings)))
+        site.write_text(render_site_xml({**site_properties(self._settings), **self._site_overrides}))
         site.chmod(0o600)  # may hold the database password
+        core = {k: v for k, v in self._site_overrides.items() if k.startswith("hadoop.")}
+        if core:
+            (conf_dir / "core-site.xml").write_text(render_site_xml(core))
 
         jars_dir = pyspark_jars_dir()
         if self._settings.is_postgres:
             self._create_schema(conf_dir, jars_dir, extra_jars)
 
         self._port = self._requested_port or free_port()
-        cmd = java_command(conf_dir, jars_dir, self._port, extra_jars)
+        cmd = java_command(conf_dir, jars_dir, self._port, extra_jars, self._jvm_options)
         log.info("starting metastore on port %s (work dir %s)", self._port, self._work_dir)
         began = time.monotonic()
         with self.log_path.open("ab") as log_file:
@@ -242,6 +264,8 @@ class EmbeddedMetastore:
                 socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
                 self.ping()
                 return
+            except ConfigError:
+                raise  # the probe's own settings are wrong: waiting will not help
             except (OSError, EOFError, ConnectionError) as exc:
                 last_error = str(exc)
             except Exception as exc:  # a Thrift error while the schema is still being created
@@ -254,20 +278,12 @@ class EmbeddedMetastore:
 
     def ping(self, timeout_ms: int = 5000) -> list[str]:
         """One real Thrift call (``get_all_databases``); raises if the server does not answer."""
-        from hmsclient import hmsclient
-        from thrift.protocol import TBinaryProtocol
-        from thrift.transport import TSocket, TTransport
-
-        sock = TSocket.TSocket("127.0.0.1", self.port)
-        sock.setTimeout(timeout_ms)
-        transport = TTransport.TBufferedTransport(sock)
-        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
-        transport.open()
+        client = open_client(self.uri, timeout_s=timeout_ms / 1000, auth=self._client_auth)
         try:
             names: list[str] = client.get_all_databases()
             return names
         finally:
-            transport.close()
+            client.close()
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -4,6 +4,10 @@ Tansu with memory storage starts in milliseconds and speaks enough of the Kafka 
 idempotent, transactional producers and read_committed consumers. Everything lives in memory: a
 restart loses all topics (tests use that to provoke data loss). Its output goes to a log file so a
 test run or the demo terminal stays readable.
+
+With `tls=TlsFiles(...)` clients talk TLS to a front (`streamer.kafka.tls_front`) on `host:port`
+that forwards to Tansu's plaintext port on 127.0.0.1; Tansu advertises the front, so clients stay
+on TLS after reading metadata. The bundled Tansu cannot serve TLS itself (see `TlsFront`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from streamer.kafka.errors import BrokerError
+from streamer.kafka.tls_front import TlsFiles, TlsFront, server_context
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +53,9 @@ def broker_binary() -> str:
 class EmbeddedBroker:
     """A Tansu subprocess on `host:port`, memory storage; use as a context manager.
 
-    Plaintext only: the bundled Tansu build (v0.6.0-510f3e2) declares `--cert` and `--key` as
-    mutually exclusive, and with either alone it still serves plaintext, so TLS is not offered here.
+    Plaintext unless `tls` is given: then a TLS front listens on `host:port` and Tansu itself only
+    on a loopback port. `advertised_host` is the name clients are told to connect to (and, with TLS,
+    the name they verify the certificate against); it defaults to `host`.
     """
 
     def __init__(
@@ -58,37 +64,56 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         log_path: str | os.PathLike[str] | None = None,
         start_timeout: float = 20.0,
+        tls: TlsFiles | None = None,
+        advertised_host: str | None = None,
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
+        self.advertised_host = advertised_host or host
         self.start_timeout = start_timeout
+        self.tls = tls
+        # Built now so that a bad certificate or key fails before anything starts, naming the file.
+        self._tls_context = server_context(tls) if tls is not None else None
+        # With TLS, Tansu listens in plaintext on loopback only; the front owns the public port.
+        self.broker_host = "127.0.0.1" if tls is not None else host
+        self.broker_port = free_port(self.broker_host) if tls is not None else self.port
         if log_path is None:
             log_path = Path(tempfile.gettempdir()) / f"streamer-tansu-{self.port}.log"
         self.log_path = Path(log_path)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._front: TlsFront | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.advertised_host}:{self.port}"
 
     def client_settings(self) -> dict[str, Any]:
-        """librdkafka settings a client needs for this broker."""
-        return {"bootstrap.servers": self.bootstrap_servers}
+        """librdkafka settings a client needs for this broker.
+
+        With TLS: `security.protocol=SSL` with hostname verification, and `ssl.ca.location` when
+        `TlsFiles.ca` names it; with a client CA, callers add their own certificate and key.
+        """
+        settings: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.tls is not None:
+            settings["security.protocol"] = "SSL"
+            settings["ssl.endpoint.identification.algorithm"] = "https"
+            if self.tls.ca is not None:
+                settings["ssl.ca.location"] = str(self.tls.ca)
+        return settings
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
-        url = f"tcp://{self.host}:{self.port}"
         return [
             broker_binary(),
             "broker",
             "--listener-url",
-            url,
+            f"tcp://{self.broker_host}:{self.broker_port}",
             "--advertised-listener-url",
-            url,
+            f"tcp://{self.advertised_host}:{self.port}",
             "--storage-engine",
             "memory://tansu/",
         ]
@@ -102,23 +127,33 @@ class EmbeddedBroker:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         cmd = self.command()
         log.debug("starting broker: %s", " ".join(cmd))
-        self._proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
         try:
+            if self._tls_context is not None:
+                self._front = TlsFront(
+                    self._tls_context, self.host, self.port, (self.broker_host, self.broker_port)
+                ).start()
+            self._proc = subprocess.Popen(
+                cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
-        log.info("broker ready on %s (log: %s)", self.bootstrap_servers, self.log_path)
+        log.info(
+            "broker ready on %s%s (log: %s)",
+            self.bootstrap_servers,
+            " (TLS)" if self.tls is not None else "",
+            self.log_path,
+        )
         return self
 
     def _wait_ready(self) -> None:
         from confluent_kafka.admin import AdminClient
 
         # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
+        # The probe asks Tansu directly: with TLS the front is already listening (bound in-process).
         probe_config: dict[str, Any] = {
-            **self.client_settings(),
+            "bootstrap.servers": f"{self.broker_host}:{self.broker_port}",
             "socket.connection.setup.timeout.ms": 1000,
             "logger": logging.getLogger(f"{__name__}.probe"),
         }
@@ -140,7 +175,7 @@ class EmbeddedBroker:
                 last_error = exc
             time.sleep(0.05)
         raise BrokerError(
-            f"broker on {self.bootstrap_servers} did not answer within {self.start_timeout:.0f}s "
+            f"broker on {self.broker_host}:{self.broker_port} did not answer within {self.start_timeout:.0f}s "
             f"({last_error}); see {self.log_path}"
         )
 
@@ -156,6 +191,10 @@ class EmbeddedBroker:
         Tansu drains open client connections on SIGTERM, which with a forgotten producer never ends;
         memory storage has nothing to flush, so the grace period is short.
         """
+        # The front first: its connections to Tansu are what Tansu would wait for.
+        front, self._front = self._front, None
+        if front is not None:
+            front.stop()
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -24,6 +24,8 @@ from streamer.events.model import (
     BootstrapMarkerPayload,
     BootstrapObjectPayload,
     BootstrapScope,
+    ColumnStatistic,
+    Constraint,
     DatabaseSnapshot,
     Event,
     EventType,
@@ -76,6 +78,12 @@ class SourceCatalog(Protocol):
 
     def function(self, db: str, name: str) -> FunctionSnapshot: ...
 
+    def constraints(self, db: str, table: str) -> list[Constraint]: ...
+
+    def statistics(self, db: str, table: str) -> list[ColumnStatistic]:
+        """Table-level column statistics."""
+        ...
+
 
 # --- reading --------------------------------------------------------------------------------------
 
@@ -83,7 +91,8 @@ ObjectCallback = Callable[[str, str], None]  # (kind, qualified name): called af
 
 
 def read_table(source: SourceCatalog, db: str, name: str) -> TableDump | None:
-    """One table with partitions, files and write ids, and the event ids around the read (None: gone)."""
+    """One table with partitions, files, write ids, constraints and table-level column statistics,
+    and the event ids around the read (None: gone)."""
     before = source.current_event_id()
     try:
         table = source.table(db, name)
@@ -93,6 +102,9 @@ def read_table(source: SourceCatalog, db: str, name: str) -> TableDump | None:
             dump.add_files(source.files(db, name))
             if table.is_transactional:
                 dump.write_ids = set(source.write_ids(db, name))
+            for c in source.constraints(db, name):
+                dump.constraints.setdefault(c.name, []).append(c)
+            dump.statistics = {st.column.lower(): st for st in source.statistics(db, name)}
     except Vanished:
         return None
     dump.read_to = source.current_event_id()

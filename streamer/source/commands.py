@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from streamer.errors import ConfigError
+from streamer.hms.auth_options import auth_from_options, hms_auth_options
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ def source() -> None:
 @click.option("--notification-db", "notification_db", **_env("NOTIFICATION_DB"),
               help="Metastore database URL: a sqlite path, sqlite:///path, postgresql://... or mysql://...")
 @click.option("--hms-uri", **_env("HMS_URI"), help="Read through the metastore's Thrift API instead (thrift://host:port).")
+@hms_auth_options("STREAMER_")
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable "
                    "(env: space-separated). Default: every database.")
@@ -69,6 +71,10 @@ def run(
     source_id: str,
     notification_db: str | None,
     hms_uri: str | None,
+    hms_auth: str,
+    hms_kerberos_principal: str | None,
+    hms_client_principal: str | None,
+    hms_client_keytab: str | None,
     policies: tuple[str, ...],
     bootstrap_servers: str,
     kafka_settings: tuple[str, ...],
@@ -98,6 +104,10 @@ def run(
 
     if bool(notification_db) == bool(hms_uri):
         raise ConfigError("give exactly one of --notification-db URL and --hms-uri thrift://host:port")
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    if auth.kerberos and not hms_uri:
+        raise ConfigError("--hms-auth kerberos applies to --hms-uri only; --notification-db reads the "
+                          "metastore's database directly")
     policy = PolicySet.parse(policies)
     config = AgentConfig(
         source_id=source_id,
@@ -110,7 +120,9 @@ def run(
         start_after=start_after,
     )
     reader: NotificationReader = (
-        SqlNotificationReader(notification_db) if notification_db else ThriftNotificationReader(str(hms_uri))
+        SqlNotificationReader(notification_db)
+        if notification_db
+        else ThriftNotificationReader(str(hms_uri), auth=auth)
     )
     metrics.serve(
         metrics.MetricsEndpoint(

@@ -193,10 +193,13 @@ class _Replay:
         elif isinstance(p, DropFunctionPayload) and event.db:
             self.dump.functions.pop(key(event.db, p.function_name), None)
         elif isinstance(p, AddConstraintsPayload):
-            for c in p.constraints:
-                t = self.dump.tables.get(key(c.db, c.table))
-                if t is not None:
-                    t.constraints[c.name] = [*t.constraints.get(c.name, []), c]
+            added: dict[tuple[TableKey, str], list[Constraint]] = {}
+            for c in p.constraints:  # one event carries every column of its constraints
+                added.setdefault((key(c.db, c.table), c.name), []).append(c)
+            for (k, name), cs in added.items():
+                t = self.dump.tables.get(k)
+                if t is not None:  # set, not append: the dump may have read it already
+                    t.constraints[name] = cs
         elif isinstance(p, DropConstraintPayload):
             t = self.dump.tables.get(key(p.db, p.table))
             if t is not None:

@@ -5,6 +5,7 @@ notification API (``hive.metastore.event.db.notification.api.auth``: proxy super
 default). ``hmsclient``'s bindings predate Hive 4's ``get_all_write_event_info``, so ``txn_writes``
 is empty here: Hive 3.1 sources carry ACID data in INSERT events anyway; a Hive 4 source with ACID
 tables needs the SQL reader (its COMMIT_TXN writes live only in TXN_WRITE_NOTIFICATION_LOG).
+A metastore with ``hive.metastore.sasl.enabled`` needs ``auth`` (Kerberos, ``streamer.hms.transport``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 from streamer.errors import ConfigError
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
+from streamer.hms.transport import HmsAuth, open_client
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +32,11 @@ def parse_thrift_uri(uri: str) -> tuple[str, int]:
 class ThriftNotificationReader:
     """Reads the notification log through the metastore server; reconnects after a failed call."""
 
-    def __init__(self, uri: str, timeout_seconds: float = 60.0) -> None:
+    def __init__(self, uri: str, timeout_seconds: float = 60.0, *, auth: HmsAuth | None = None) -> None:
         self.uri = uri
         self.host, self.port = parse_thrift_uri(uri)
         self.timeout_seconds = timeout_seconds
+        self.auth = auth or HmsAuth()
         self._client: Any = None
         self._warned_writes = False
 
@@ -66,14 +69,7 @@ class ThriftNotificationReader:
 
     def _call(self, fn: Any) -> Any:
         if self._client is None:
-            from hmsclient.hmsclient import HMSClient
-            from thrift.protocol import TBinaryProtocol
-            from thrift.transport import TSocket, TTransport
-
-            socket = TSocket.TSocket(self.host, self.port)
-            socket.setTimeout(int(self.timeout_seconds * 1000))
-            protocol = TBinaryProtocol.TBinaryProtocol(TTransport.TBufferedTransport(socket))
-            self._client = HMSClient(iprot=protocol).open()
+            self._client = open_client(self.uri, timeout_s=self.timeout_seconds, auth=self.auth)
         try:
             return fn(self._client)
         except Exception:

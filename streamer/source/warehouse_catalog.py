@@ -7,6 +7,8 @@ filesystem's checksums; the bundled warehouse answers from its own metadata tabl
 from __future__ import annotations
 
 from streamer.events.model import (
+    ColumnStatistic,
+    Constraint,
     DatabaseSnapshot,
     FileRef,
     FunctionSnapshot,
@@ -69,3 +71,15 @@ class WarehouseCatalog:
         if fn is None:
             raise Vanished(f"function {db}.{name}")
         return fn
+
+    def constraints(self, db: str, table: str) -> list[Constraint]:
+        try:
+            return self.wh.constraints(db, table)
+        except NoSuchObjectError as exc:
+            raise Vanished(str(exc)) from exc
+
+    def statistics(self, db: str, table: str) -> list[ColumnStatistic]:
+        try:
+            return self.wh.column_statistics(db, table)
+        except NoSuchObjectError as exc:
+            raise Vanished(str(exc)) from exc

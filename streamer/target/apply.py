@@ -763,9 +763,7 @@ def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
             continue
         report.applied.extend(step.event_ids)
     if plan.source_head is not None:
-        metrics.TARGET_SOURCE_HEAD.set(plan.source_head)
-        if applier.progress:
-            metrics.TARGET_LAG_EVENTS.set(max(0, plan.source_head - min(applier.progress.values())))
+        metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
     return report
 
 

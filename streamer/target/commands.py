@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from streamer.errors import ConfigError
+from streamer.hms.auth_options import auth_from_options, hms_auth_options
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def target() -> None:
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
 @click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
+@hms_auth_options()
 @click.option("--warehouse-root", required=True, help="Target warehouse root (managed data goes here).")
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
 @_state_dir_option
@@ -92,6 +94,10 @@ def run_cmd(
     source_id: str,
     topic: str | None,
     hms_uri: str,
+    hms_auth: str,
+    hms_kerberos_principal: str | None,
+    hms_client_principal: str | None,
+    hms_client_keytab: str | None,
     warehouse_root: str,
     external_base_dir: str | None,
     state_dir: Path,
@@ -118,6 +124,7 @@ def run_cmd(
         bootstrap_servers=bootstrap_servers,
         topic=topic or f"streamer.{source_id}.events",
         hms_uri=hms_uri,
+        hms_auth=auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab),
         warehouse_root=warehouse_root,
         state_dir=str(state_dir),
         checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
@@ -168,6 +175,7 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
 
 @click.command("status")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
+@hms_auth_options()
 @_state_dir_option
 @click.option("--bootstrap-servers", default=None, help="Kafka, to learn the source's newest event id.")
 @click.option(
@@ -178,6 +186,10 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(
     hms_uri: str,
+    hms_auth: str,
+    hms_kerberos_principal: str | None,
+    hms_client_principal: str | None,
+    hms_client_keytab: str | None,
     state_dir: Path,
     bootstrap_servers: str | None,
     kafka_setting: tuple[str, ...],
@@ -188,13 +200,14 @@ def status(
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
     from streamer.target.status import collect_status
 
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     head: tuple[int, int] | None = None
     if bootstrap_servers:
         from streamer.target.status import source_head
 
         config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
-    rows = collect_status(hms_uri, state_dir, head, now=time.time())
+    rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
     if output == "json":
         click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None}))
         return

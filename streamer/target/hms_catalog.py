@@ -32,7 +32,7 @@ from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TException
-from thrift.transport import TSocket, TTransport
+from thrift.transport import TTransport
 
 from streamer.errors import ApplyError, ConfigError
 from streamer.events.model import (
@@ -45,6 +45,7 @@ from streamer.events.model import (
 )
 from streamer.hive.files import partition_name
 from streamer.hms import convert
+from streamer.hms.transport import HmsAuth, open_transport
 
 log = logging.getLogger(__name__)
 
@@ -82,26 +83,30 @@ def _parse_uri(uri: str) -> tuple[str, int]:
 
 
 class HmsCatalog:
-    """``Catalog`` on a Hive Metastore at ``uri`` (``thrift://host:port``); connects on creation."""
+    """``Catalog`` on a Hive Metastore at ``uri`` (``thrift://host:port``); connects on creation.
 
-    def __init__(self, uri: str, *, timeout_s: float = 60.0) -> None:
+    ``auth`` chooses plain Thrift (default) or SASL/GSSAPI (Kerberos), see ``streamer.hms.transport``.
+    """
+
+    def __init__(self, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None) -> None:
         self.uri = uri
         self._host, self._port = _parse_uri(uri)
-        self._timeout_ms = int(timeout_s * 1000)
+        self._timeout_s = timeout_s
+        self._auth = auth or HmsAuth()
         self._client: hmsclient.HMSClient | None = None
         self._connect()
 
     # --- connection ---------------------------------------------------------------------
 
     def _connect(self) -> hmsclient.HMSClient:
-        sock = TSocket.TSocket(self._host, self._port)
-        sock.setTimeout(self._timeout_ms)
-        transport = TTransport.TBufferedTransport(sock)
-        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
         try:
-            transport.open()
+            transport = open_transport(self.uri, timeout_s=self._timeout_s, auth=self._auth)
         except _BROKEN as exc:
-            raise CatalogUnavailableError(f"cannot connect to the metastore at {self.uri}: {exc}") from exc
+            how = " with Kerberos" if self._auth.kerberos else ""
+            raise CatalogUnavailableError(
+                f"cannot connect to the metastore at {self.uri}{how}: {exc}"
+            ) from exc
+        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
         self._client = client
         return client
 
@@ -377,6 +382,34 @@ class HmsCatalog:
         res2 = self._get(obj, lambda c: c.get_partitions_statistics_req(req))
         found = (res2.partStats if res2 else None) or {}
         return [convert.from_stats_obj(o) for o in found.get(part, [])]
+
+    # --- source-side reads (bootstrap from a Hive source: streamer.source.hms_source_catalog) ----
+
+    def current_notification_event_id(self) -> int:
+        """The metastore's newest notification event id (0 when its log is empty)."""
+        answer = self._call("notification log", lambda c: c.get_current_notificationEventId())
+        return int(answer.eventId or 0)
+
+    def list_functions(self, db: str) -> list[str]:
+        """Names of the database's functions ([] when the database is missing)."""
+        if self.get_database(db) is None:
+            return []
+        return list(self._call(f"{db} functions", lambda c: c.get_functions(db, "*")) or [])
+
+    def get_partitions_column_statistics(
+        self, db: str, table: str, partition_names: list[str], columns: list[str]
+    ) -> dict[str, list[ColumnStatistic]]:
+        """Stored column statistics of several partitions (by Hive partition name; absent ones are
+        missing from the answer), in one call."""
+        if not partition_names or not columns:
+            return {}
+        obj = f"{db}.{table} partition column statistics"
+        req = tt.PartitionsStatsRequest(
+            dbName=db, tblName=table, colNames=list(columns), partNames=list(partition_names)
+        )
+        res = self._get(obj, lambda c: c.get_partitions_statistics_req(req))
+        found = (res.partStats if res else None) or {}
+        return {name: [convert.from_stats_obj(o) for o in objs or []] for name, objs in found.items()}
 
 
 class _Missing(Exception):

@@ -32,7 +32,7 @@ from streamer.target.files import FileCopier
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
 from streamer.target.state import TargetState
-from streamer.target.status import write_progress
+from streamer.target.status import lag_events, read_progress, write_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +90,11 @@ class BatchApplier:
         self.deserialize = EventDeserializer()
         self._replay = replay
         self._on_applied = on_applied
-        self._applied_times: dict[str, tuple[int, int]] = {}  # db -> (event id, source time)
+        known, self._consumed = read_progress(settings.state_dir)
+        # db -> (event id, source time) of its last applied event; kept across restarts
+        self._applied_times: dict[str, tuple[int, int]] = {
+            db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
+        }
         self.batches = 0  # micro-batches processed by this instance
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
@@ -117,8 +121,15 @@ class BatchApplier:
                 if self._on_applied is not None:
                     for event in step.events:
                         self._on_applied(event, now)
-        if report.applied:
-            write_progress(self.settings.state_dir, self._applied_times)
+        consumed = max(offsets, default=0)
+        if report.applied or consumed > self._consumed:
+            self._consumed = max(self._consumed, consumed)
+            write_progress(self.settings.state_dir, self._applied_times, self._consumed)
+        if the_plan.source_head is not None and self.applier.progress:
+            stuck = set(self.state.halts()) | set(self.state.pending_replays())
+            metrics.TARGET_LAG_EVENTS.set(
+                lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
+            )
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
         return the_plan

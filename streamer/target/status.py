@@ -1,13 +1,16 @@
 """What ``streamer status`` reports, gathered from the target catalog, target state and the topic.
 
-Lag in events is the source head minus the applied id; lag in seconds is event-time lag: the source
-time of the head minus the source time of the last applied event (0 when caught up).
+Lag in events is the source head minus how far a database has been replicated; lag in seconds is
+event-time lag: the source time of the head minus the source time of the last applied event (0 when
+caught up). A database's own last event is often far behind the head (other databases' events,
+transaction markers, a quiet database), so a database that is not halted counts as replicated up to
+the newest event the job has consumed: every event of it up to there has been applied.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +20,48 @@ from streamer.target.state import TargetState
 PROGRESS_FILE = "progress.json"
 
 
-def write_progress(state_dir: str | Path, applied: Mapping[str, tuple[int, int]]) -> None:
-    """Record per database the last applied (event id, source event time); replaced atomically."""
+def write_progress(
+    state_dir: str | Path, applied: Mapping[str, tuple[int, int]], consumed_event_id: int = 0
+) -> None:
+    """Record per database the last applied (event id, source event time) and the newest event id
+    the job has consumed; replaced atomically."""
     path = Path(state_dir) / PROGRESS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    body = {db: {"event_id": i, "event_time": t} for db, (i, t) in sorted(applied.items())}
+    body = {
+        "databases": {db: {"event_id": i, "event_time": t} for db, (i, t) in sorted(applied.items())},
+        "consumed_event_id": consumed_event_id,
+    }
     tmp.write_text(json.dumps(body), encoding="utf-8")
     tmp.replace(path)
 
 
-def read_progress(state_dir: str | Path) -> dict[str, dict[str, int]]:
+def read_progress(state_dir: str | Path) -> tuple[dict[str, dict[str, int]], int]:
+    """(per database {event_id, event_time}, consumed event id); files of older versions held only
+    the per-database part."""
     try:
         data = json.loads((Path(state_dir) / PROGRESS_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return {}, 0
+    if not isinstance(data, dict):
+        return {}, 0
+    if isinstance(data.get("databases"), dict):
+        return data["databases"], int(data.get("consumed_event_id") or 0)
+    return data, 0
+
+
+def replicated_through(
+    applied: Mapping[str, int], consumed_event_id: int, stuck: Collection[str]
+) -> dict[str, int]:
+    """Per database, the event id it is replicated up to: its own last applied id if it is ``stuck``
+    (halted, or held events not yet re-applied), else also everything the job consumed."""
+    return {db: i if db in stuck else max(i, consumed_event_id) for db, i in applied.items()}
+
+
+def lag_events(head: int, applied: Mapping[str, int], consumed_event_id: int, stuck: Collection[str]) -> int:
+    """Events the furthest-behind database still has to see (0 with nothing replicated)."""
+    through = replicated_through(applied, consumed_event_id, stuck)
+    return max(0, head - min(through.values())) if through else 0
 
 
 def source_head(config: Mapping[str, Any], topic: str) -> tuple[int, int] | None:
@@ -51,14 +80,19 @@ def source_head(config: Mapping[str, Any], topic: str) -> tuple[int, int] | None
 
 
 def collect_status(
-    hms_uri: str, state_dir: str | Path, head: tuple[int, int] | None, now: float
+    hms_uri: str,
+    state_dir: str | Path,
+    head: tuple[int, int] | None,
+    now: float,
+    auth: HmsAuth | None = None,
 ) -> list[dict[str, Any]]:
     from streamer.target.hms_catalog import HmsCatalog
 
     state = TargetState(state_dir)
     halts = state.halts()
-    progress = read_progress(state_dir)
-    catalog = HmsCatalog(hms_uri)
+    progress, consumed = read_progress(state_dir)
+    stuck = set(halts) | set(state.pending_replays())
+    catalog = HmsCatalog(hms_uri, auth=auth)
     rows: list[dict[str, Any]] = []
     try:
         for name in sorted(catalog.list_databases()):
@@ -66,22 +100,29 @@ def collect_status(
             if db is None or REPL_SOURCE_PARAM not in db.parameters:
                 continue
             applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
-            rows.append(_row(name, applied, head, progress.get(name), halts.get(name)))
+            through = replicated_through({name: applied}, consumed, stuck)[name]
+            rows.append(_row(name, applied, through, head, progress.get(name), halts.get(name)))
         for name, halt in halts.items():
             if all(r["db"] != name for r in rows):
-                rows.append(_row(name, state.applied().get(name, 0), head, progress.get(name), halt))
+                applied = state.applied().get(name, 0)
+                rows.append(_row(name, applied, applied, head, progress.get(name), halt))
     finally:
         catalog.close()
     return rows
 
 
 def _row(
-    db: str, applied: int, head: tuple[int, int] | None, progress: Mapping[str, int] | None, halt: Any
+    db: str,
+    applied: int,
+    through: int,
+    head: tuple[int, int] | None,
+    progress: Mapping[str, int] | None,
+    halt: Any,
 ) -> dict[str, Any]:
-    lag_events = max(0, head[0] - applied) if head else None
+    behind = max(0, head[0] - through) if head else None
     lag_seconds: float | None = None
     if head is not None:
-        if lag_events == 0:
+        if behind == 0:
             lag_seconds = 0.0
         elif progress is not None:
             lag_seconds = float(max(0, head[1] - int(progress.get("event_time", 0))))
@@ -89,7 +130,8 @@ def _row(
         "db": db,
         "last_applied_event_id": applied,
         "source_head_event_id": head[0] if head else None,
-        "lag_events": lag_events,
+        "replicated_through_event_id": through,
+        "lag_events": behind,
         "lag_seconds": lag_seconds,
         "halted": (
             {"event_id": halt.event_id, "event_type": halt.event_type, "object": halt.object,

@@ -24,7 +24,8 @@ POLICIES = [["*"], ["d*"], ["`.*`.['t.*', 'r.*'].['t1.*']"]]
 
 
 def comparable(dump: Dump) -> dict[str, Any]:
-    """Everything a target must reproduce; files by URI and checksum (sizes are filled by enrichment)."""
+    """Everything a target must reproduce; files by URI and checksum (sizes are filled by enrichment),
+    constraints and table-level column statistics."""
     return {
         "databases": dump.databases,
         "functions": dump.functions,
@@ -34,6 +35,8 @@ def comparable(dump: Dump) -> dict[str, Any]:
                 t.partitions,
                 {v: sorted((u, r.checksum) for u, r in refs.items()) for v, refs in t.files.items() if refs},
                 sorted(t.write_ids),
+                {name: sorted(cs, key=lambda c: c.position) for name, cs in t.constraints.items()},
+                t.statistics,
             )
             for k, t in dump.tables.items()
         },
@@ -44,22 +47,24 @@ def _warehouse(work: Path) -> Warehouse:
     return Warehouse.open(str(work / "m.sqlite"), root=work / "wh", cmroot=work / "cm", source_id="s")
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**16),
     before=st.integers(5, 30),
     during=st.lists(st.integers(0, 6), min_size=1, max_size=25),
     policy=st.sampled_from(POLICIES),
     renames=st.booleans(),
+    metadata=st.booleans(),
 )
 def test_dump_plus_consolidation_is_the_state_at_e1(
-    seed: int, before: int, during: list[int], policy: list[str], renames: bool
+    seed: int, before: int, during: list[int], policy: list[str], renames: bool, metadata: bool
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wh = _warehouse(Path(tmp))
         reader = SqlNotificationReader(str(Path(tmp) / "m.sqlite"))
         try:
-            load = Workload(wh, seed=seed, txn_share=0.15)
+            share = 0.15 if metadata else 0.0  # statistics and constraints, dumped and consolidated
+            load = Workload(wh, seed=seed, txn_share=0.15, stats_share=share, constraint_share=share)
             load.run(before)
             steps: Iterator[int] = iter(during)
             source = WarehouseCatalog(wh)
