@@ -55,7 +55,7 @@ def _consumer(opts: SourceOptions, **overrides: Any) -> Consumer:
     )
 
 
-def _bounds(consumer: Consumer, topic: str, partition: int, start: int) -> tuple[int, int] | None:
+def checked_watermarks(consumer: Consumer, topic: str, partition: int, start: int) -> tuple[int, int] | None:
     """Watermarks for the data-loss check; a start past the reported high mark is double-checked.
 
     Tansu can under-report the high watermark (see `probe_end`); a false "topic recreated" would
@@ -136,7 +136,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         first = offset_of(self.opts, start)
-        marks = _bounds(self._client("all"), self.opts.topic, self.opts.partition, first)
+        marks = checked_watermarks(self._client("all"), self.opts.topic, self.opts.partition, first)
         begin = check_start(self.opts.topic, self.opts.partition, first, marks, self.opts.fail_on_data_loss)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offset_dict(self.opts, batch_end(begin, self._committed_end(), max_rows, self._target))
@@ -153,7 +153,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             probe = _consumer(self.opts)
             try:
-                marks = _bounds(probe, partition.topic, partition.partition, partition.start)
+                marks = checked_watermarks(probe, partition.topic, partition.partition, partition.start)
             finally:
                 probe.close()
             start = check_start(
