@@ -1,18 +1,19 @@
 # streamer: the source agent, the target job (Spark in local mode or the driver of a spark-submit),
 # the embedded metastore and the bundled warehouse, in one image.
 # Install steps are the README's (scripts/setup.sh): Java 17 and the PostgreSQL JDBC driver from
-# Debian, then `pip install -e .` of the repository into a virtualenv.
+# Debian (plus libkrb5-dev and gcc to build the Kerberos module for --hms-auth kerberos), then
+# `pip install -e '.[kerberos]'` of the repository into a virtualenv.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libpostgresql-jdbc-java \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libpostgresql-jdbc-java libkrb5-dev gcc \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/streamer
 COPY . /opt/streamer
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/python -m pip install --no-cache-dir --upgrade pip \
-    && /opt/venv/bin/python -m pip install --no-cache-dir -e .
+    && /opt/venv/bin/python -m pip install --no-cache-dir -e '.[kerberos]'
 
 # PYSPARK_PYTHON: Spark's Python workers must use the interpreter that has streamer installed.
 ENV PATH=/opt/venv/bin:$PATH \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what streamer needs and is missing: Java 17 (for the embedded metastore and Spark),
-# the PostgreSQL JDBC driver (metastores on PostgreSQL), and a project virtualenv.
+# the PostgreSQL JDBC driver (metastores on PostgreSQL), MIT Kerberos' headers (to build the
+# `kerberos` module that Kerberos-secured metastores need), and a project virtualenv.
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
@@ -15,6 +16,7 @@ java_ok() {
 apt_install() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing $* with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive  # krb5-config would ask for a default realm
     (apt-get install -y -q "$@" >/dev/null 2>&1) || (apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null)
     return 0
   fi
@@ -33,9 +35,19 @@ if [ ! -f /usr/share/java/postgresql.jar ]; then
   apt_install libpostgresql-jdbc-java || echo "setup: note: libpostgresql-jdbc-java not installed; metastores on PostgreSQL need it" >&2
 fi
 
+if ! command -v krb5-config >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
+  apt_install libkrb5-dev gcc || true
+fi
+EXTRAS=dev
+if command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; then
+  EXTRAS=dev,kerberos
+else
+  echo "setup: note: libkrb5-dev not installed; --hms-auth kerberos needs it (then: pip install -e '.[kerberos]')" >&2
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[dev]'
+"$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
 echo "setup: ready ($VENV)" >&2

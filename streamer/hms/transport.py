@@ -4,8 +4,10 @@ Production metastores run with ``hive.metastore.sasl.enabled=true``; such a serv
 client's first call. Kerberos here follows Hive's own client (``HiveMetaStoreClient``):
 
 - the server principal comes from ``hive.metastore.kerberos.principal``, e.g. ``hive/_HOST@REALM``;
-  ``_HOST`` is replaced by the *canonical* name of the URI's host (Hive resolves the URI's host
-  with ``InetAddress.getCanonicalHostName`` first), lower-cased;
+  ``_HOST`` is replaced by the URI's host, lower-cased, exactly as written: Hive 2.3's client (the
+  one inside Spark, which the target job also runs) does not canonicalise it, and both must ask
+  for the same principal. Hive 3+ clients resolve the host to its canonical name first; to match
+  such a setup, write the canonical name in the URI (``thrift://hms1.example.com:9083``);
 - SASL GSSAPI runs with service = the principal's first component and host = its second; the
   realm is whatever the client's ``krb5.conf`` maps that host to (``[domain_realm]`` or
   ``default_realm``), since GSSAPI names a host-based service without a realm;
@@ -19,7 +21,6 @@ The pure parts (``HmsAuth`` validation, ``server_principal``) do no I/O; ``open_
 from __future__ import annotations
 
 import os
-import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,16 +114,6 @@ def server_principal(template: str, host: str) -> str:
     return f"{service}/{host.lower()}@{realm}"
 
 
-def canonical_host(host: str) -> str:
-    """The host's canonical (reverse-resolved) name, as Hive's client uses; ``host`` if unresolvable."""
-    try:
-        address = socket.gethostbyname(host)
-        name, _aliases, _addresses = socket.gethostbyaddr(address)
-    except OSError:
-        return host
-    return name or host
-
-
 def parse_uri(uri: str) -> tuple[str, int]:
     """``thrift://host[:port]`` → (host, port); the port defaults to the metastore's 9083."""
     parts = urlsplit(uri)
@@ -135,10 +126,9 @@ class SaslAdapter:
     """``pure-sasl``'s client behind the Cyrus-style API ``thrift_sasl`` calls (start/step/encode)."""
 
     def __init__(self, host: str, service: str, client_principal: str | None) -> None:
-        from puresasl.client import SASLClient
-
+        self._host, self._service, self._client_principal = host, service, client_principal
         self._error = ""
-        self._client = SASLClient(host, service, mechanism="GSSAPI", principal=client_principal)
+        self._client: Any = None
 
     def _guard(self, fn: Callable[[], bytes]) -> tuple[bool, bytes]:
         try:
@@ -148,7 +138,16 @@ class SaslAdapter:
             return False, b""
 
     def start(self, mechanism: str) -> tuple[bool, str, bytes]:
-        ok, response = self._guard(lambda: bytes(self._client.process()))
+        def first() -> bytes:
+            from puresasl.client import SASLClient
+
+            # creating the client already acquires credentials: its errors belong to start()
+            self._client = SASLClient(
+                self._host, self._service, mechanism=mechanism, principal=self._client_principal
+            )
+            return bytes(self._client.process())
+
+        ok, response = self._guard(first)
         return ok, mechanism, response
 
     def step(self, challenge: bytes) -> tuple[bool, bytes]:
@@ -214,7 +213,7 @@ def open_transport(uri: str, *, timeout_s: float, auth: HmsAuth | None = None) -
     if auth.client_keytab:
         _use_client_keytab(auth.client_keytab)
     assert auth.principal is not None  # checked by HmsAuth
-    principal = server_principal(auth.principal, canonical_host(host))
+    principal = server_principal(auth.principal, host)
     service, sasl_host, _realm = split_principal(principal)
     client_principal = auth.client_principal
 

@@ -271,7 +271,8 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
     from streamer.target.hms_catalog import HmsCatalog
 
     paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)  # its own connection: the batch thread has the other
+    # its own connection: the batch thread has the other
+    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots)
     sync = ExternalSync(
         catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix

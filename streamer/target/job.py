@@ -26,6 +26,7 @@ from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
+from streamer.hms.transport import HmsAuth
 from streamer.target.apply import Applier, run_plan
 from streamer.target.catalog import Catalog
 from streamer.target.files import FileCopier
@@ -61,6 +62,7 @@ class TargetSettings:
     copy_workers: int = 8
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
+    hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
 
 
 class BatchApplier:
@@ -174,11 +176,55 @@ class BatchApplier:
 # --- Spark wiring ------------------------------------------------------------------------------
 
 
+def spark_kerberos_conf(auth: HmsAuth) -> dict[str, str]:
+    """Spark settings for a Kerberos metastore (Hive's own client keys).
+
+    Not ``spark.kerberos.keytab``: in local mode it makes Spark's token manager log in before the
+    JVM knows ``KRB5_CONFIG`` (a failed login logged at start); ``_jvm_kerberos_login`` logs in.
+    Under spark-submit on a cluster manager, pass ``--principal``/``--keytab`` as Spark documents.
+    """
+    if not auth.kerberos:
+        return {}
+    assert auth.principal is not None  # checked by HmsAuth
+    return {
+        "spark.hadoop.hive.metastore.sasl.enabled": "true",
+        "spark.hadoop.hive.metastore.kerberos.principal": auth.principal,
+        # Hadoop's UserGroupInformation hands Kerberos credentials to the metastore client only
+        # when security is on; it then reads the ticket cache or logs in from the keytab, and
+        # renews a keytab login before its ticket expires.
+        "spark.hadoop.hadoop.security.authentication": "kerberos",
+        "spark.hadoop.hadoop.kerberos.keytab.login.autorenewal.enabled": "true",
+    }
+
+
+def _jvm_kerberos_login(spark: SparkSession, auth: HmsAuth) -> None:
+    """Log the driver's JVM in before its Hive client first connects.
+
+    Hadoop's ``UserGroupInformation`` reads its own configuration (core-site.xml), not Spark's
+    ``spark.hadoop.*``, so in a driver PySpark started itself security stays off and spark-submit's
+    keytab login is skipped silently: the metastore client then has no Kerberos credentials. Java
+    also ignores ``KRB5_CONFIG``; it is handed over as ``java.security.krb5.conf``.
+    """
+    jvm: Any = spark.sparkContext._jvm
+    system = jvm.java.lang.System
+    krb5_config = os.environ.get("KRB5_CONFIG")
+    if krb5_config and system.getProperty("java.security.krb5.conf") is None:
+        system.setProperty("java.security.krb5.conf", krb5_config)
+        # Spark has read the default krb5.conf already; Spark opens this package to reflection
+        jvm.sun.security.krb5.Config.refresh()
+    ugi = jvm.org.apache.hadoop.security.UserGroupInformation
+    ugi.setConfiguration(spark.sparkContext._jsc.hadoopConfiguration())
+    if auth.client_keytab and auth.client_principal:
+        ugi.loginUserFromKeytab(auth.client_principal, os.path.abspath(auth.client_keytab))
+    log.info("Spark's metastore client authenticates as %s", ugi.getLoginUser().getUserName())
+
+
 def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -> SparkSession:
     """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    kerberos = spark_kerberos_conf(settings.hms_auth)
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -188,10 +234,15 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
         .config("spark.sql.warehouse.dir", settings.warehouse_root)
         .config("spark.sql.catalogImplementation", "hive")
     )
+    for key, value in kerberos.items():
+        builder = builder.config(key, value)
     # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if kerberos:
+        _jvm_kerberos_login(spark, settings.hms_auth)
+    return spark
 
 
 def start_query(
@@ -256,26 +307,71 @@ def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tupl
 
 def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> None:
     """Run the target job in the foreground until stopped (or ``until()`` is true)."""
+    from pyspark.errors import StreamingQueryException
+
     from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     spark = spark_session(settings)
-    catalog = HmsCatalog(settings.hms_uri)
+    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
     external_sync = start_background(settings, batch_applier.lock)
     try:
-        while query.isActive:
-            if until is not None and until():
-                break
-            query.awaitTermination(1)
-        exc: Any = query.exception()
-        if exc is not None:
-            raise StreamerError(f"target query failed: {exc}")
+        failure: str | None = None
+        try:
+            while query.isActive:
+                if until is not None and until():
+                    break
+                query.awaitTermination(1)
+            exc: Any = query.exception()
+            failure = None if exc is None else str(exc)
+        except StreamingQueryException as raised:  # awaitTermination raises the query's failure
+            failure = str(raised)
+        if failure is not None:
+            raise query_failure(settings, failure)
     finally:
         if external_sync is not None:
             external_sync.stop()
         query.stop()
         catalog.close()
+
+
+def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
+    """The error a failed query stops the job with. Records the checkpoint points at that the topic
+    no longer holds (a recreated topic, a broker that lost its data) make it ``DataLossError``, also
+    when Spark reports something else first (a Python source worker that died while the broker was
+    away): the operator must see the loss, not a transport error."""
+    from streamer.errors import DataLossError
+    from streamer.kafka.errors import KafkaClientError
+    from streamer.kafka.source_options import check_start
+    from streamer.kafka.spark_source import checked_watermarks
+    from streamer.target.checkpoint import resume_offset
+
+    kind = DataLossError if "DataLossError" in failure else StreamerError
+    generic = kind(f"target query failed: {failure}")
+    offset = resume_offset(settings.checkpoint_dir)
+    if offset is None or offset.get("topic") != settings.topic:
+        return generic
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
+        "enable.auto.commit": False, **settings.kafka_settings,
+    })
+    partition = int(offset.get("partition", 0))
+    try:
+        start = int(offset["offset"])
+        marks = checked_watermarks(consumer, settings.topic, partition, start)
+        check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
+    except DataLossError as loss:
+        first_line = failure.strip().splitlines()[0] if failure.strip() else failure
+        return DataLossError(f"{loss} (the query failed with: {first_line})")
+    except KafkaClientError as unreachable:
+        log.warning("could not check the topic after the query failed: %s", unreachable)
+    finally:
+        consumer.close()
+    return generic
+

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from fsspec.core import url_to_fs
 
 from streamer.errors import StreamerError
+from streamer.hms.transport import HmsAuth
 from streamer.target.acid import (
     ACID_PARAM,
     Visibility,
@@ -160,6 +161,7 @@ def read_table(
     *,
     warehouse_root: str | None = None,
     hms_uri: str | None = None,
+    hms_auth: HmsAuth | None = None,
     visibility: Visibility | None = None,
 ) -> DataFrame:
     """Exactly the committed rows of ``db.table`` on a target.
@@ -167,11 +169,12 @@ def read_table(
     ``warehouse_root`` is the target's warehouse root (default: two levels above the table's
     location, which is where the target derives every managed table). ``hms_uri`` reads the
     table's metadata from that metastore instead of Spark's catalog (for a session not attached to
-    the target metastore). To read several tables at one instant, load ``visibility`` once with
-    ``streamer.target.acid.load_visibility`` and pass it to each call.
+    the target metastore; ``hms_auth`` for a Kerberos metastore). To read several tables at one
+    instant, load ``visibility`` once with ``streamer.target.acid.load_visibility`` and pass it to
+    each call.
     """
     db, table = _split(name)
-    info = _info_from_hms(hms_uri, db, table) if hms_uri else _info_from_spark(spark, db, table)
+    info = _info_from_hms(hms_uri, db, table, hms_auth) if hms_uri else _info_from_spark(spark, db, table)
     if not is_acid_replica(info.params):
         return spark.table(f"`{db}`.`{table}`")
     root = warehouse_root or posixpath.dirname(posixpath.dirname(info.location.rstrip("/")))
@@ -209,10 +212,10 @@ def _info_from_spark(spark: SparkSession, db: str, table: str) -> _TableInfo:
     return _TableInfo(location, params, data + keys, [k for k, _ in keys])
 
 
-def _info_from_hms(uri: str, db: str, table: str) -> _TableInfo:
+def _info_from_hms(uri: str, db: str, table: str, auth: HmsAuth | None) -> _TableInfo:
     from streamer.target.hms_catalog import HmsCatalog
 
-    with HmsCatalog(uri) as catalog:
+    with HmsCatalog(uri, auth=auth) as catalog:
         snap = catalog.get_table(db, table)
     if snap is None:
         raise ReadError(f"table {db}.{table} does not exist in the metastore at {uri}")

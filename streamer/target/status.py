@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.target.state import TargetState
+
+if TYPE_CHECKING:
+    from streamer.hms.transport import HmsAuth
 
 PROGRESS_FILE = "progress.json"
 
