@@ -234,6 +234,8 @@ class Campaign:
         history = History.from_rows(self.warehouse.notifications(), self.source_id,
                                     txn_writes=self.warehouse.txn_write_rows)
         report = check(history, samples)
+        every = report.summary(limit=len(samples))
+        (cfg.work_dir / "violations.txt").write_text(every + "\n", encoding="utf-8")
         return CampaignResult(
             workloads=cfg.workloads, events=self.warehouse.current_event_id(),
             agent_kills=self.agent.kills, target_kills=self.target.kills,

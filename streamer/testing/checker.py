@@ -90,11 +90,13 @@ class Report:
         return {c: n for c in CHECKS if (n := sum(v.check == c for v in self.violations))}
 
     def summary(self, limit: int = 10) -> str:
+        """A headline, then up to ``limit`` violations of each check (one kind must not hide another)."""
         head = (
             f"{self.samples} samples from {self.readers} readers: {len(self.violations)} violations "
             f"{self.by_check()}; worst lag {self.worst_lag_events} events / {self.worst_staleness_s:.1f} s"
         )
-        return "\n".join([head, *(str(v) for v in self.violations[:limit])])
+        shown = [str(v) for c in CHECKS for v in [v for v in self.violations if v.check == c][:limit]]
+        return "\n".join([head, *shown])
 
 
 def check(history: History, samples: Iterable[Sample], *, max_in_flight: int = 1) -> Report:

@@ -41,6 +41,10 @@ from streamer.testing.state import UNPARTITIONED, FileKey, TableState, observe
 log = logging.getLogger(__name__)
 
 
+class Raced(Exception):
+    """A read saw two states of one object (changed between two catalog calls): discard the sample."""
+
+
 class FileHashes:
     """sha256 of local files, cached by (path, size, mtime): samplers re-read the same files often."""
 
@@ -134,8 +138,13 @@ class TargetReader:
         keys = [k for db in dbs for k in self._choose(db)]
         wall = time.time()
         before = self._applied(dbs)
-        first = self._collect(dbs, keys)
-        second = self._collect(dbs, keys)
+        try:
+            first = self._collect(dbs, keys)
+            second = self._collect(dbs, keys)
+        except Raced as exc:
+            log.debug("%s: sample raced an apply: %s", self.name, exc)
+            self.discarded += 1
+            return None
         after = self._applied(dbs)
         if before != after or first != second:
             self.discarded += 1
@@ -189,6 +198,8 @@ class TargetReader:
         if table.partition_keys:
             keys = [k.name.lower() for k in table.partition_keys]
             for part in self.catalog.list_partitions(table.db, table.name):
+                if len(part.values) != len(keys):  # the table was replaced between the two calls
+                    raise Raced(f"{table.db}.{table.name}: partition {part.values} does not fit keys {keys}")
                 name = "/".join(f"{k}={v}" for k, v in zip(keys, part.values, strict=True))
                 files[name] = self._files(part.sd.location, write_ids)
         else:
