@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
+
+from streamer.events.model import BootstrapKind, BootstrapObjectPayload
+from streamer.source.agent import AgentConfig, SourceAgent
+from streamer.source.bootstrap import (
+    ObjectCallback,
+    RecordLimits,
+    SourceCatalog,
+    enrich_records,
+    records,
+    snapshot,
+)
+from streamer.source.policy import PolicySet
+from streamer.source.policy_record import policy_record
+from streamer.source.publish_bootstrap import (
+    BootstrapResumeError,
+    BootstrapWork,
+    Published,
+    publish_records,
+    published_through,
+)
+from streamer.source.reader import NotificationReader
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +42,16 @@ def _env(name: str) -> dict[str, Any]:
 @click.command("bootstrap")
 @click.option("--source-id", required=True, **_env("SOURCE_ID"),
               help="Name of the source; names the topic and the agent's transactional id.")
-@click.option("--warehouse", "warehouse_url", required=True, **_env("WAREHOUSE"),
+@click.option("--warehouse", "warehouse_url", **_env("WAREHOUSE"),
               help="The bundled source warehouse's metastore URL (sqlite path or postgresql://...); "
-                   "its notification log is read too.")
+                   "its notification log is read too. Or give --hms-uri.")
+@click.option("--hms-uri", **_env("HMS_URI"),
+              help="A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files "
+                   "by listing each location; its notification log through the Thrift API too, unless "
+                   "--notification-db is given. Or give --warehouse.")
+@click.option("--notification-db", "notification_db", **_env("NOTIFICATION_DB"),
+              help="With --hms-uri: read the notification log from the metastore's database instead "
+                   "(sqlite path, postgresql://... or mysql://...), as `streamer source run` can.")
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax; repeatable. Default: every database. "
                    "Give the agent the same policies.")
@@ -36,11 +67,18 @@ def _env(name: str) -> dict[str, Any]:
               **_env("RECORDS_PER_TRANSACTION"), help="Bootstrap records per Kafka transaction.")
 @click.option("--partitions-per-record", default=200, show_default=True, type=click.IntRange(1),
               **_env("PARTITIONS_PER_RECORD"), help="Partitions of one table carried by one record.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), **_env("WORK_DIR"),
+              help="Keep the dumped records here before publishing, so a re-run after an interruption "
+                   "publishes only what the topic lacks (and does not publish a finished bootstrap again).")
+@click.option("--force", is_flag=True, **_env("FORCE"),
+              help="With --work-dir: make a new bootstrap even if one is kept there (finished or not).")
 @click.option("--max-rounds", default=20, show_default=True, type=click.IntRange(1), **_env("MAX_ROUNDS"),
               help="Re-reads of tables that changed while being read before giving up.")
 def bootstrap(
     source_id: str,
-    warehouse_url: str,
+    warehouse_url: str | None,
+    hms_uri: str | None,
+    notification_db: str | None,
     policies: tuple[str, ...],
     bootstrap_servers: str,
     kafka_settings: tuple[str, ...],
@@ -49,6 +87,8 @@ def bootstrap(
     cmroot: str | None,
     records_per_transaction: int,
     partitions_per_record: int,
+    work_dir: Path | None,
+    force: bool,
     max_rounds: int,
 ) -> None:
     """Dump every object of the policy as of one event id E1 into the topic, then a marker.
@@ -61,43 +101,120 @@ def bootstrap(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from streamer.kafka.settings import client_config, parse_pairs
-    from streamer.source.agent import AgentConfig, SourceAgent
-    from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
     from streamer.source.enrich import EnrichSettings
-    from streamer.source.policy import PolicySet
-    from streamer.source.policy_record import policy_record
-    from streamer.source.publish_bootstrap import publish_records
+    from streamer.source.hms_source_catalog import HmsSourceCatalog
     from streamer.source.reader import SqlNotificationReader
+    from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.source.warehouse_catalog import WarehouseCatalog
     from streamer.warehouse import Warehouse
 
+    if bool(warehouse_url) == bool(hms_uri):
+        raise click.UsageError("give exactly one source: --warehouse URL (the bundled warehouse) or "
+                               "--hms-uri thrift://host:port (a Hive Metastore)")
+    if notification_db and not hms_uri:
+        raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
+                               "notification log is read from --warehouse)")
     scope = PolicySet.parse(policies)
     enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
     kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
     config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich)
-    reader = SqlNotificationReader(warehouse_url)
-    wh = Warehouse.open(warehouse_url, source_id=source_id)
-    try:
-        published = SourceAgent(config, reader, scope).recover_last_id()
+    with contextlib.ExitStack() as resources:
+        reader: NotificationReader
+        catalog: SourceCatalog
+        if warehouse_url:
+            reader = SqlNotificationReader(warehouse_url)
+            resources.callback(reader.close)
+            wh = Warehouse.open(warehouse_url, source_id=source_id)
+            resources.callback(wh.close)
+            catalog = WarehouseCatalog(wh)
+        else:
+            reader = SqlNotificationReader(notification_db) if notification_db else (
+                ThriftNotificationReader(str(hms_uri)))
+            resources.callback(reader.close)
+            hms = HmsSourceCatalog.connect(str(hms_uri))
+            resources.callback(hms.close)
+            catalog = hms
+        work = BootstrapWork(work_dir, source_id, config.topic_name) if work_dir else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, transient=False) as bars:
             dumping = bars.add_task("dump objects", total=None)
-            state = snapshot(WarehouseCatalog(wh), reader, scope, source_id, enrich=enrich,
-                             at_least=published, max_rounds=max_rounds,
-                             on_object=lambda kind, name: bars.advance(dumping))
-            bars.update(dumping, total=bars.tasks[dumping].completed)
-            recs = records(state, source_id, policy=policy_record(scope), event_time=int(time.time()),
-                           limits=RecordLimits(partitions=partitions_per_record))
-            recs = enrich_records(recs, enrich)
-            sending = bars.add_task("publish records", total=len(recs))
-            publish_records(config, recs, head=reader.head_event_id(), policy=policy_record(scope),
-                            per_transaction=records_per_transaction,
-                            on_published=lambda n: bars.advance(sending, n))
-    finally:
-        wh.close()
-        reader.close()
-    dump = state.dump
-    partitions = sum(len(t.partitions) for t in dump.tables.values())
-    click.echo(f"bootstrap of {source_id} as of event {state.event_id}: {len(dump.databases)} databases, "
-               f"{len(dump.tables)} tables, {partitions} partitions, "
-               f"{len(recs) - 1} records to {config.topic_name}; the agent continues after {state.event_id}")
+            sending = bars.add_task("publish records", total=None, visible=False)
+
+            def dumped() -> None:
+                bars.update(dumping, total=bars.tasks[dumping].completed)
+
+            def publishing(total: int, done: int) -> None:
+                bars.update(sending, total=total, completed=done, visible=True)
+
+            summary = run_bootstrap(
+                config, reader, catalog, scope, work=work, force=force,
+                records_per_transaction=records_per_transaction, partitions_per_record=partitions_per_record,
+                max_rounds=max_rounds, on_object=lambda kind, name: bars.advance(dumping), on_dumped=dumped,
+                on_publishing=publishing, on_published=lambda n: bars.advance(sending, n),
+            )
+    click.echo(summary)
+
+
+def run_bootstrap(
+    config: AgentConfig,
+    reader: NotificationReader,
+    catalog: SourceCatalog,
+    scope: PolicySet,
+    *,
+    work: BootstrapWork | None = None,
+    force: bool = False,
+    records_per_transaction: int = 200,
+    partitions_per_record: int = 200,
+    max_rounds: int = 20,
+    on_object: ObjectCallback | None = None,
+    on_dumped: Callable[[], None] | None = None,
+    on_publishing: Callable[[int, int], None] | None = None,
+    on_published: Callable[[int], None] | None = None,
+) -> str:
+    """Dump (or take the bootstrap kept in ``work``) and publish what the topic lacks; a summary line."""
+    policy = policy_record(scope)
+    pending = None if work is None or force else work.load()
+    if pending is not None and pending.finished:
+        return (f"bootstrap {pending.bootstrap_id} of {config.source_id} was published completely before "
+                f"(kept in {work.dir if work else ''}); nothing to do (--force makes a new one)")
+    if pending is not None and pending.policy != policy:
+        raise BootstrapResumeError(
+            f"the interrupted bootstrap {pending.bootstrap_id} kept in {work.dir if work else ''} has "
+            f"policy {pending.policy}, not {policy}: run again with its policy to finish it, or --force "
+            "for a new one"
+        )
+    if pending is None:
+        published = SourceAgent(config, reader, scope).recover_last_id()
+        state = snapshot(catalog, reader, scope, config.source_id, enrich=config.enrich, at_least=published,
+                         max_rounds=max_rounds, on_object=on_object)
+        recs = records(state, config.source_id, policy=policy, event_time=int(time.time()),
+                       limits=RecordLimits(partitions=partitions_per_record))
+        recs = enrich_records(recs, config.enrich)
+        head = reader.head_event_id()
+        if work is not None:
+            work.save(recs, head=head, policy=policy)
+        done = Published(0, False)
+    else:
+        recs, head = pending.records, pending.head
+        done = published_through(config, pending.bootstrap_id, len(recs))
+        log.info("resuming bootstrap %d: %d of %d records are in %s", pending.bootstrap_id, done.through,
+                 len(recs) - 1, config.topic_name)
+    if on_dumped is not None:
+        on_dumped()
+    bid = recs[-1].event_id
+    if not done.finished:
+        if on_publishing is not None:
+            on_publishing(len(recs), done.through)
+        publish_records(config, recs[done.through:], head=head, policy=policy,
+                        per_transaction=records_per_transaction, on_published=on_published)
+    if work is not None:
+        work.mark_finished()
+    tables = [e.payload for e in recs if isinstance(e.payload, BootstrapObjectPayload)]
+    databases = sum(1 for p in tables if p.kind is BootstrapKind.DATABASE)
+    n_tables = sum(1 for p in tables if p.kind is BootstrapKind.TABLE)
+    with_parts = (BootstrapKind.TABLE, BootstrapKind.PARTITIONS)
+    partitions = sum(len(p.partitions) for p in tables if p.kind in with_parts)
+    resumed = f" (resumed after record {done.through})" if done.through else ""
+    return (f"bootstrap of {config.source_id} as of event {bid}: {databases} databases, {n_tables} tables, "
+            f"{partitions} partitions, {len(recs) - 1} records to {config.topic_name}{resumed}; "
+            f"the agent continues after {bid}")

@@ -205,12 +205,17 @@ class _Replay:
             if t is not None:
                 t.constraints.pop(p.constraint_name, None)
         elif isinstance(p, UpdateColumnStatsPayload):
-            self._update_stats(p)
+            self._update_stats(event, p)
         elif isinstance(p, DeleteColumnStatsPayload):
-            t = self.dump.tables.get(key(p.db, p.table))
+            k = key(p.db, p.table)
+            t = self.dump.tables.get(k)
             if t is not None and not p.partition_values:
                 for col in [p.column] if p.column else list(t.statistics):
                     t.statistics.pop(col.lower(), None)
+            if t is not None and event.event_id > t.read_to:
+                # the source also rewrote the owner's COLUMN_STATS_ACCURATE, which the event does not
+                # carry: a dump read before it is read again
+                self.unresolved.add(k)
         elif isinstance(p, ReloadPayload) and p.table is not None:
             t = self._table(event, p.table)
             if t is not None:
@@ -360,9 +365,17 @@ class _Replay:
             for ref in w.files:
                 t.files.setdefault(values, {})[ref.uri] = ref
 
-    def _update_stats(self, p: UpdateColumnStatsPayload) -> None:
+    def _update_stats(self, event: Event, p: UpdateColumnStatsPayload) -> None:
         t = self.dump.tables.get(key(p.db, p.table))
-        if t is None or p.partition_values or not p.is_table_level:
+        if t is None or event.event_id <= t.read_from:
+            # a read after the event shows it already, and a later DELETE_*_COL_STAT (which carries
+            # no parameters) may have changed the parameters it would set back
+            return
+        if p.partition_values or not p.is_table_level:  # the partition's parameters change with them
+            values = tuple(p.partition_values)
+            part = t.partitions.get(values)
+            if part is not None and p.parameters:
+                t.partitions[values] = dataclasses.replace(part, parameters=dict(p.parameters))
             return
         for s in p.statistics:
             t.statistics[s.column.lower()] = s

@@ -4,21 +4,43 @@ Using the agent's ``transactional.id`` fences a running agent (two writers must 
 the one ordered topic) and lets the agent, started afterwards, recover the bootstrap's event id E1
 from the topic tail: the last transaction ends with the marker and a PROGRESS record at E1 carrying
 the policy, so the agent continues after E1 and later detects a policy change.
+
+Resuming: ``BootstrapWork`` keeps the dumped, enriched records of a bootstrap in a work directory
+before the first is published; ``published_through`` finds in the topic the last record of that
+bootstrap that a committed transaction holds (transactions commit whole, so the topic holds a
+prefix of the records). A re-run publishes only the rest; a finished bootstrap is not published
+again unless a new one is asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import logging
+import os
+import struct
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from streamer.events.codec import EventSerializer
-from streamer.events.model import Event, EventType, ProgressPayload, Source
+from streamer.errors import StreamerError
+from streamer.events.codec import EventDeserializer, EventSerializer
+from streamer.events.model import (
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    Event,
+    EventType,
+    ProgressPayload,
+    Source,
+)
 from streamer.kafka.settings import with_overrides
-from streamer.kafka.topics import ensure_topic
+from streamer.kafka.topics import ensure_topic, read_tail
 from streamer.source.agent import AgentConfig
 
 log = logging.getLogger(__name__)
@@ -73,3 +95,165 @@ def _produce(producer: Producer, topic: str, db: str | None, value: bytes) -> No
             return
         except BufferError:
             producer.poll(0.1)
+
+
+# --- resuming ---------------------------------------------------------------------------------------
+
+
+class BootstrapResumeError(StreamerError):
+    """An interrupted bootstrap cannot be resumed as it is (the topic or the work dir disagree)."""
+
+
+@dataclass(frozen=True)
+class PendingBootstrap:
+    """A dumped bootstrap kept in the work dir: its records (marker last) and what publishing needs."""
+
+    records: list[Event]
+    head: int
+    policy: str
+    finished: bool = False
+
+    @property
+    def bootstrap_id(self) -> int:
+        return self.records[-1].event_id
+
+
+class BootstrapWork:
+    """``<dir>/bootstrap-<source id>.json`` (state) and ``.records`` (length-prefixed Avro records)."""
+
+    def __init__(self, directory: str | Path, source_id: str, topic: str) -> None:
+        self.dir = Path(directory)
+        self.source_id = source_id
+        self.topic = topic
+        self.state_path = self.dir / f"bootstrap-{source_id}.json"
+        self.records_path = self.dir / f"bootstrap-{source_id}.records"
+
+    def save(self, records: Sequence[Event], *, head: int, policy: str) -> None:
+        """Keep the records (before the first is published), then the state that names them."""
+        serializer = EventSerializer()
+        ctx = SerializationContext(self.topic, MessageField.VALUE)
+        blob = bytearray()
+        for event in records:
+            value = serializer(event, ctx)
+            blob += struct.pack(">I", len(value)) + value
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _write_atomically(self.records_path, bytes(blob))
+        self._write_state(records[-1].event_id, len(records), head, policy, finished=False)
+
+    def mark_finished(self) -> None:
+        state = self._state()
+        if state is not None:
+            self._write_state(state.bootstrap_id, state.records, state.head, state.policy, finished=True)
+            with contextlib.suppress(FileNotFoundError):
+                self.records_path.unlink()  # a finished bootstrap is never published again
+
+    def load(self) -> PendingBootstrap | None:
+        """The kept bootstrap (None: none kept); raises if the files are not a whole bootstrap."""
+        state = self._state()
+        if state is None:
+            return None
+        if (state.source_id, state.topic) != (self.source_id, self.topic):
+            raise BootstrapResumeError(
+                f"{self.state_path} holds a bootstrap of source {state.source_id!r} to topic "
+                f"{state.topic!r}, not {self.source_id!r} to {self.topic!r}; use another --work-dir"
+            )
+        bid = state.bootstrap_id
+        if state.finished:
+            marker = Event(Source(self.source_id, bid, 0), EventType.BOOTSTRAP_END,
+                           BootstrapMarkerPayload(bid, state.records - 1))
+            return PendingBootstrap([marker], state.head, state.policy, finished=True)
+        try:
+            blob = self.records_path.read_bytes()
+        except FileNotFoundError as exc:
+            raise BootstrapResumeError(f"{self.records_path} is missing: the kept bootstrap {bid} "
+                                       "cannot be resumed; start a new one with --force") from exc
+        deserialize = EventDeserializer()
+        records: list[Event] = []
+        at = 0
+        while at + 4 <= len(blob):
+            (size,) = struct.unpack_from(">I", blob, at)
+            records.append(deserialize(blob[at + 4 : at + 4 + size]))
+            at += 4 + size
+        if len(records) != state.records or records[-1].event_id != bid:
+            raise BootstrapResumeError(f"{self.records_path} holds {len(records)} records, not the "
+                                       f"{state.records} of bootstrap {bid}; start a new one with --force")
+        return PendingBootstrap(records, state.head, state.policy)
+
+    def _state(self) -> _State | None:
+        try:
+            raw = json.loads(self.state_path.read_text(encoding="utf-8"))
+            return _State(str(raw["source_id"]), str(raw["topic"]), int(raw["bootstrap_id"]),
+                          int(raw["records"]), int(raw["head"]), str(raw["policy"]), bool(raw["finished"]))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BootstrapResumeError(f"{self.state_path} is not a bootstrap state file: {exc}") from exc
+
+    def _write_state(
+        self, bootstrap_id: int, records: int, head: int, policy: str, *, finished: bool
+    ) -> None:
+        state = _State(self.source_id, self.topic, bootstrap_id, records, head, policy, finished)
+        _write_atomically(self.state_path, json.dumps(dataclasses.asdict(state), indent=1).encode())
+
+
+@dataclass(frozen=True)
+class _State:
+    source_id: str
+    topic: str
+    bootstrap_id: int
+    records: int  # with the marker
+    head: int
+    policy: str
+    finished: bool
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class Published:
+    """How far a bootstrap got in the topic: records 1..``through`` are there; ``finished``: its marker."""
+
+    through: int
+    finished: bool
+
+
+def published_through(config: AgentConfig, bootstrap_id: int, total: int) -> Published:
+    """Scan the topic's committed tail (the whole bootstrap fits in it) for the bootstrap's records.
+
+    Refuses when other events follow its last record: an agent published after the interrupted
+    bootstrap, so what is left of it can no longer be appended in order."""
+    tail = read_tail(config.kafka, config.topic_name, n=total + 2, timeout=config.kafka_timeout)
+    deserialize = EventDeserializer()
+    through, finished, after = 0, False, 0
+    for record in tail:
+        if record.value is None:
+            continue
+        event = deserialize(record.value)
+        p = event.payload
+        if event.source.source_id != config.source_id:
+            raise BootstrapResumeError(f"topic {config.topic_name} holds events of source "
+                                       f"{event.source.source_id!r}, not {config.source_id!r}")
+        if isinstance(p, BootstrapObjectPayload) and p.bootstrap_id == bootstrap_id:
+            through, after = max(through, p.sequence), 0
+        elif isinstance(p, BootstrapMarkerPayload) and p.bootstrap_id == bootstrap_id:
+            finished, after = True, 0
+        elif not isinstance(p, ProgressPayload):
+            after += 1
+    if through and not finished and after:
+        raise BootstrapResumeError(
+            f"bootstrap {bootstrap_id} was interrupted after record {through} of {total} and other events "
+            f"were published after it (was the agent started?); start a new bootstrap with --force"
+        )
+    return Published(total if finished else through, finished)

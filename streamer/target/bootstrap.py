@@ -5,6 +5,7 @@ copied and verified), but a database's ``repl.last.id`` is set only by the closi
 then the database is being bootstrapped, and a crash resumes the bootstrap rather than skipping it.
 The last applied record of each bootstrap is kept in ``<state dir>/bootstrap-progress.json``, so an
 interrupted bootstrap resumes after the last finished object instead of redoing them all.
+Progress shows as a bar while stderr is a terminal, as a log line every 5% otherwise.
 
 A FULL bootstrap refuses a target database that exists and was not made by this bootstrap (foreign,
 or replicated before: it has a ``repl.last.id``) unless the applier allows existing databases.
@@ -18,9 +19,10 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamer.errors import ApplyError
 from streamer.events.model import (
@@ -220,7 +222,42 @@ def _with_params(db: DatabaseSnapshot, params: dict[str, str]) -> DatabaseSnapsh
 
 
 def _report(p: BootstrapObjectPayload) -> None:
+    """A progress bar on a terminal (stderr); a log line every 5% otherwise (logs, containers)."""
+    if _BARS.show(p):
+        return
     step = max(1, p.total // 20)
     if p.sequence % step == 0 or p.sequence == p.total:
         log.info("bootstrap %d: %d/%d records applied (%.0f%%)", p.bootstrap_id, p.sequence, p.total,
                  100.0 * p.sequence / max(1, p.total))
+
+
+class _Bars:
+    """One rich progress bar per bootstrap being applied, while stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.tasks: dict[int, Any] = {}
+
+    def show(self, p: BootstrapObjectPayload) -> bool:
+        if not sys.stderr.isatty():
+            return False
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=Console(stderr=True))
+            self.progress.start()
+        if p.bootstrap_id not in self.tasks:
+            self.tasks[p.bootstrap_id] = self.progress.add_task(
+                f"bootstrap {p.bootstrap_id} records applied", total=p.total)
+        self.progress.update(self.tasks[p.bootstrap_id], completed=p.sequence)
+        if p.sequence >= p.total:
+            del self.tasks[p.bootstrap_id]
+            if not self.tasks:
+                self.progress.stop()
+                self.progress = None
+        return True
+
+
+_BARS = _Bars()

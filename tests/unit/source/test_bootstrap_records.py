@@ -133,3 +133,33 @@ def test_policy_limits_the_tables(tmp_path: Path, policy: str) -> None:
     payloads = [e.payload for e in recs if isinstance(e.payload, BootstrapObjectPayload)]
     names = {p.table.name for p in payloads if p.table}
     assert names and all(n.startswith("t") for n in names)
+
+
+def test_target_progress_is_a_bar_on_a_terminal_and_a_log_line_otherwise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import io
+    import logging
+
+    from streamer.events.model import BootstrapKind as Kind
+    from streamer.target import bootstrap as target_bootstrap
+
+    def record(seq: int) -> BootstrapObjectPayload:
+        return BootstrapObjectPayload(7, seq, 4, Kind.DATABASE)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    caplog.set_level(logging.INFO, logger="streamer.target.bootstrap")
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    for seq in range(1, 5):
+        target_bootstrap._report(record(seq))
+    assert "bootstrap 7: 4/4 records applied (100%)" in caplog.text
+    caplog.clear()
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    for seq in range(1, 5):
+        target_bootstrap._report(record(seq))
+    assert "records applied" not in caplog.text  # no log lines: a bar
+    assert "bootstrap 7 records applied" in terminal.getvalue() and "4/4" in terminal.getvalue()
