@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
+from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import (
     ObjectCallback,
@@ -52,6 +53,7 @@ def _env(name: str) -> dict[str, Any]:
 @click.option("--notification-db", "notification_db", **_env("NOTIFICATION_DB"),
               help="With --hms-uri: read the notification log from the metastore's database instead "
                    "(sqlite path, postgresql://... or mysql://...), as `streamer source run` can.")
+@hms_auth_options("STREAMER_")
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax; repeatable. Default: every database. "
                    "Give the agent the same policies.")
@@ -79,6 +81,10 @@ def bootstrap(
     warehouse_url: str | None,
     hms_uri: str | None,
     notification_db: str | None,
+    hms_auth: str,
+    hms_kerberos_principal: str | None,
+    hms_client_principal: str | None,
+    hms_client_keytab: str | None,
     policies: tuple[str, ...],
     bootstrap_servers: str,
     kafka_settings: tuple[str, ...],
@@ -114,6 +120,7 @@ def bootstrap(
     if notification_db and not hms_uri:
         raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
                                "notification log is read from --warehouse)")
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     scope = PolicySet.parse(policies)
     enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
     kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
@@ -129,9 +136,9 @@ def bootstrap(
             catalog = WarehouseCatalog(wh)
         else:
             reader = SqlNotificationReader(notification_db) if notification_db else (
-                ThriftNotificationReader(str(hms_uri)))
+                ThriftNotificationReader(str(hms_uri), auth=auth))
             resources.callback(reader.close)
-            hms = HmsSourceCatalog.connect(str(hms_uri))
+            hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
             resources.callback(hms.close)
             catalog = hms
         work = BootstrapWork(work_dir, source_id, config.topic_name) if work_dir else None

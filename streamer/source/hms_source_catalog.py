@@ -32,6 +32,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.files import partition_name
+from streamer.hms.transport import HmsAuth
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
 from streamer.target.hms_catalog import HmsCatalog
 
@@ -103,8 +104,8 @@ class HmsSourceCatalog:
         self.hms = catalog
 
     @classmethod
-    def connect(cls, uri: str, *, timeout_s: float = 60.0) -> HmsSourceCatalog:
-        return cls(HmsCatalog(uri, timeout_s=timeout_s))
+    def connect(cls, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None) -> HmsSourceCatalog:
+        return cls(HmsCatalog(uri, timeout_s=timeout_s, auth=auth))
 
     def close(self) -> None:
         self.hms.close()
