@@ -32,7 +32,9 @@ Checks, each naming reader, sample and table:
 - ``cut``: the tables of one sample each match some source state, but no single event id fits all;
 - ``monotonic``: a reader's inferred event id (or an advertised ``repl.last.id``) went backwards;
 - ``watermark``: ``repl.last.id`` is neither compatible with the state shown nor behind it by at most
-  ``max_in_flight`` changes of the observed tables (the step being applied when the sample was taken).
+  ``max_in_flight`` steps' changes of the observed tables (the step being applied when the sample was
+  taken; a step is what the target applies before advancing ``repl.last.id``: one event, or a run the
+  planner applies in one go, see ``History.step_of``).
 """
 
 from __future__ import annotations
@@ -192,11 +194,13 @@ def _watermark(
         first = intervals.first_at_or_after(ids, applied)
         if first is not None:
             pending = [e for e in history.change_ids(keys) if applied < e <= first]
-            if len(pending) <= max_in_flight:
+            steps = {history.step_of(e) for e in pending}
+            if len(steps) <= max_in_flight:
                 continue
             text = (
                 f"repl.last.id of {db} is {applied} but its tables show event {first} or later: "
-                f"{len(pending)} changes ahead of the watermark (at most {max_in_flight} may be in flight)"
+                f"{len(pending)} changes in {len(steps)} steps ahead of the watermark (at most "
+                f"{max_in_flight} step may be in flight)"
             )
         else:
             text = (

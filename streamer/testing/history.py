@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -274,8 +274,10 @@ class History:
         event_ids: list[int],
         event_times: list[int],
         changes: dict[str, list[Change]],
+        step_of: Mapping[int, int] | None = None,
     ) -> None:
         self.base_event_id = base_event_id
+        self._step_of = dict(step_of or {})
         self.event_ids = event_ids
         self.event_times = event_times
         self.changes = changes
@@ -295,7 +297,9 @@ class History:
         ids: list[int] = []
         times: list[int] = []
         changes: dict[str, list[Change]] = {}
+        seen: list[Event] = []
         for event in events:
+            seen.append(event)
             if ids and event.event_id <= ids[-1]:
                 raise ValueError(f"event {event.event_id} follows {ids[-1]}: events must be in id order")
             if base_event_id is None:
@@ -308,7 +312,7 @@ class History:
                 previous = points[-1].fingerprint if points else None
                 if (state.fingerprint if state else None) != previous:
                     points.append(Change(event.event_id, state))
-        return cls(base_event_id or 0, ids, times, changes)
+        return cls(base_event_id or 0, ids, times, changes, step_of=_widest_steps(seen))
 
     @classmethod
     def from_rows(
@@ -364,6 +368,11 @@ class History:
         """Sorted event ids at which any of ``keys`` changed."""
         return sorted({c.event_id for k in keys for c in self.changes.get(k, [])})
 
+    def step_of(self, event_id: int) -> int:
+        """The first event of the widest step the target may apply ``event_id`` in (see
+        :func:`_widest_steps`); an event of its own has its own id."""
+        return self._step_of.get(event_id, event_id)
+
     def files_ever(self, key: str) -> set[tuple[str, FileKey]]:
         """Every (partition, file) the table held after some committed event."""
         return self._files_ever.get(key, set())
@@ -390,6 +399,32 @@ def _with_writes(event: Event, txn_writes: Callable[[int], list[TxnWriteNotifica
     return dataclasses.replace(
         event, payload=dataclasses.replace(p, writes=decode_txn_writes(txn_writes(p.txn_id)))
     )
+
+
+def _widest_steps(events: list[Event]) -> dict[int, int]:
+    """Event id -> first event id of its step, for the steps the target's planner forms when it sees
+    a database's events all at once.
+
+    A step is the unit the target applies before it advances ``repl.last.id`` (several ADD_PARTITION
+    of one table in one catalog call, a create..drop run applied as the drop): while one is in
+    flight, the tables may be ahead of the watermark by all of its changes. A micro-batch only ever
+    splits these steps (a batch boundary, or events of the database not yet applied), and what lies
+    between two events of a database in a batch's plan is never another event of that database, so
+    planning each database's whole sequence gives every step the target can form, or a wider one.
+    """
+    from streamer.target.plan import GLOBAL_DB, plan, step_db
+
+    by_db: dict[str, list[Event]] = {}
+    for event in events:
+        by_db.setdefault(step_db(event), []).append(event)
+    out: dict[int, int] = {}
+    for db, sequence in by_db.items():
+        if db == GLOBAL_DB:
+            continue
+        for step in plan(sequence, {}).steps:
+            if len(step.events) > 1:
+                out.update((e.event_id, step.first.event_id) for e in step.events)
+    return out
 
 
 def _running_max(values: list[int]) -> list[int]:

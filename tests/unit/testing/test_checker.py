@@ -116,3 +116,31 @@ def test_absent_tables_and_partial_samples(run: Run) -> None:
     alive_then = next(c.state for c in h.changes[dropped] if c.state is not None)
     report = check(h, [dataclasses.replace(late, tables={dropped: alive_then, table_key("x", "y"): None})])
     assert report.ok  # an old state alone is a valid (stale) prefix
+
+
+def test_a_step_of_several_events_may_be_in_flight_but_not_two() -> None:
+    """Three ADD_PARTITION of one table in a row are one step for the target (one catalog call, then
+    the watermark): its tables may show all three ahead of ``repl.last.id``. Separated by another
+    change of the table they are three steps, and the same sample is a watermark violation."""
+    from streamer.testing import History
+    from streamer.testing.state import observe
+    from tests.unit.target import builders as b
+
+    t = b.table("a", "t", ("p",))
+    parts = [b.partition(t, str(i)) for i in range(3)]
+    adds = [b.add_partition(3 + i, t, [p]) for i, p in enumerate(parts)]
+    grouped = [b.create_db(1, "a"), b.create_table(2, t), *adds]
+    after = observe(t, {f"p={i}": [] for i in range(3)})
+    sample = Sample("r", 0.0, {"a": 2}, {table_key("a", "t"): after})
+    history = History.build(grouped)
+    assert history.step_of(5) == history.step_of(3) == 3
+    assert check(history, [sample]).ok, check(history, [sample]).summary()
+
+    other = b.table("a", "t", ("p",), comment="x")
+    split = [b.create_db(1, "a"), b.create_table(2, t), b.add_partition(3, t, [parts[0]]),
+             b.alter_table(4, t, other), b.alter_table(5, other, t), b.add_partition(6, t, [parts[1]]),
+             b.add_partition(7, t, [parts[2]])]
+    history = History.build(split)
+    report = check(history, [sample])
+    assert WATERMARK in report.by_check(), report.summary()
+    assert check(history, [dataclasses.replace(sample, applied_event_ids={"a": 5})]).ok
