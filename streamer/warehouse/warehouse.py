@@ -522,10 +522,14 @@ class Warehouse(TableMetadataOps, ExternalFileOps):
             ch.retire(old)
         if is_new:
             assert part is not None
+            # the event lists every file in the directory, as Hive's listener does: an external
+            # partition dropped and added again still holds its old files, which readers see
+            listed = data_files(directory)
             if self.stats_autogather:
-                part = with_basic_statistics(part, paths)
+                part = with_basic_statistics(part, listed)
                 catalog.put_partition(ch.ex, tbl, part, new=False)
-            payload_add = AddPartitionPayload(tbl, [part], files)
+            added = [self.cm.file_ref(p, name) for p in listed]
+            payload_add = AddPartitionPayload(tbl, [part], added)
             return [ch.emit(EventType.ADD_PARTITION, payload_add, tbl.db, tbl.name)]
         payload = InsertPayload(tbl, part, values, overwrite, files)
         ids = [ch.emit(EventType.INSERT, payload, tbl.db, tbl.name)]

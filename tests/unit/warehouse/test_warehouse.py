@@ -145,6 +145,27 @@ def test_external_table_keeps_data_on_drop(warehouse: Warehouse, tmp_path: Path)
     assert len(event.payload.files) == 1  # type: ignore[union-attr]
 
 
+def test_external_partition_added_again_announces_the_files_it_kept(
+    warehouse: Warehouse, tmp_path: Path
+) -> None:
+    """Dropping an external partition keeps its files; an INSERT that adds the partition again lists
+    them with the new ones (readers see them all), so the log's state is the filesystem's."""
+    from streamer.testing.history import History
+
+    warehouse.create_database("ext")
+    warehouse.create_table("ext", "logs", COLS, DT, external=True, location=tmp_path / "logs")
+    warehouse.insert("ext", "logs", [{"id": 1, "name": "a"}], {"dt": "x"})
+    warehouse.drop_partitions("ext", "logs", [{"dt": "x"}])
+    start = warehouse.current_event_id()
+    warehouse.insert("ext", "logs", [{"id": 2, "name": "b"}], {"dt": "x"})
+    (event,) = [decode_row(r) for r in warehouse.notifications(start)]
+    on_disk = sorted(p.name for p in (tmp_path / "logs" / "dt=x").iterdir())
+    assert len(on_disk) == 2
+    assert sorted(f.uri.rsplit("/", 1)[-1] for f in event.payload.files) == on_disk  # type: ignore[union-attr]
+    state = History.from_rows(warehouse.notifications(), "s").state_at("ext.logs", event.event_id)
+    assert state is not None and sorted(f for f, _ in dict(state.partitions)["dt=x"]) == on_disk
+
+
 def test_drop_database_cascade_drops_contents_and_retains_files(sales: Warehouse) -> None:
     sales.insert("sales", "orders", [{"id": 1, "name": "a"}], {"dt": "x"})
     sales.create_function("sales", "f", "com.x.F")
