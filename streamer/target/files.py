@@ -132,6 +132,10 @@ class Staged:
                 dirs.add(posixpath.dirname(f.path))
         for directory in dirs:
             _fsync_dir(directory)
+        return self.published()
+
+    def published(self) -> CopyReport:
+        """Count a publish (however it was done) in the metrics; the report of what was copied."""
         report = self.report()
         metrics.TARGET_BYTES_COPIED.inc(report.bytes_copied)
         metrics.TARGET_CM_FALLBACKS.inc(report.cm_fallbacks)

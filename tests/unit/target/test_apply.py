@@ -61,7 +61,13 @@ class Env:
         return result.applied
 
     def files(self) -> dict[str, bytes]:
-        return {str(p.relative_to(self.wh)): p.read_bytes() for p in self.wh.rglob("*") if p.is_file()}
+        """What readers see: every file without a hidden (``.``/``_``) component in its path."""
+        out = {}
+        for p in self.wh.rglob("*"):
+            rel = p.relative_to(self.wh)
+            if p.is_file() and not any(part.startswith((".", "_")) for part in rel.parts):
+                out[str(rel)] = p.read_bytes()
+        return out
 
 
 def make_env(root: Path, **kw: object) -> Env:
