@@ -211,12 +211,16 @@ def _watermark(
 
 
 def _staleness(history: History, sample: Sample, cut: IdSet | None, report: Report) -> None:
-    position = max(sample.applied_event_ids.values(), default=history.base_event_id)
-    if cut:
-        position = max(position, cut[0][0])
+    """How far behind the source the sample's state is: from the newest source event after which
+    the source looked exactly like it (a table untouched since event 10 is not stale at head 500)."""
     head = sample.source_head_event_id
     if head is None:
         head = history.head_at(sample.wall_time)
+    position = max(sample.applied_event_ids.values(), default=history.base_event_id)
+    if cut:
+        latest = intervals.last_at_or_before(cut, head)
+        if latest is not None:
+            position = max(position, latest)
     if position >= head:
         return
     report.worst_lag_events = max(report.worst_lag_events, head - position)

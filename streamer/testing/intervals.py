@@ -49,6 +49,16 @@ def first_at_or_after(ids: IdSet, value: int) -> int | None:
     return None
 
 
+def last_at_or_before(ids: IdSet, value: int) -> int | None:
+    """The largest id in ``ids`` that is <= ``value``."""
+    best: int | None = None
+    for lo, hi in ids:
+        if lo > value:
+            break
+        best = min(hi, value)
+    return best
+
+
 def render(ids: IdSet, limit: int = 4) -> str:
     """``{3..7, 12}`` for messages; long sets are cut."""
     if not ids:

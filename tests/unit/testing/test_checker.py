@@ -144,3 +144,21 @@ def test_a_step_of_several_events_may_be_in_flight_but_not_two() -> None:
     report = check(history, [sample])
     assert WATERMARK in report.by_check(), report.summary()
     assert check(history, [dataclasses.replace(sample, applied_event_ids={"a": 5})]).ok
+
+
+def test_a_table_untouched_since_long_ago_is_not_stale() -> None:
+    """Staleness counts from the newest source event the observed state still matches: a target
+    whose only table last changed at event 2 is current at head 50."""
+    from streamer.testing import History
+    from streamer.testing.state import observe
+    from tests.unit.target import builders as b
+
+    t = b.table("a", "t")
+    events = [b.create_db(1, "a"), b.create_table(2, t), *(b.create_db(i, f"other{i}") for i in range(3, 51))]
+    history = History.build(events)
+    current = Sample("r", 1_700_000_050.0, {"a": 2}, {table_key("a", "t"): observe(t, {"": []})},
+                     source_head_event_id=50)
+    report = check(history, [current])
+    assert report.ok and report.worst_lag_events == 0, report.summary()
+    absent = dataclasses.replace(current, applied_event_ids={}, tables={table_key("a", "t"): None})
+    assert check(history, [absent]).worst_lag_events == 50 - 1  # the table is missing: behind event 2

@@ -30,6 +30,8 @@ def test_operations_agree_with_sets(a: list[tuple[int, int]], b: list[tuple[int,
     assert intervals.contains(na, probe) == (probe in raw(a))
     above = [i for i in raw(a) if i >= probe]
     assert intervals.first_at_or_after(na, probe) == (min(above) if above else None)
+    below = [i for i in raw(a) if i <= probe]
+    assert intervals.last_at_or_before(na, probe) == (max(below) if below else None)
 
 
 def test_render() -> None:
