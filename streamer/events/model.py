@@ -231,6 +231,14 @@ class ColumnStatistic:
 
 
 @dataclass(frozen=True)
+class PartitionStatistics:
+    """Column statistics of one partition (values in the order of the table's partition keys)."""
+
+    values: list[str]
+    statistics: list[ColumnStatistic] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class TxnWriteId:
     txn_id: int
     write_id: int
@@ -440,7 +448,7 @@ class BootstrapKind(StrEnum):
 
     DATABASE = "DATABASE"  # a database snapshot (first record of each database)
     TABLE = "TABLE"  # a table snapshot, its constraints, statistics and first partitions and files
-    PARTITIONS = "PARTITIONS"  # more partitions and files of the table named before
+    PARTITIONS = "PARTITIONS"  # more partitions (with their statistics) and files of the table named before
     FUNCTION = "FUNCTION"
     DROP_TABLE = "DROP_TABLE"  # a policy change excluded the table: targets drop it
 
@@ -474,6 +482,8 @@ class BootstrapObjectPayload:
     constraints: list[Constraint] = field(default_factory=list)
     statistics: list[ColumnStatistic] = field(default_factory=list)
     write_ids: list[int] = field(default_factory=list)  # committed write ids of a transactional table
+    # column statistics of this record's partitions (records written before it existed carry none)
+    partition_statistics: list[PartitionStatistics] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,13 @@ from streamer.events.model import (
     FileRef,
     FunctionSnapshot,
     PartitionSnapshot,
+    PartitionStatistics,
     Source,
     TableSnapshot,
 )
 from streamer.hive.decode import decode_row
-from streamer.source.consolidate import Consolidated, Dump, TableDump, consolidate, key
+from streamer.hive.files import parse_partition_name, partition_name
+from streamer.source.consolidate import Consolidated, Dump, TableDump, Values, consolidate, key
 from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_ref, map_refs
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import Scope
@@ -84,6 +86,11 @@ class SourceCatalog(Protocol):
         """Table-level column statistics."""
         ...
 
+    def partition_statistics(self, db: str, table: str, partition_names: list[str]
+                             ) -> dict[str, list[ColumnStatistic]]:
+        """Column statistics of the named partitions, by Hive partition name (none: absent)."""
+        ...
+
 
 # --- reading --------------------------------------------------------------------------------------
 
@@ -91,8 +98,8 @@ ObjectCallback = Callable[[str, str], None]  # (kind, qualified name): called af
 
 
 def read_table(source: SourceCatalog, db: str, name: str) -> TableDump | None:
-    """One table with partitions, files, write ids, constraints and table-level column statistics,
-    and the event ids around the read (None: gone)."""
+    """One table with partitions, files, write ids, constraints and table- and partition-level column
+    statistics, and the event ids around the read (None: gone)."""
     before = source.current_event_id()
     try:
         table = source.table(db, name)
@@ -105,10 +112,29 @@ def read_table(source: SourceCatalog, db: str, name: str) -> TableDump | None:
             for c in source.constraints(db, name):
                 dump.constraints.setdefault(c.name, []).append(c)
             dump.statistics = {st.column.lower(): st for st in source.statistics(db, name)}
+            if table.partition_keys and dump.partitions:
+                dump.partition_statistics = _partition_statistics(source, table, list(dump.partitions))
     except Vanished:
         return None
     dump.read_to = source.current_event_id()
     return dump
+
+
+def _partition_statistics(source: SourceCatalog, table: TableSnapshot, values: list[Values]
+                          ) -> dict[Values, dict[str, ColumnStatistic]]:
+    """Column statistics of the table's partitions, by values (partitions without any left out)."""
+    keys = [k.name for k in table.partition_keys]
+    by_name = {partition_name(keys, list(v)): v for v in values}
+    found = source.partition_statistics(table.db, table.name, list(by_name))
+    out: dict[Values, dict[str, ColumnStatistic]] = {}
+    for name, stats in found.items():
+        v = by_name.get(name)
+        if v is None:  # spelled differently by the source: its values still say which partition
+            spec = {k.lower(): x for k, x in parse_partition_name(name).items()}
+            v = tuple(spec.get(k.lower(), "") for k in keys)
+        if stats:
+            out[v] = {st.column.lower(): st for st in stats}
+    return out
 
 
 def read_dump(source: SourceCatalog, scope: Scope, on_object: ObjectCallback | None = None) -> Dump:
@@ -273,7 +299,8 @@ def records(
 
 
 def _table_items(t: TableDump, limits: RecordLimits) -> Iterator[tuple[BootstrapKind, dict[str, object]]]:
-    """The TABLE record, then PARTITIONS records, each within ``limits``."""
+    """The TABLE record, then PARTITIONS records, each within ``limits``; each partition's column
+    statistics travel with it."""
     values = sorted(t.partitions) if t.table.partition_keys else [()]
     chunk_parts: list[PartitionSnapshot] = []
     chunk_files: list[FileRef] = []
@@ -282,6 +309,11 @@ def _table_items(t: TableDump, limits: RecordLimits) -> Iterator[tuple[Bootstrap
     def emit() -> tuple[BootstrapKind, dict[str, object]]:
         fields: dict[str, object] = {
             "table": t.table, "partitions": list(chunk_parts), "files": list(chunk_files),
+            "partition_statistics": [
+                PartitionStatistics(list(p.values), [stats[c] for c in sorted(stats)])
+                for p in chunk_parts
+                if (stats := t.partition_statistics.get(tuple(p.values)))
+            ],
         }
         if first:
             fields.update(

@@ -4,9 +4,11 @@ source state at the last of those events. Pure: no I/O.
 A dump's objects are read one after another while writers go on, so each object shows the source at
 a different instant after E0 (the source's event id when the dump started). Replaying every event
 E0 < e <= E1 on the dump brings each object to its state at E1, because events carry full object
-snapshots: creates and alters *set* an object (an older snapshot replayed over a newer read is set
-right again by the later events), drops remove it, and file events are set-idempotent (an INSERT adds
-files by URI, INSERT OVERWRITE and TRUNCATE replace or clear a partition's files). Renames are
+snapshots: creates and alters *set* an object, drops remove it, and file events are set-idempotent
+(an INSERT adds files by URI, INSERT OVERWRITE and TRUNCATE replace or clear a partition's files).
+A table's metadata, partitions and statistics (table and partition level) change only by events
+after the table was read: the read shows the older ones, and not every older change can be replayed
+(a DELETE_*_COL_STAT carries no parameters), so replaying older snapshots could undo newer ones. Renames are
 consolidated rather than blocked (Hive blocks them during a bootstrap): the dumped object moves to its
 new name with its partitions and files re-pointed under the new location, or, if the dump already
 read it under the new name, stays as read.
@@ -65,6 +67,7 @@ class TableDump:
 
     ``read_from``/``read_to`` are the source event ids just before and just after the table was
     read; an event on the table in between means its parts may not agree (the table is torn).
+    Statistics change only through events after ``read_from``: older ones are in the read already.
     """
 
     table: TableSnapshot
@@ -72,6 +75,8 @@ class TableDump:
     files: dict[Values, dict[str, FileRef]] = field(default_factory=dict)  # values -> uri -> file
     constraints: dict[str, list[Constraint]] = field(default_factory=dict)  # by constraint name
     statistics: dict[str, ColumnStatistic] = field(default_factory=dict)  # table level, by column
+    # partition level: values -> column (lower case) -> statistics
+    partition_statistics: dict[Values, dict[str, ColumnStatistic]] = field(default_factory=dict)
     write_ids: set[int] = field(default_factory=set)
     read_from: int = 0
     read_to: int = 0
@@ -83,6 +88,7 @@ class TableDump:
             files={k: dict(v) for k, v in self.files.items()},
             constraints=dict(self.constraints),
             statistics=dict(self.statistics),
+            partition_statistics={k: dict(v) for k, v in self.partition_statistics.items()},
             write_ids=set(self.write_ids),
         )
 
@@ -162,11 +168,13 @@ class _Replay:
             if p.after.name.lower() in self.dump.databases:
                 self.dump.databases[p.after.name.lower()] = p.after
         elif isinstance(p, CreateTablePayload):
-            self._create_table(p)
+            self._create_table(event, p)
         elif isinstance(p, AlterTablePayload):
-            self._alter_table(p)
+            self._alter_table(event, p)
         elif isinstance(p, DropTablePayload):
-            self._drop_table(key(p.table.db, p.table.name) if p.table else _event_key(event))
+            k = key(p.table.db, p.table.name) if p.table else _event_key(event)
+            if not self._read_after(k, event):
+                self._drop_table(k)
         elif isinstance(p, AddPartitionPayload):
             self._add_partitions(event, p)
         elif isinstance(p, AlterPartitionPayload):
@@ -175,17 +183,19 @@ class _Replay:
             t = self._table(event, p.table)
             if t is not None:
                 for part in p.partitions:
-                    self._set_partition(t, part, clear=p.is_truncate)
+                    self._set_partition(event, t, part, clear=p.is_truncate)
         elif isinstance(p, DropPartitionPayload):
             t = self._table(event, p.table)
             if t is not None:
                 for values in p.partition_values:
-                    t.partitions.pop(tuple(values), None)
                     t.files.pop(tuple(values), None)
+                    if _newer(event, t):  # its statistics go with it
+                        t.partitions.pop(tuple(values), None)
+                        t.partition_statistics.pop(tuple(values), None)
         elif isinstance(p, InsertPayload):
             self._insert(event, p)
         elif isinstance(p, CommitTxnPayload):
-            self._commit(p)
+            self._commit(event, p)
         elif isinstance(p, CreateFunctionPayload):
             fn = p.function
             if self.scope.includes_db(fn.db) and fn.db.lower() in self.dump.databases:
@@ -209,9 +219,13 @@ class _Replay:
         elif isinstance(p, DeleteColumnStatsPayload):
             k = key(p.db, p.table)
             t = self.dump.tables.get(k)
-            if t is not None and not p.partition_values:
-                for col in [p.column] if p.column else list(t.statistics):
-                    t.statistics.pop(col.lower(), None)
+            if t is not None and _newer(event, t):
+                where = tuple(p.partition_values)
+                stats = t.partition_statistics.get(where, {}) if where else t.statistics
+                for col in [p.column] if p.column else list(stats):
+                    stats.pop(col.lower(), None)
+                if where and not stats:
+                    t.partition_statistics.pop(where, None)
             if t is not None and event.event_id > t.read_to:
                 # the source also rewrote the owner's COLUMN_STATS_ACCURATE, which the event does not
                 # carry: a dump read before it is read again
@@ -221,7 +235,7 @@ class _Replay:
             if t is not None:
                 t.table = p.table
                 for part in p.partitions:
-                    self._set_partition(t, part, clear=False)
+                    self._set_partition(event, t, part, clear=False)
 
     def _touched(self, event: Event) -> list[TableKey]:
         p = event.payload
@@ -260,16 +274,25 @@ class _Replay:
             self.unresolved.add(k)
         return t
 
-    def _create_table(self, p: CreateTablePayload) -> None:
+    def _read_after(self, k: TableKey, event: Event) -> bool:
+        """The dump read the table after ``event``: a create or drop before it is in the read already.
+
+        (Replacing such a read with the event's bare table would lose what only the read has, the
+        statistics' parameters among them, and re-reading it would not help: it would be replaced
+        again on every round.)"""
+        t = self.dump.tables.get(k)
+        return t is not None and t.read_to > 0 and event.event_id <= t.read_from
+
+    def _create_table(self, event: Event, p: CreateTablePayload) -> None:
         k = key(p.table.db, p.table.name)
-        if not self._in_scope(k):
+        if not self._in_scope(k) or self._read_after(k, event):
             return
         t = TableDump(p.table)
         t.add_files(p.files)
         self.dump.tables[k] = t
         self.unresolved.discard(k)
 
-    def _alter_table(self, p: AlterTablePayload) -> None:
+    def _alter_table(self, event: Event, p: AlterTablePayload) -> None:
         old, new = key(p.before.db, p.before.name), key(p.after.db, p.after.name)
         if old == new:
             t = self.dump.tables.get(new)
@@ -277,7 +300,8 @@ class _Replay:
                 if self._in_scope(new):
                     self.unresolved.add(new)
                 return
-            t.table = p.after
+            if _newer(event, t):
+                t.table = p.after
             if p.is_truncate:
                 t.files.pop((), None)
             return
@@ -289,7 +313,8 @@ class _Replay:
             self.unresolved.discard(new)
             return
         if new in self.dump.tables:  # read under the new name, after the rename
-            self.dump.tables[new].table = p.after
+            if _newer(event, self.dump.tables[new]):
+                self.dump.tables[new].table = p.after
         elif moved is not None and not was_unresolved:
             self.dump.tables[new] = _relocated(moved, p.before, p.after)
         else:  # renamed into the policy (or its dump is missing): no event carries its partitions
@@ -306,9 +331,10 @@ class _Replay:
             }
 
     # --- partitions and files -------------------------------------------------------------
-    def _set_partition(self, t: TableDump, part: PartitionSnapshot, *, clear: bool) -> None:
+    def _set_partition(self, event: Event, t: TableDump, part: PartitionSnapshot, *, clear: bool) -> None:
         values = tuple(part.values)
-        t.partitions[values] = part
+        if _newer(event, t):
+            t.partitions[values] = part
         if clear:
             t.files.pop(values, None)
 
@@ -318,8 +344,10 @@ class _Replay:
             return
         for part in p.partitions:
             values = tuple(part.values)
-            t.partitions[values] = part
             t.files.pop(values, None)  # a new partition holds exactly the files the event lists
+            if _newer(event, t):  # and no column statistics
+                t.partitions[values] = part
+                t.partition_statistics.pop(values, None)
         t.add_files(p.files)
 
     def _alter_partition(self, event: Event, p: AlterPartitionPayload) -> None:
@@ -328,20 +356,26 @@ class _Replay:
             return
         before, after = tuple(p.before.values), tuple(p.after.values)
         if before != after:  # a partition rename moves its files with it
-            t.partitions.pop(before, None)
+            if _newer(event, t):
+                t.partitions.pop(before, None)
             moved = t.files.pop(before, {})
             old_dir, new_dir = p.before.sd.location, p.after.sd.location
             t.files[after] = {
                 (r := _moved_ref(ref, old_dir, new_dir, t.table, after)).uri: r for ref in moved.values()
             }
-        self._set_partition(t, p.after, clear=p.is_truncate)
+            if _newer(event, t):  # Hive moves the column statistics to the new name
+                stats = t.partition_statistics.pop(before, None)
+                t.partition_statistics.pop(after, None)
+                if stats:
+                    t.partition_statistics[after] = stats
+        self._set_partition(event, t, p.after, clear=p.is_truncate)
 
     def _insert(self, event: Event, p: InsertPayload) -> None:
         t = self._table(event, p.table)
         if t is None:
             return
         values = tuple(p.partition_values)
-        if p.partition is not None and values:
+        if p.partition is not None and values and _newer(event, t):
             t.partitions[values] = p.partition
         if p.replace:
             t.files.pop(values, None)
@@ -349,7 +383,7 @@ class _Replay:
             ref_values = file_values(t.table, ref) if ref.partition else values
             t.files.setdefault(ref_values, {})[ref.uri] = ref
 
-    def _commit(self, p: CommitTxnPayload) -> None:
+    def _commit(self, event: Event, p: CommitTxnPayload) -> None:
         for w in p.writes:
             t = self.dump.tables.get(key(w.db, w.table))
             if t is None:
@@ -360,7 +394,7 @@ class _Replay:
             values: Values = ()
             if w.partition:
                 values = file_values(t.table, FileRef(uri="", partition=w.partition))
-                if w.partition_snapshot is not None:
+                if w.partition_snapshot is not None and _newer(event, t):
                     t.partitions.setdefault(values, w.partition_snapshot)
             for ref in w.files:
                 t.files.setdefault(values, {})[ref.uri] = ref
@@ -376,11 +410,22 @@ class _Replay:
             part = t.partitions.get(values)
             if part is not None and p.parameters:
                 t.partitions[values] = dataclasses.replace(part, parameters=dict(p.parameters))
+            stats = t.partition_statistics.setdefault(values, {})
+            for s in p.statistics:
+                stats[s.column.lower()] = s
             return
         for s in p.statistics:
             t.statistics[s.column.lower()] = s
         if p.parameters:
             t.table = dataclasses.replace(t.table, parameters=dict(p.parameters))
+
+
+def _newer(event: Event, t: TableDump) -> bool:
+    """Whether ``event`` happened after ``t`` was read. Partition metadata and statistics change only by
+    newer events: a read shows the older ones already, and replaying an older partition snapshot
+    over it would undo what came between (statistics' parameters set by events that are not replayed).
+    Files are replayed either way (set by URI, so replaying is harmless)."""
+    return event.event_id > t.read_from
 
 
 def _event_key(event: Event) -> TableKey:

@@ -19,6 +19,8 @@ from streamer.source.bootstrap import Vanished
 from streamer.warehouse import Warehouse
 from streamer.warehouse import catalog as wh_catalog
 from streamer.warehouse.errors import NoSuchObjectError
+from streamer.warehouse.snapshots import from_json
+from streamer.warehouse.tablemeta import TABLE_LEVEL
 
 
 class WarehouseCatalog:
@@ -83,3 +85,19 @@ class WarehouseCatalog:
             return self.wh.column_statistics(db, table)
         except NoSuchObjectError as exc:
             raise Vanished(str(exc)) from exc
+
+    def partition_statistics(self, db: str, table: str, partition_names: list[str]
+                             ) -> dict[str, list[ColumnStatistic]]:
+        """Column statistics of the named partitions, in one read of the warehouse's statistics table
+        (rows are keyed by Hive partition name, as Hive's PART_COL_STATS are)."""
+        wanted = set(partition_names)
+        rows = self.wh.store.query(
+            'SELECT "PART_NAME", "SNAPSHOT" FROM "WH_COLUMN_STATS" WHERE "DB_NAME" = ? AND "TBL_NAME" = ?'
+            ' AND "PART_NAME" <> ? ORDER BY "PART_NAME", "COLUMN_NAME"',
+            (db.lower(), table.lower(), TABLE_LEVEL),
+        )
+        out: dict[str, list[ColumnStatistic]] = {}
+        for name, snapshot in rows:
+            if name in wanted:
+                out.setdefault(str(name), []).append(from_json(ColumnStatistic, snapshot))
+        return out

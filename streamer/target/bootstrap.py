@@ -187,12 +187,17 @@ def _constraints(p: BootstrapObjectPayload) -> Payload:
 
 
 def _partitions(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+    """The record's partitions with their files and column statistics (or an unpartitioned table's
+    files); setting statistics again is harmless, so a record redone after a crash converges."""
     assert p.table is not None
     table = p.table
     if table.partition_keys:
         if p.partitions:
             add = AddPartitionPayload(table, list(p.partitions), list(p.files))
             applier._add_partitions([_synth(event, EventType.ADD_PARTITION, add, table.name)])
+        db, name = applier.target_db(table.db), table.name.lower()
+        for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
+            applier.catalog.update_column_statistics(db, name, list(ps.values), list(ps.statistics))
     elif p.files:
         insert = InsertPayload(table, None, [], True, list(p.files))
         applier._insert(_synth(event, EventType.INSERT, insert, table.name))

@@ -193,7 +193,7 @@ def hive(hms_postgres: EmbeddedMetastore, prefix: str) -> Iterator[HiveSource]:
 
 def _history(hive: HiveSource, prefix: str) -> tuple[list[str], TableSnapshot]:
     """Two databases: partitioned and unpartitioned tables with data (and litter), a view, a function,
-    column statistics and a primary key."""
+    table- and partition-level column statistics and a primary key."""
     dbs = [f"{prefix}sales", f"{prefix}hr"]
     for db in dbs:
         hive.create_database(db)
@@ -211,6 +211,20 @@ def _history(hive: HiveSource, prefix: str) -> tuple[list[str], TableSnapshot]:
         write_parquet(part.sd.location, "000000_0", 100 * i)
         hidden_litter(part.sd.location)
     hive.add_partition(days, "2024-01-04")  # an empty partition
+    for i, day in enumerate(["2024-01-01", "2024-01-03"]):  # 2 partitions a record: in TABLE and PARTITIONS
+        hive.catalog.update_column_statistics(
+            sales,
+            "daily",
+            [day],
+            [
+                ColumnStatistic(
+                    "id", "bigint", "LONG", num_nulls=0, num_distinct=3, low_value=str(100 * i),
+                    high_value=str(100 * i + 2),
+                ),
+                ColumnStatistic("name", "string", "STRING", num_nulls=i, num_distinct=3, avg_length=2.0 + i,
+                                max_length=4),
+            ],
+        )
     people = hive.create_table(hr, "people", table_type="EXTERNAL_TABLE", parameters={"EXTERNAL": "TRUE"})
     assert people.sd.location
     write_parquet(people.sd.location, "part-0.parquet", 7)
@@ -328,6 +342,10 @@ def assert_target_equals_source(src: HmsCatalog, tgt: HmsCatalog, dbs: list[str]
             assert tgt.get_column_statistics(db, name, None, cols) == src.get_column_statistics(
                 db, name, None, cols
             )
+            for part in src.list_partitions(db, name):
+                assert tgt.get_column_statistics(db, name, part.values, cols) == src.get_column_statistics(
+                    db, name, part.values, cols
+                ), f"column statistics of {what} partition {part.values}"
             assert tgt.get_constraints(db, name) == src.get_constraints(db, name), what
         for fn in src.list_functions(db):
             s_fn, t_fn = src.get_function(db, fn), tgt.get_function(db, fn)
@@ -371,6 +389,9 @@ def test_bootstrap_of_a_hive_metastore_then_incremental_events(
         assert (copied / "HIVE_UNION_SUBDIR_1" / "000000_0").is_file()
         assert not any(p.name.startswith(("_", ".")) for p in copied.rglob("*")), sorted(copied.rglob("*"))
         assert tgt.get_column_statistics(sales, "orders", None, ["id"]), "statistics were not replicated"
+        for day in ["2024-01-01", "2024-01-03"]:
+            got = tgt.get_column_statistics(sales, "daily", [day], ["id", "name"])
+            assert [st.column for st in got] == ["id", "name"], f"partition {day}: {got}"
         assert [c.name for c in tgt.get_constraints(sales, "orders")] == ["pk_orders"]
 
     # incremental: a new partition with a file, logged as Hive logs it, published by the agent

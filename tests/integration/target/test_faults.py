@@ -138,8 +138,10 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     wait_converged(job, source)
     assert _status(target_stack, broker, source)[b]["halted"] is None
     # caught up: no lag for either, though b's last event is behind the head (a's poke came after)
-    job.wait_for(lambda: all(row["lag_events"] == 0 for row in _status(target_stack, broker, source).values()),
-                 "status to show both databases caught up")
+    def caught_up() -> bool:
+        return all(row["lag_events"] == 0 for row in _status(target_stack, broker, source).values())
+
+    job.wait_for(caught_up, "status to show both databases caught up")
     # everything but the skipped event's file: the overwrite after it replaced it anyway
     assert_target_equals_source(source, target_stack, reader)
     print(f"\ncmroot/halt/retry/skip: {time.monotonic() - started:.1f} s")

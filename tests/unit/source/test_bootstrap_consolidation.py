@@ -11,9 +11,20 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamer.events.model import Column
+from streamer.events.model import (
+    AlterPartitionPayload,
+    Column,
+    ColumnStatistic,
+    DatabaseSnapshot,
+    Event,
+    EventType,
+    PartitionSnapshot,
+    Source,
+    StorageDescriptor,
+    TableSnapshot,
+)
 from streamer.source.bootstrap import read_dump, settle
-from streamer.source.consolidate import Dump
+from streamer.source.consolidate import Dump, TableDump, consolidate
 from streamer.source.policy import PolicySet
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
@@ -25,7 +36,7 @@ POLICIES = [["*"], ["d*"], ["`.*`.['t.*', 'r.*'].['t1.*']"]]
 
 def comparable(dump: Dump) -> dict[str, Any]:
     """Everything a target must reproduce; files by URI and checksum (sizes are filled by enrichment),
-    constraints and table-level column statistics."""
+    constraints, table-level column statistics and those of live partitions."""
     return {
         "databases": dump.databases,
         "functions": dump.functions,
@@ -43,6 +54,7 @@ def comparable(dump: Dump) -> dict[str, Any]:
                     if all(c.ref_table is None or (c.ref_db or "", c.ref_table) in dump.tables for c in cs)
                 },
                 t.statistics,
+                {v: stats for v, stats in t.partition_statistics.items() if stats and v in t.partitions},
             )
             for k, t in dump.tables.items()
         },
@@ -143,6 +155,85 @@ def test_table_renamed_into_the_policy_is_read_again(tmp_path: Path) -> None:
         result = settle(source, reader, scope, "s", start, dump)
         assert set(result.dump.tables) == {("d", "keep1")}
         assert comparable(result.dump) == comparable(read_dump(source, scope))
+    finally:
+        reader.close()
+        wh.close()
+
+
+def test_partition_statistics_follow_the_events_of_the_dump(tmp_path: Path) -> None:
+    """Partition column statistics changed, deleted, dropped with their partition, absent from a re-added
+    one and carried along by a table rename, all after the table was dumped, end as the source has them."""
+    wh = _warehouse(tmp_path)
+    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
+    try:
+        wh.create_database("d")
+        wh.create_table("d", "t", COLUMNS, [Column("dt", "string")])
+        rows = [{"id": i, "name": f"n{i}", "amount": 1.0, "ok": True} for i in range(3)]
+        for day in ("1", "2", "3"):
+            wh.insert("d", "t", rows, {"dt": day})
+            wh.update_column_statistics("d", "t", {"dt": day})
+        source, scope = WarehouseCatalog(wh), PolicySet.parse(["*"])
+        start = source.current_event_id()
+        dump = read_dump(source, scope)
+        assert set(dump.tables[("d", "t")].partition_statistics) == {("1",), ("2",), ("3",)}
+        wh.insert("d", "t", [{"id": 99, "name": "longer", "amount": 2.0, "ok": False}], {"dt": "1"})
+        wh.update_column_statistics("d", "t", {"dt": "1"})  # new values
+        wh.delete_column_statistics("d", "t", {"dt": "2"}, "name")
+        wh.drop_partitions("d", "t", [{"dt": "3"}])
+        wh.add_partitions("d", "t", [{"dt": "3"}])  # back, without statistics
+        wh.insert("d", "t", rows, {"dt": "4"})
+        wh.update_column_statistics("d", "t", {"dt": "4"})
+        wh.rename_table("d", "t", "u")
+        result = settle(source, reader, scope, "s", start, dump)
+        truth = read_dump(source, scope)
+        assert comparable(result.dump) == comparable(truth)
+        stats = result.dump.tables[("d", "u")].partition_statistics
+        assert set(stats) == {("1",), ("2",), ("4",)}
+        assert "name" not in stats[("2",)] and stats[("1",)]["id"].high_value == "99"
+    finally:
+        reader.close()
+        wh.close()
+
+
+def test_a_renamed_partition_takes_its_statistics_along() -> None:
+    """Hive moves a partition's column statistics when it renames the partition (ALTER_PARTITION)."""
+    table = TableSnapshot("t", "d", partition_keys=[Column("dt", "string")])
+    old = PartitionSnapshot(["1"], "d", "t", StorageDescriptor(location="/wh/d.db/t/dt=1"))
+    new = PartitionSnapshot(["9"], "d", "t", StorageDescriptor(location="/wh/d.db/t/dt=9"))
+    stat = ColumnStatistic("id", "bigint", "LONG", num_nulls=0)
+    dump = Dump(databases={"d": DatabaseSnapshot("d")})
+    dump.tables[("d", "t")] = TableDump(table, partitions={("1",): old}, read_from=5, read_to=5,
+                                        partition_statistics={("1",): {"id": stat}})
+
+    def rename(event_id: int) -> Event:
+        return Event(Source("s", event_id, 0), EventType.ALTER_PARTITION,
+                     AlterPartitionPayload(table, old, new), db="d", table="t")
+
+    later = consolidate(dump, [rename(6)], PolicySet.parse(["*"]), 6).dump.tables[("d", "t")]
+    assert later.partition_statistics == {("9",): {"id": stat}} and set(later.partitions) == {("9",)}
+    # a rename the read already shows (its statistics were read under the new name) changes nothing
+    dump.tables[("d", "t")].partition_statistics = {("9",): {"id": stat}}
+    seen = consolidate(dump, [rename(4)], PolicySet.parse(["*"]), 6).dump.tables[("d", "t")]
+    assert seen.partition_statistics == {("9",): {"id": stat}}
+
+
+def test_a_table_created_and_analyzed_during_the_dump_settles(tmp_path: Path) -> None:
+    """A DELETE_*_COL_STAT makes consolidation read the table again; the CREATE_TABLE before that read
+    must not replace the new read every round (the dump never settled)."""
+    wh = _warehouse(tmp_path)
+    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
+    try:
+        wh.create_database("d")
+        source, scope = WarehouseCatalog(wh), PolicySet.parse(["*"])
+        start = source.current_event_id()
+        wh.create_table("d", "t", COLUMNS, [Column("dt", "string")])
+        wh.insert("d", "t", [{"id": 1, "name": "a", "amount": 1.0, "ok": True}], {"dt": "1"})
+        wh.update_column_statistics("d", "t", {"dt": "1"})
+        wh.delete_column_statistics("d", "t", {"dt": "1"}, "name")
+        dump = read_dump(source, scope)
+        result = settle(source, reader, scope, "s", start, dump, max_rounds=3)
+        assert comparable(result.dump) == comparable(read_dump(source, scope))
+        assert set(result.dump.tables[("d", "t")].partition_statistics[("1",)]) == {"id", "amount", "ok"}
     finally:
         reader.close()
         wh.close()

@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 
 from streamer.events.codec import EventDeserializer, EventSerializer
-from streamer.events.model import BootstrapKind, BootstrapMarkerPayload, BootstrapObjectPayload, Column, Event
+from streamer.events.model import (
+    BootstrapKind,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    Column,
+    ColumnStatistic,
+    Event,
+    EventType,
+    PartitionStatistics,
+    Source,
+)
+from streamer.events.schemas import WriterSchema, schemas_dir
 from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
@@ -34,6 +45,10 @@ def _records(tmp: Path, policy: str = "*") -> tuple[Warehouse, list[Event]]:
     Workload(wh, seed=3, txn_share=0.2).run(120)
     wh.create_table(wh.databases()[0], "many", COLUMNS, [Column("dt", "string")])
     wh.add_partitions(wh.databases()[0], "many", [{"dt": str(i)} for i in range(7)])
+    for day in ("0", "4", "6"):  # partition column statistics in the TABLE record and in PARTITIONS ones
+        wh.insert(wh.databases()[0], "many", [{"id": int(day), "name": "x", "amount": 1.5, "ok": True}],
+                  {"dt": day})
+        wh.update_column_statistics(wh.databases()[0], "many", {"dt": day})
     reader = SqlNotificationReader(str(tmp / "m.sqlite"))
     settings = EnrichSettings(checksum_algorithm=CHECKSUM_ALGORITHM, cmroot=str(tmp / "cm"))
     try:
@@ -64,6 +79,10 @@ def test_target_equals_source_after_a_bootstrap(tmp_path: Path) -> None:
     assert isinstance(marker, BootstrapMarkerPayload) and marker.records == len(recs) - 1
     kinds = [e.payload.kind for e in recs if isinstance(e.payload, BootstrapObjectPayload)]
     assert kinds.count(BootstrapKind.PARTITIONS) > 1
+    carried = [(p.kind, ps.values) for e in recs if isinstance(p := e.payload, BootstrapObjectPayload)
+               for ps in p.partition_statistics]
+    assert {k for k, _ in carried} == {BootstrapKind.TABLE, BootstrapKind.PARTITIONS}, carried
+    stats_seen = 0
     catalog = MemoryCatalog()
     applier, state = _applier(tmp_path, catalog)
     steps = plan(recs, {}, set()).steps
@@ -81,6 +100,13 @@ def test_target_equals_source_after_a_bootstrap(tmp_path: Path) -> None:
                 continue
             copied = {p.name for d in ("twh", "ext") for p in (tmp_path / d).rglob("*") if p.is_file()}
             assert {Path(f.uri).name for f in wh.files(db, name)} <= copied
+            for part in wh.partition_snapshots(db, name):
+                spec = {k.name: v for k, v in zip(src.partition_keys, part.values, strict=True)}
+                want = wh.column_statistics(db, name, spec)  # ordered by column
+                got = catalog.statistics.get((db, name, tuple(part.values)), {})
+                assert [got[c] for c in sorted(got)] == want, (name, spec)
+                stats_seen += bool(want)
+    assert stats_seen >= 3, "no partition column statistics were compared"
     # replaying the whole bootstrap changes nothing: the databases are at its id
     assert _run(applier, state, recs) == [marker.bootstrap_id]  # only the (idempotent) marker
 
@@ -163,3 +189,30 @@ def test_target_progress_is_a_bar_on_a_terminal_and_a_log_line_otherwise(
         target_bootstrap._report(record(seq))
     assert "records applied" not in caplog.text  # no log lines: a bar
     assert "bootstrap 7 records applied" in terminal.getvalue() and "4/4" in terminal.getvalue()
+
+
+def _bootstrap_record(**fields: object) -> Event:
+    payload = BootstrapObjectPayload(9, 1, 1, BootstrapKind.PARTITIONS, **fields)  # type: ignore[arg-type]
+    return Event(Source(SOURCE, 9, 1), EventType.BOOTSTRAP, payload, db="d", table="t")
+
+
+def test_partition_statistics_survive_the_wire() -> None:
+    stats = [
+        ColumnStatistic("id", "bigint", "LONG", num_nulls=0, num_distinct=3, low_value="1", high_value="9"),
+        ColumnStatistic("ok", "boolean", "BOOLEAN", num_nulls=1, num_trues=2, num_falses=0),
+    ]
+    event = _bootstrap_record(partition_statistics=[PartitionStatistics(["2024", "eu"], stats),
+                                                    PartitionStatistics(["2025", "us"])])
+    assert EventDeserializer()(EventSerializer()(event)) == event
+
+
+def test_records_of_writers_without_partition_statistics_still_read() -> None:
+    """A bootstrap record written before the field existed (schema f7eaa76af1b22d40, kept in
+    schemas/history/) decodes with no partition statistics."""
+    old = WriterSchema.from_json((schemas_dir() / "history" / "f7eaa76af1b22d40.avsc").read_text())
+    event = _bootstrap_record(statistics=[ColumnStatistic("id", "bigint", "LONG", num_nulls=0)])
+    data = EventSerializer(schema=old)(event)
+    assert data[2:10] == old.fingerprint
+    decoded = EventDeserializer()(data)
+    assert decoded == event
+    assert isinstance(decoded.payload, BootstrapObjectPayload) and decoded.payload.partition_statistics == []
