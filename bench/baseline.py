@@ -8,10 +8,17 @@ It writes into databases ``st_<db>`` of the same target HMS that streamer writes
 
 For both: amplification = bytes written into the target warehouse / bytes of the data files the
 source's events added (state transfer also reports it with its staging copy); lag =
-replicated (streamer: applied; state transfer: round done) - source commit, per event; violations
-= what ``streamer.testing.checker`` finds in samples a reader thread takes of each target while
-the workload runs (order, prefix and cut checks; no ``repl.last.id`` is given, so the watermark
-check is not exercised; the workload has no ACID transactions).
+replicated (streamer: applied; state transfer: round done) - source commit, per event.
+
+Violations: each target is sampled while the workload runs by ``streamer.testing.sampler.Sampler``
+readers (the crash campaign's protocol: ``repl.last.id`` of the sampled databases read before and
+after two collects of a few tables; a sample whose readings differ raced an apply and is discarded,
+never judged) and judged offline by ``streamer.testing.checker.check`` against the source's history.
+Streamer is judged on every check (phantom, prefix, cut, monotonic, watermark). The state transfer
+advertises no progress (its databases carry no ``repl.last.id``), so its samples have no watermark
+and only bracket by the double collect; they are renamed to source names (``st_db.t`` -> ``db.t``)
+and judged on what it can promise per table: phantom, prefix and monotonic (its ``cut`` findings,
+tables of different rounds side by side, are counted under ``not_judged``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     sys.path.append(sys.path.pop(0))  # so that bench/copy.py cannot shadow the standard library's copy
 
 import dataclasses
-import hashlib
 import shutil
 import tempfile
 import threading
@@ -50,53 +56,28 @@ ST = "st_"
 OWN_DBS = ("raw_", ST, "bench_template", "default")
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _path(uri: str) -> Path:
     """A local path from ``file:/x``, ``file:///x`` or a bare path."""
     return Path(urlparse(uri).path if uri.startswith("file:") else uri)
 
 
-def _visible_files(location: str | None) -> list[tuple[str, str]]:
-    if not location:
-        return []
-    base = _path(location)
-    if not base.is_dir():
-        return []
-    out = []
-    for path in base.rglob("*"):
-        rel = path.relative_to(base).as_posix()
-        if path.is_file() and not any(s.startswith((".", "_")) for s in rel.split("/")):
-            out.append((rel, _sha(path)))
-    return out
+def renamed_sample(sample: Any, prefix: str) -> Any:
+    """A state-transfer sample in source names: ``st_db.t`` -> ``db.t``, and no watermark (it has
+    none: its databases carry no ``repl.last.id``), so the checker judges the tables alone."""
+    from streamer.testing import Sample
+
+    tables = {k.removeprefix(prefix): v for k, v in sample.tables.items()}
+    return Sample(sample.reader, sample.wall_time, {}, tables, sample.source_head_event_id)
 
 
-def sample(catalog: Any, reader: str, prefix: str) -> Any:
-    """One reader's view of a target: every replicated table's metadata and visible files."""
-    from streamer.hive.files import partition_name
-    from streamer.testing import Sample, observe, table_key
-
-    tables: dict[str, Any] = {}
-    for db in catalog.list_databases():
-        if (prefix and not db.startswith(prefix)) or (not prefix and db.startswith(OWN_DBS)):
-            continue
-        source_db = db.removeprefix(prefix)
-        for name in catalog.list_tables(db):
-            snap = catalog.get_table(db, name)
-            if snap is None:
-                continue
-            files: dict[str, list[tuple[str, str]]] = {}
-            if snap.table_type != "VIRTUAL_VIEW":
-                if snap.partition_keys:
-                    keys = [c.name for c in snap.partition_keys]
-                    for part in catalog.list_partitions(db, name):
-                        files[partition_name(keys, part.values)] = _visible_files(part.sd.location)
-                else:
-                    files[""] = _visible_files(snap.sd.location)
-            tables[table_key(source_db, name)] = observe(snap, files)
-    return Sample(reader=reader, wall_time=time.time(), applied_event_ids={}, tables=tables)
+def judged(report: Any, checks: tuple[str, ...]) -> tuple[list[Any], dict[str, int]]:
+    """The violations of ``checks`` and, by check, the count of those left out."""
+    kept = [v for v in report.violations if v.check in checks]
+    left: dict[str, int] = {}
+    for v in report.violations:
+        if v.check not in checks:
+            left[v.check] = left.get(v.check, 0) + 1
+    return kept, left
 
 
 class StateTransfer:
@@ -225,9 +206,12 @@ class StateTransfer:
 
 
 def run_baseline(
-    work: Path, *, events: int, rate: float, interval: float, sample_every: float
+    work: Path, *, events: int, rate: float, interval: float, sample_every: float, readers: int
 ) -> dict[str, Any]:
+    from streamer.target.hms_catalog import HmsCatalog
     from streamer.testing import History, check
+    from streamer.testing.checker import CHECKS, MONOTONIC, PHANTOM, PREFIX
+    from streamer.testing.sampler import Sampler
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work) as p:
@@ -240,25 +224,20 @@ def run_baseline(
         )
         st = StateTransfer(p, interval)
         st_thread = threading.Thread(target=st.run, name="state-transfer", daemon=True)
-        samples: dict[str, list[Any]] = {"streamer": [], "state_transfer": []}
-        stop_sampling = threading.Event()
-
-        def sampler(name: str, prefix: str) -> None:
-            from streamer.target.hms_catalog import HmsCatalog
-
-            with HmsCatalog(p.hms.uri) as cat:
-                while not stop_sampling.wait(sample_every):
-                    try:
-                        samples[name].append(sample(cat, name, prefix))
-                    except Exception as exc:  # a table vanished between list and read: not a sample
-                        say(f"{name} sample skipped: {exc}")
-
-        threads = [
-            threading.Thread(target=sampler, args=a, daemon=True)
-            for a in (("streamer", ""), ("state_transfer", ST))
-        ]
-        for t in [st_thread, *threads]:
-            t.start()
+        scope: list[str] = []  # the workload's databases, refreshed by this thread (sqlite stays here)
+        samplers = {
+            "streamer": Sampler(
+                lambda: HmsCatalog(p.hms.uri), lambda: list(scope), readers=readers,
+                interval=sample_every, seed=1, warehouse_root=p.target_root.as_uri(),
+            ),
+            "state_transfer": Sampler(
+                lambda: HmsCatalog(p.hms.uri), lambda: [ST + db for db in scope], readers=readers,
+                interval=sample_every, seed=2,
+            ),
+        }
+        st_thread.start()
+        for sampler in samplers.values():
+            sampler.start()
         bytes0 = metric_sum("streamer_target_bytes_copied_total")
         workload = Workload(p.warehouse, seed=5)
         say(f"workload: {events} events at {rate} events/s; state transfer every {interval}s")
@@ -267,39 +246,48 @@ def run_baseline(
         t0 = time.time()
         while p.warehouse.current_event_id() - start < events:
             p.commit(workload.run, 1)
+            scope[:] = [d.lower() for d in p.warehouse.databases() if not d.startswith(OWN_DBS)]
             time.sleep(max(0.0, t0 + (p.warehouse.current_event_id() - start) / rate - time.time()))
         last = p.warehouse.current_event_id()
+        say(f"workload done ({last - start} events); waiting for both targets")
         caught_up = p.wait_applied(last, 180)
         st.stop.set()
         st_thread.join(120)
-        time.sleep(2 * sample_every)
-        stop_sampling.set()
-        for t in threads:
-            t.join(30)
+        time.sleep(4 * sample_every)  # a few samples of the final states
+        taken = {name: s.stop() for name, s in samplers.items()}
         rows = p.warehouse.notifications()
-        history = History.from_rows(rows, "bench")
+        history = History.from_rows(rows, "bench", txn_writes=p.warehouse.txn_write_rows)
         ids = range(first, last + 1)
         changed_bytes = sum(changed.values())
         st_lags = [
             st.done[i] - p.stages.committed[i] for i in ids if i in st.done and i in p.stages.committed
         ]
         out: dict[str, Any] = {}
-        for name, lags, copied in (
-            ("streamer", p.stages.lags(ids), metric_sum("streamer_target_bytes_copied_total") - bytes0),
-            ("state_transfer", st_lags, st.bytes_copied),
+        for name, lags, copied, samples, checks in (
+            ("streamer", p.stages.lags(ids), metric_sum("streamer_target_bytes_copied_total") - bytes0,
+             taken["streamer"], CHECKS),
+            ("state_transfer", st_lags, st.bytes_copied,
+             [renamed_sample(s, ST) for s in taken["state_transfer"]], (PHANTOM, PREFIX, MONOTONIC)),
         ):
-            report = check(history, samples[name])
+            report = check(history, samples)
+            violations, not_judged = judged(report, checks)
             out[name] = {
                 "amplification": ratio(copied, changed_bytes),
                 "lag_p50_s": percentile(lags, 0.5),
                 "lag_p99_s": percentile(lags, 0.99),
-                "violations": len(report.violations),
-                "violations_by_check": report.by_check(),
-                "samples": len(samples[name]),
+                "violations": len(violations),
+                "violations_by_check": {c: n for c, n in report.by_check().items() if c in checks},
+                "checks": ",".join(checks),
+                "samples": len(samples),
+                "samples_discarded": samplers[name].discarded,
+                "sampler_errors": len(samplers[name].errors),
+                "first_sampler_errors": samplers[name].errors[:3],
                 "bytes_copied": copied,
                 "worst_staleness_s": report.worst_staleness_s,
-                "first_violations": [str(v) for v in report.violations[:3]],
+                "first_violations": [_evidence(v, samples[v.sample]) for v in violations[:5]],
             }
+            if not_judged:
+                out[name]["not_judged"] = not_judged
         out["state_transfer"]["export_bytes"] = st.export_bytes
         both = st.bytes_copied + st.export_bytes
         out["state_transfer"]["amplification_with_export"] = ratio(both, changed_bytes)
@@ -307,28 +295,45 @@ def run_baseline(
         out["state_transfer"]["round_errors"] = len(st.errors)
         out["state_transfer"]["first_errors"] = st.errors[:3]
         out["streamer"]["caught_up"] = caught_up
+        out["streamer"]["events_coalesced"] = metric_sum("streamer_target_events_coalesced_total")
         out["events"] = last - first + 1
         out["changed_bytes"] = changed_bytes
         st.catalog.close()
         return out
 
 
+def _evidence(violation: Any, sample: Any) -> str:
+    """A violation with what a reader needs to dig: when, and the watermarks the sample was taken at."""
+    return (
+        f"{violation} (wall {sample.wall_time:.3f}, repl.last.id {dict(sample.applied_event_ids)}, "
+        f"tables {sorted(sample.tables)})"
+    )
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--events", default=200, show_default=True, help="Workload events.")
-@click.option("--rate", default=4.0, show_default=True, help="Workload events/s.")
+@click.option("--rate", default=2.5, show_default=True, help="Workload events/s.")
 @click.option("--interval", default=5.0, show_default=True, help="Seconds between state-transfer rounds.")
-@click.option("--sample-every", default=0.5, show_default=True, help="Seconds between reader samples.")
+@click.option("--sample-every", default=0.25, show_default=True, help="Seconds between a reader's samples.")
+@click.option("--readers", default=1, show_default=True, help="Sampler readers per target.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
-    as_json: bool, events: int, rate: float, interval: float, sample_every: float, work_dir: Path | None
+    as_json: bool,
+    events: int,
+    rate: float,
+    interval: float,
+    sample_every: float,
+    readers: int,
+    work_dir: Path | None,
 ) -> None:
     """Streamer vs an in-bench state-transfer replicator: amplification, lag, checker violations."""
     quiet_logs()
     exit_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="bench-baseline-", dir=work_dir) as tmp:
         result = run_baseline(
-            Path(tmp), events=events, rate=rate, interval=interval, sample_every=sample_every
+            Path(tmp), events=events, rate=rate, interval=interval, sample_every=sample_every,
+            readers=readers,
         )
     emit("baseline: streamer vs state transfer", result, as_json)
 

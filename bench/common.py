@@ -389,6 +389,8 @@ class Pipeline:
         from streamer.target.job import spark_session, start_query
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if os.sep in os.environ["PYSPARK_PYTHON"]:  # a relative path would break after the chdir below
+            os.environ["PYSPARK_PYTHON"] = os.path.abspath(os.environ["PYSPARK_PYTHON"])
         # Spark's Python workers start in the current directory and put it first on their path:
         # from bench/ its copy.py would shadow the standard library's copy module
         os.chdir(self.work)

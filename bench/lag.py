@@ -167,6 +167,7 @@ def run_lag(
             "canary_rate_eps": seq / elapsed,
             "hms_create_table_capacity_eps": capacity,
             "caught_up": caught_up,
+            "events_coalesced": metric_sum("streamer_target_events_coalesced_total"),
             "poller_polls_per_s": poller.polls / (time.time() - started),
             "split_canary": {**p.stages.split(canary_ids), "agent_publish_txn_mean_s": publish_mean},
             "applied_lag_all_events": lag_stats(event_lags),

@@ -75,6 +75,11 @@ TARGET_LAG_SECONDS = Histogram(
 TARGET_EVENTS_APPLIED = Counter(
     "streamer_target_events_applied_total", "Events applied", ["event_type"], registry=REGISTRY
 )
+TARGET_EVENTS_COALESCED = Counter(
+    "streamer_target_events_coalesced_total",
+    "Events not executed because a later event of the same object in the batch carried its full state",
+    registry=REGISTRY,
+)
 TARGET_BYTES_COPIED = Counter(
     "streamer_target_bytes_copied_total", "Bytes of data files copied", registry=REGISTRY
 )

@@ -10,13 +10,15 @@ are already in place are not copied again.
 Order of data and metadata changes, chosen so readers see source states (DESIGN invariant 2):
 - new objects: files first, then the metadata that makes them visible;
 - removals (drop, truncate): metadata first, files after (DESIGN §3.5);
-- INSERT: all files of the event are copied and verified under hidden names, then renamed into
-  place together at the end; nothing of a failed event becomes visible;
-- INSERT OVERWRITE: the new files are staged (hidden, verified), renamed into place (same names
-  replace old files atomically), and only then are the old files removed. Readers can see old and
-  new files together only during those renames and deletes (no copying happens in that window),
-  never an empty table; a crash in the window leaves a superset that the replay completes, since
-  "old" is recomputed as "every visible file the event does not name".
+- INSERT [OVERWRITE]: all files of the event are copied and verified under hidden names; then, on a
+  local filesystem, the directory's next state is built beside it (hard links of what stays plus
+  the new files) and swapped in with one ``RENAME_EXCHANGE`` (``streamer.target.swap``): readers
+  list the old directory or the new one, never part of an insert or old files next to new ones.
+  Elsewhere the files are renamed into place together at the end and, for an overwrite, the old
+  files removed after: readers can then see a mix during those renames and deletes (no copying
+  happens in that window); a crash in the window leaves a superset that the replay completes, since
+  "old" is recomputed as "every visible file the event does not name". Nothing of a failed event
+  becomes visible.
 - managed rename: the data directory moves first, then the table is altered to the new derived
   location (explicit, so the metastore does not move it again) and its partitions re-pointed.
 
@@ -80,6 +82,7 @@ from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, lin
 from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.state import Halt, TargetState
+from streamer.target.swap import publish_swapped
 
 log = logging.getLogger(__name__)
 
@@ -160,20 +163,22 @@ class Applier:
                 self._check_owned(self.target_db(step.db))
             if step.kind is StepKind.ADD_PARTITIONS:
                 self._add_partitions(list(step.events))
-            elif step.kind is StepKind.COLLAPSED:
+            elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
                 self._apply_event(step.last)
             else:
                 self._apply_event(step.first)
             self._advance(step)
         except EventError as exc:
-            raise _with_event(exc, step.first) from exc
+            raise _with_event(exc, step.first, _run_note(step)) from exc
         except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
             raise ApplyError(
-                f"{type(exc).__name__}: {exc}",
+                f"{type(exc).__name__}: {exc}{_run_note(step)}",
                 event_id=step.first.event_id,
                 event_type=str(step.first.event_type),
                 obj=_obj(step.first),
             ) from exc
+        if step.superseded:
+            metrics.TARGET_EVENTS_COALESCED.inc(len(step.superseded))
         now = self.clock()
         for event in step.events:
             metrics.TARGET_EVENTS_APPLIED.labels(event_type=str(event.event_type)).inc()
@@ -532,10 +537,13 @@ class Applier:
             target_dir = table.sd.location or ""
             source_dir = source.sd.location if source else None
         staged = self._copy(event, payload.files, target_dir, source_dir, table.table_type)
+        roots = self.paths.roots
+        if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
+            return  # one atomic switch of the directory (streamer.target.swap)
         staged.publish()
         if payload.replace:
             keep = {_top_level(f.final, target_dir) for f in staged.files}
-            clear_dir(target_dir, self.paths.roots, keep=keep, event_id=event.event_id)
+            clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
 
     def _open_txn(self, event: Event) -> None:
         payload = _payload(event, OpenTxnPayload)
@@ -736,6 +744,7 @@ class RunReport:
     applied: list[int] = field(default_factory=list)
     held: list[int] = field(default_factory=list)
     halted: dict[str, Halt] = field(default_factory=dict)  # halts that happened in this run
+    coalesced: list[int] = field(default_factory=list)  # applied as part of a later event (plan.coalesced)
 
 
 def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
@@ -762,6 +771,7 @@ def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
             report.held.extend(step.event_ids)
             continue
         report.applied.extend(step.event_ids)
+        report.coalesced.extend(step.superseded)
     if plan.source_head is not None:
         metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
     return report
@@ -793,20 +803,34 @@ def _marker(db: DatabaseSnapshot | None) -> int | None:
         return None
 
 
-def _with_event(exc: EventError, event: Event) -> ApplyError:
-    if isinstance(exc, ApplyError) and exc.event_id is not None:
+def _run_note(step: Step) -> str:
+    """Where a coalesced step's failure came from: the run is halted at its first event, but the
+    call made was the last event's (an operator reading the halt must know both)."""
+    if step.kind is not StepKind.COALESCED:
+        return ""
+    return (
+        f" (coalesced run of events {step.first.event_id}..{step.last_event_id}, "
+        f"applied as event {step.last_event_id})"
+    )
+
+
+def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
+    if isinstance(exc, ApplyError) and exc.event_id is not None and not note:
         return exc
     cls = type(exc) if isinstance(exc, ApplyError) else ApplyError
     try:
         return cls(
-            exc.cause,
+            exc.cause + note,
             event_id=event.event_id,
             event_type=exc.event_type or str(event.event_type),
             obj=exc.obj or _obj(event),
         )
     except TypeError:  # a subclass with another constructor
         return ApplyError(
-            exc.cause, event_id=event.event_id, event_type=str(event.event_type), obj=exc.obj or _obj(event)
+            exc.cause + note,
+            event_id=event.event_id,
+            event_type=str(event.event_type),
+            obj=exc.obj or _obj(event),
         )
 
 

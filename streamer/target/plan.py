@@ -11,7 +11,7 @@ Rules (DESIGN invariants 1, 2, 4):
   de-duplicated by (bootstrap id, sequence) instead; a FULL bootstrap's records of a database that
   already applied that id are dropped; each record is its own ``BOOTSTRAP`` step
   (``streamer.target.bootstrap`` applies it and resumes after the last finished one).
-- Every step covers one event, with two exceptions, both keeping every visible state a source prefix:
+- Every step covers one event, with three exceptions, all keeping every visible state a source prefix:
   * consecutive ``ADD_PARTITION`` events of one table become one ``add_partitions`` step (each
     intermediate state would be "some of those partitions added", itself a prefix);
   * a *collapsed* run: an object created and dropped within the batch with nothing in between except
@@ -20,7 +20,34 @@ Rules (DESIGN invariants 1, 2, 4):
     the run must be contiguous (no event of any other object between), so the target jumps from the
     state before the create to the state after the drop, both source prefixes. The applier executes
     only the final drop (a no-op when the object is absent), which also removes an object left
-    behind by a crash between an earlier create and its ``repl.last.id``.
+    behind by a crash between an earlier create and its ``repl.last.id``;
+  * a *coalesced* run: consecutive events that each carry the FULL after-state of one and the same
+    object, nothing else in between: ``ALTER_TABLE`` of one table (not renames, whose key changes,
+    nor truncates, which also clear files), ``ALTER_PARTITION`` of one partition (same values
+    before and after, not truncates), ``UPDATE_*_COLUMN_STAT`` of one table or partition and the
+    same columns. The applier executes only the last event (``Plan.coalesced`` lists the others).
+
+Why coalescing keeps DESIGN's invariants (the checks of ``streamer.testing.checker``). The handlers
+of those event types make the object equal to the event's after-state (``alter_table`` /
+``alter_partitions`` of the whole object; statistics replaced per column, and every event of a run
+names the same columns, so the last overwrites all the others wrote) and read nothing else from the
+event, so applying the last event alone ends in the state applying all of them ends in. "Nothing
+else in between" means no event of any other object or database in the batch's ordered events
+(a reader may sample several databases at once): readers see the target jump from the source's
+state before the run's first event to its state after the last, both source states (``prefix``;
+``cut``: every other object stays where it was), and only forward (``monotonic``). A run broken by
+another object's event is not coalesced (merging across it would show that event's effect with a
+state of this object the source never had next to it). ``repl.last.id`` is written once, after
+the catalog call, to the run's last event id, exactly as for any one-event step: it never shows an
+id whose effect is missing, and it lags the visible state by at most the step being applied
+(``watermark``). That step stands for several source events, so a sample taken in the few
+milliseconds between the step's catalog call and its ``repl.last.id`` write sees as many changes
+in flight as the run holds, as merged ``ADD_PARTITION`` steps already do: the checker counts steps in
+flight, not events (``History.step_of`` forms them with this planner), so that is one step
+(``tests/unit/target/test_plan_coalesce.py`` samples every step's window). A crash in that window
+replays the run as one step (idempotent: same call, same state). A failing run halts its database at the run's
+first event (progress is still before the run; the cause names the run and the event applied), and
+a retry applies the run again.
 """
 
 from __future__ import annotations
@@ -30,6 +57,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from streamer.events.model import (
+    AlterPartitionPayload,
     AlterTablePayload,
     BootstrapMarkerPayload,
     BootstrapObjectPayload,
@@ -41,6 +69,7 @@ from streamer.events.model import (
     Event,
     EventType,
     ProgressPayload,
+    UpdateColumnStatsPayload,
 )
 
 GLOBAL_DB = "<global>"
@@ -64,10 +93,14 @@ _TABLE_LOCAL = frozenset(
 )
 
 
+_STATS = frozenset({EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITION_COLUMN_STAT})
+
+
 class StepKind(StrEnum):
     EVENT = "event"  # apply one event
     ADD_PARTITIONS = "add_partitions"  # consecutive ADD_PARTITION of one table, one catalog call
     COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
+    COALESCED = "coalesced"  # full after-states of one object: only the last event is applied
     BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.bootstrap)
 
 
@@ -95,6 +128,11 @@ class Step:
     def last_event_id(self) -> int:
         return self.events[-1].event_id
 
+    @property
+    def superseded(self) -> tuple[int, ...]:
+        """Ids of the events a coalesced step does not execute (the last one stands for them)."""
+        return self.event_ids[:-1] if self.kind is StepKind.COALESCED else ()
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -108,6 +146,12 @@ class Plan:
     @property
     def event_ids(self) -> tuple[int, ...]:
         return tuple(i for s in self.steps for i in s.event_ids)
+
+    @property
+    def coalesced(self) -> tuple[int, ...]:
+        """Planned events not executed themselves: a later event of their coalesced run carries their
+        object's full state (they still count as applied: ``repl.last.id`` passes them)."""
+        return tuple(i for s in self.steps for i in s.superseded)
 
 
 def step_db(event: Event) -> str:
@@ -193,6 +237,14 @@ def _group(events: list[Event]) -> list[Step]:
             i = end + 1
             continue
         j = i + 1
+        state = _full_state_key(event)
+        if state is not None:
+            while j < len(events) and _full_state_key(events[j]) == state:
+                j += 1
+            steps.append(Step(StepKind.COALESCED if j - i > 1 else StepKind.EVENT, tuple(events[i:j]),
+                              step_db(event)))
+            i = j
+            continue
         if event.event_type is EventType.ADD_PARTITION:
             while (
                 j < len(events)
@@ -233,6 +285,31 @@ def _bootstrapped(event: Event, applied: int | None) -> bool:
 
 def _table_key(event: Event) -> tuple[str, str]:
     return ((event.db or "").lower(), (event.table or "").lower())
+
+
+def _full_state_key(event: Event) -> tuple[object, ...] | None:
+    """The object whose full after-state ``event`` carries, for coalescing; None when it carries
+    less (or more: a rename moves the object, a truncate also clears files)."""
+    p = event.payload
+    db = (event.db or "").lower()
+    if not db:
+        return None
+    if event.event_type is EventType.ALTER_TABLE and isinstance(p, AlterTablePayload):
+        if p.is_rename or p.is_truncate or p.after.db.lower() != db:
+            return None
+        return (EventType.ALTER_TABLE, db, p.after.name.lower())
+    if event.event_type is EventType.ALTER_PARTITION and isinstance(p, AlterPartitionPayload):
+        if p.is_truncate or p.before.values != p.after.values or not event.table:
+            return None
+        return (EventType.ALTER_PARTITION, db, event.table.lower(), tuple(p.after.values))
+    if event.event_type in _STATS and isinstance(p, UpdateColumnStatsPayload):
+        if p.db.lower() != db or not p.statistics:
+            return None
+        columns = frozenset(s.column.lower() for s in p.statistics)
+        if len(columns) != len(p.statistics):
+            return None  # a column twice in one event: which one wins is the catalog's business
+        return (event.event_type, db, p.table.lower(), tuple(p.partition_values), columns)
+    return None
 
 
 def _collapsible_run(events: list[Event], start: int) -> int | None:

@@ -113,6 +113,8 @@ def test_only_consecutive_same_table_add_partitions_merge(batch: tuple[list[Even
             assert len(step.events) > 1
             assert {e.event_type for e in step.events} == {EventType.ADD_PARTITION}
             assert len({(e.db, e.table) for e in step.events}) == 1
+        elif step.kind is StepKind.COALESCED:  # runs of full after-states: test_plan_coalesce.py
+            assert len(step.events) > 1 and len({(e.db, e.table, e.event_type) for e in step.events}) == 1
         else:
             first, last = step.first, step.last
             assert (first.event_type, last.event_type) in {
