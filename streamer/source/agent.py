@@ -27,13 +27,14 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from streamer import metrics
 from streamer.errors import CodecError, ConfigError, DecodeError, StreamerError
 from streamer.events.codec import EventDeserializer, EventSerializer
-from streamer.events.model import Event, EventType, ProgressPayload, Source
+from streamer.events.model import BootstrapObjectPayload, Event, EventType, ProgressPayload, Source
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import masked, with_overrides
 from streamer.kafka.topics import ensure_topic, read_tail
 from streamer.source.enrich import Enricher, EnrichSettings
+from streamer.source.exceptions import UnfinishedBootstrapError
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record
@@ -114,7 +115,7 @@ class SourceAgent:
         """Create the topic if missing, fence older producers, and learn the last published id."""
         ensure_topic(self.config.kafka, self.config.topic_name, timeout=self.config.kafka_timeout)
         self._new_producer()
-        self.last_id = self.recover_last_id()
+        self.last_id = self.recover_last_id(refuse_unfinished_bootstrap=True)
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
         self._warn_if_policy_matches_nothing()
         # a PROGRESS record at once: consumers learn the source head (lag) before the next change
@@ -146,8 +147,12 @@ class SourceAgent:
             except (KafkaException, RuntimeError) as exc:
                 log.debug("closing the producer: %s", exc)
 
-    def recover_last_id(self) -> int:
-        """The last event id in the topic's committed tail (0, or ``start_after``, if it is empty)."""
+    def recover_last_id(self, *, refuse_unfinished_bootstrap: bool = False) -> int:
+        """The last event id in the topic's committed tail (0, or ``start_after``, if it is empty).
+
+        With ``refuse_unfinished_bootstrap`` a tail inside a bootstrap (records, no marker yet: a
+        ``streamer bootstrap`` was interrupted) raises ``UnfinishedBootstrapError``.
+        """
         tail = read_tail(self.config.kafka, self.config.topic_name, n=1, timeout=self.config.kafka_timeout)
         if not tail:
             return self.config.start_after or 0
@@ -165,6 +170,9 @@ class SourceAgent:
                               f"{event.source.source_id!r}, not {self.config.source_id!r}")
         if isinstance(event.payload, ProgressPayload):
             return event.payload.last_event_id
+        if refuse_unfinished_bootstrap and isinstance(event.payload, BootstrapObjectPayload):
+            p = event.payload
+            raise UnfinishedBootstrapError(self.config.topic_name, p.bootstrap_id, p.sequence, p.total)
         return event.event_id
 
     # --- one step ---

@@ -38,3 +38,16 @@ class LogOrderError(StreamerError):
 
 class BrokerUnavailableError(StreamerError):
     """Kafka could not be reached within the configured time."""
+
+
+class UnfinishedBootstrapError(StreamerError):
+    """The topic ends inside a bootstrap: publishing incremental events after it would let targets
+    take the partial dump for the whole one and lose the objects it lacks."""
+
+    def __init__(self, topic: str, bootstrap_id: int, sequence: int, total: int) -> None:
+        self.bootstrap_id = bootstrap_id
+        super().__init__(
+            f"topic {topic} ends inside bootstrap {bootstrap_id} (record {sequence} of {total}, no "
+            "marker): finish it first (run `streamer bootstrap` again with the same --work-dir and "
+            "policy), or publish a new one, then start the agent"
+        )

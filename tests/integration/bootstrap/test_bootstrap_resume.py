@@ -15,9 +15,10 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import BootstrapMarkerPayload, BootstrapObjectPayload, Column, Event
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
-from streamer.source.agent import AgentConfig
+from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.enrich import EnrichSettings
+from streamer.source.exceptions import UnfinishedBootstrapError
 from streamer.source.policy import PolicySet
 from streamer.source.publish_bootstrap import BootstrapResumeError, BootstrapWork
 from streamer.source.reader import SqlNotificationReader
@@ -79,6 +80,9 @@ def test_interrupted_bootstrap_publishes_each_record_once(
             1, 2, 3, 4, 5, 6]
 
         wh.insert(db, "many", [{"id": 1, "name": "late", "amount": 1.0, "ok": True}], {"dt": "0"})
+        # an agent started now would publish incremental events after a partial dump: refused
+        with pytest.raises(UnfinishedBootstrapError, match=f"inside bootstrap {kept.bootstrap_id}"):
+            SourceAgent(config, reader, scope).start()
         # a re-run with another policy would mix two bootstraps: refused before publishing anything
         with pytest.raises(BootstrapResumeError, match="has policy"):
             run_bootstrap(config, reader, catalog, PolicySet.parse(["other"]), work=work)
@@ -112,6 +116,12 @@ def test_interrupted_bootstrap_publishes_each_record_once(
             for table in wh.tables(name):
                 assert sorted(p.values for p in target.list_partitions(name, table)) == sorted(
                     p.values for p in wh.partition_snapshots(name, table)), f"{name}.{table}"
+        agent = SourceAgent(config, reader, scope)
+        try:
+            agent.start()  # the bootstrap is whole now: the agent continues after it
+            assert agent.last_id == kept.bootstrap_id
+        finally:
+            agent.close()
     finally:
         reader.close()
         wh.close()
