@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
-# CI and `make test` run everything but the long campaigns (`-m slow`); `make test-all` runs those too.
+# CI and `make test` run everything but the `slow` tests (`-m slow`); `make test-all` runs those too.
 PYTEST_ARGS ?= -m "not slow"
 
 .PHONY: setup demo test test-all lint clean
