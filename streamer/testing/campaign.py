@@ -74,6 +74,7 @@ class CampaignResult:
     report: Report
     seconds: float
     sampler_errors: list[str] = field(default_factory=list)
+    read_failures: list[str] = field(default_factory=list)  # reads the target metastore failed
     taken: list[Sample] = field(default_factory=list, repr=False)
     history: History | None = field(default=None, repr=False)
 
@@ -240,8 +241,8 @@ class Campaign:
             workloads=cfg.workloads, events=self.warehouse.current_event_id(),
             agent_kills=self.agent.kills, target_kills=self.target.kills,
             samples=len(samples), discarded=sampler.discarded, report=report,
-            seconds=time.monotonic() - started, sampler_errors=sampler.errors, taken=samples,
-            history=history,
+            seconds=time.monotonic() - started, sampler_errors=sampler.errors,
+            read_failures=sampler.read_failures, taken=samples, history=history,
         )
 
     def _workload(self, index: int) -> None:

@@ -41,9 +41,13 @@ def test_replica_shows_only_source_prefixes_through_crashes(
         workloads=workloads, events=events, kills=kills, seed=SEED,
     ))
     print(f"\ncampaign: {result.summary()}; {result.discarded} samples discarded; "
-          f"{result.seconds:.0f} s\n{result.report.summary()}")
+          f"{len(result.read_failures)} reads the metastore failed; {result.seconds:.0f} s\n"
+          f"{result.report.summary()}")
     assert result.agent_kills == result.target_kills == workloads * kills
     assert result.events >= workloads * events
     assert result.samples > 10 * workloads, "too few samples to show anything"
     assert not result.sampler_errors, result.sampler_errors[:5]
+    # the embedded Derby metastore now and then fails a read of a table being changed: rare, or the
+    # samples would not show much
+    assert len(result.read_failures) <= result.samples // 100, result.read_failures[:5]
     assert result.report.ok, f"{result.report.summary(5)}\n(every violation: {tmp_path}/violations.txt)"
