@@ -9,11 +9,15 @@ summary table (or one JSON object with ``--json``); exits 1 when the checker fou
 
 from __future__ import annotations
 
+import os
+import sys
+
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.append(sys.path.pop(0))  # so that bench/copy.py cannot shadow the standard library's copy
+
 import json
 import logging
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
