@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import heapq
 import logging
 import os
 import shutil
@@ -100,9 +101,9 @@ def publish_swapped(
     if any(os.path.commonpath([directory, f.path]) != directory for f in staged.files):
         return None  # files outside the directory (external layouts): file by file
     parent, name = os.path.split(directory)
+    ensure_no_symlinks(directory_url, roots, event_id=event_id)  # before anything is written near it
     if not os.path.isdir(parent) or not supports_exchange(parent):
         return None
-    ensure_no_symlinks(directory_url, roots, event_id=event_id)
     exists = os.path.isdir(directory)
     if exists and _too_large(directory):
         return None
@@ -142,10 +143,37 @@ def publish_swapped(
     return staged.published()
 
 
+class _Reaper:
+    """One daemon thread removing set-aside trees once their grace period is over (a timer thread
+    per insert would pile up under a high insert rate)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, path: str) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + GRACE_SECONDS, path))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="streamer-swap-reaper", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, path = heapq.heappop(self._due)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+_reaper = _Reaper()
+
+
 def _remove_later(path: str) -> None:
-    timer = threading.Timer(GRACE_SECONDS, shutil.rmtree, args=(path,), kwargs={"ignore_errors": True})
-    timer.daemon = True
-    timer.start()
+    _reaper.add(path)
 
 
 def _sweep(parent: str) -> None:
