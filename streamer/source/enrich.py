@@ -56,14 +56,14 @@ class FsspecInspector:
     """``FileInspector`` over fsspec (local files here; HDFS/S3 with their fsspec drivers)."""
 
     def size(self, uri: str) -> int | None:
-        fs, path = _fs(uri)
+        fs, path = filesystem_of(uri)
         try:
             return int(fs.info(path)["size"])
         except FileNotFoundError:
             return None
 
     def sha256(self, uri: str) -> str | None:
-        fs, path = _fs(uri)
+        fs, path = filesystem_of(uri)
         digest = hashlib.sha256()
         try:
             with fs.open(path, "rb") as fh:
@@ -74,7 +74,8 @@ class FsspecInspector:
         return digest.hexdigest()
 
 
-def _fs(uri: str) -> tuple[Any, str]:
+def filesystem_of(uri: str) -> tuple[Any, str]:
+    """fsspec filesystem and path of a file URI; Hadoop's ``file:/path`` spelling accepted."""
     from fsspec.core import url_to_fs
 
     if uri.startswith("file:") and not uri.startswith("file://"):

@@ -34,6 +34,8 @@ from streamer.events.model import (
 from streamer.hive.files import partition_name
 from streamer.hms.transport import HmsAuth
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
+from streamer.source.enrich import filesystem_of
+from streamer.target.files import is_hidden
 from streamer.target.hms_catalog import HmsCatalog
 
 log = logging.getLogger(__name__)
@@ -41,20 +43,6 @@ log = logging.getLogger(__name__)
 
 class UnsupportedSourceObjectError(BootstrapError):
     """The object cannot be dumped faithfully from this source."""
-
-
-def is_hidden(name: str) -> bool:
-    """Names Hive's readers skip (``FileUtils.HIDDEN_FILES_PATH_FILTER``): ``_x`` and ``.x``."""
-    return name.startswith(("_", "."))
-
-
-def _fs(location: str) -> tuple[Any, str]:
-    from fsspec.core import url_to_fs
-
-    if location.startswith("file:") and not location.startswith("file://"):
-        location = "file://" + location[len("file:"):]  # Hadoop writes file:/path
-    fs, path = url_to_fs(location)
-    return fs, path
 
 
 def _uri(location: str, fs: Any, path: str) -> str:
@@ -71,7 +59,7 @@ def list_files(location: str | None, partition: str | None = None) -> list[FileR
     skipped), sorted by URI; a missing location holds no files."""
     if not location:
         return []
-    fs, root = _fs(location)
+    fs, root = filesystem_of(location)
     out: list[FileRef] = []
     pending = [root.rstrip("/") or "/"]
     while pending:

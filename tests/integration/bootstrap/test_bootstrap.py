@@ -25,6 +25,7 @@ from tests.integration.target.helpers import (
     TargetProcess,
     TargetStack,
     assert_target_equals_source,
+    wait_applied,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -55,15 +56,6 @@ def _history(source: Source, prefix: str) -> list[str]:
 def _some(wh: Warehouse, db: str, start: str, last: bool = False) -> str:
     names = [t for t in sorted(wh.tables(db)) if t.startswith(start) and t[1:].isdigit()]
     return names[-1] if last else names[0]
-
-
-def _wait_applied(job: TargetProcess, stack: TargetStack, expected: dict[str, int], timeout: float) -> None:
-    def done() -> bool:
-        halts = stack.halts()
-        assert not halts, halts
-        return all(v >= expected[k] for k, v in stack.applied_ids(expected).items())
-
-    job.wait_for(done, f"repl.last.id >= {expected}", timeout)
 
 
 def test_bootstrap_during_a_workload_then_incremental_events(
@@ -112,7 +104,7 @@ def test_bootstrap_during_a_workload_then_incremental_events(
 
     job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
     target_jobs.append(job)
-    _wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=600)
+    wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=600)
     bootstrapped = time.monotonic() - started
 
     publishing = source.publishing()
@@ -121,7 +113,7 @@ def test_bootstrap_during_a_workload_then_incremental_events(
     publishing.drop_table(dbs[1], _some(wh, dbs[1], "u", last=True))
     Workload(publishing, seed=6).run(40)
     expected = {db: max(e1, last) for db, last in source.last_ids().items() if db in dbs}
-    _wait_applied(job, target_stack, expected, timeout=300)
+    wait_applied(job, target_stack, expected, timeout=300)
     seen = assert_target_equals_source(source, target_stack, spark_readers(target_stack.hms))
     assert seen.tables >= 40 and seen.partitions >= 1900, seen
     print(f"\nbootstrap of {len(state.dump.tables)} tables / {partitions} partitions ({len(recs)} records) "

@@ -52,7 +52,7 @@ from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.target.hms_catalog import HmsCatalog
-from tests.integration.target.helpers import STREAMER, TargetProcess, TargetStack, target_files
+from tests.integration.target.helpers import STREAMER, TargetProcess, TargetStack, target_files, wait_applied
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -283,15 +283,6 @@ def _bootstrap_cli(broker: EmbeddedBroker, hive: HiveSource, topic: str, prefix:
     return done.stdout
 
 
-def _wait_applied(job: TargetProcess, stack: TargetStack, expected: dict[str, int], timeout: float) -> None:
-    def done() -> bool:
-        halts = stack.halts()
-        assert not halts, halts
-        return all(v >= expected[k] for k, v in stack.applied_ids(expected).items())
-
-    job.wait_for(done, f"repl.last.id >= {expected}", timeout)
-
-
 _VOLATILE = (
     "transient_",
     "repl.",
@@ -379,7 +370,7 @@ def test_bootstrap_of_a_hive_metastore_then_incremental_events(
         target_stack, broker.bootstrap_servers, cast(Any, _Topic(hive.source_id, topic))
     ).start()
     target_jobs.append(job)
-    _wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=400)
+    wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=400)
     with target_stack.catalog() as tgt:
         files = assert_target_equals_source(hive.catalog, tgt, dbs)
         assert files == 2 + 3 + 1, files  # top-level data files; litter and staging dirs stayed behind
@@ -417,6 +408,6 @@ def test_bootstrap_of_a_hive_metastore_then_incremental_events(
     finally:
         agent.close()
         agent.reader.close()
-    _wait_applied(job, target_stack, {sales: e2}, timeout=300)
+    wait_applied(job, target_stack, {sales: e2}, timeout=300)
     with target_stack.catalog() as tgt:
         assert assert_target_equals_source(hive.catalog, tgt, dbs) == files + 1

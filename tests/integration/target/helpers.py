@@ -589,3 +589,15 @@ def mixed_workload(wh: Warehouse, prefix: str, n_events: int, seed: int) -> int:
     wh.create_table(b, f"tail{first}", COLUMNS, [])
     wh.insert(b, f"tail{first}", rows, n_files=2)
     return wh.current_event_id()
+
+
+def wait_applied(job: TargetProcess, stack: TargetStack, expected: dict[str, int], timeout: float) -> None:
+    """Wait until every database's ``repl.last.id`` reached ``expected``; a halt fails at once."""
+
+    def done() -> bool:
+        halts = stack.halts()
+        assert not halts, halts
+        return all(v >= expected[k] for k, v in stack.applied_ids(expected).items())
+
+    job.wait_for(done, f"repl.last.id >= {expected}", timeout)
+
