@@ -88,6 +88,9 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 
+# Events that change the database object itself (and so its parameters, where repl.last.id lives).
+_DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
+
 # Events that change nothing on a target (their effect arrives with a later event, or never).
 _NO_OPS = frozenset(
     {
@@ -159,15 +162,16 @@ class Applier:
 
                 apply_bootstrap(self, step)
                 return
-            if step.db != GLOBAL_DB:
-                self._check_owned(self.target_db(step.db))
+            db = self._check_owned(self.target_db(step.db)) if step.db != GLOBAL_DB else None
             if step.kind is StepKind.ADD_PARTITIONS:
                 self._add_partitions(list(step.events))
             elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
                 self._apply_event(step.last)
             else:
                 self._apply_event(step.first)
-            self._advance(step)
+            # the snapshot read before the step is still current unless the step changed the database
+            unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
+            self._advance(step, db if unchanged else None)
         except EventError as exc:
             raise _with_event(exc, step.first, _run_note(step)) from exc
         except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
@@ -184,7 +188,8 @@ class Applier:
             metrics.TARGET_EVENTS_APPLIED.labels(event_type=str(event.event_type)).inc()
             metrics.TARGET_LAG_SECONDS.observe(max(0.0, now - event.source.event_time))
 
-    def _advance(self, step: Step) -> None:
+    def _advance(self, step: Step, db: DatabaseSnapshot | None = None) -> None:
+        """Write the step's last id as ``repl.last.id``; ``db`` spares re-reading an unchanged database."""
         last = step.last_event_id
         self.progress[step.db] = max(self.progress.get(step.db, last), last)
         metrics.TARGET_LAST_APPLIED.labels(db=step.db).set(self.progress[step.db])
@@ -192,7 +197,7 @@ class Applier:
             self._record_off_catalog(step.db, last)
             return
         name = self.target_db(step.db)
-        db = self.catalog.get_database(name)
+        db = db if db is not None else self.catalog.get_database(name)
         if db is None:  # dropped by this step (or collapsed create..drop): keep progress in the state
             self._record_off_catalog(step.db, last)
             return
@@ -211,10 +216,11 @@ class Applier:
             raise ApplyError(f"no state dir to record progress of {db!r}", event_id=event_id, obj=db)
         self.state.record_applied(db, event_id)
 
-    def _check_owned(self, name: str) -> None:
+    def _check_owned(self, name: str) -> DatabaseSnapshot | None:
+        """The target database (None if absent); refuses one this source does not own."""
         db = self.catalog.get_database(name)
         if db is None or self.allow_existing_db:
-            return
+            return db
         owner = db.parameters.get(REPL_SOURCE_PARAM)
         if owner != self.source_id:
             who = f"replicated from source {owner!r}" if owner else "not created by replication"
@@ -223,6 +229,7 @@ class Applier:
                 "(use --allow-existing-db to adopt it, or --db-map to replicate into another name)",
                 obj=name,
             )
+        return db
 
     def _apply_event(self, event: Event) -> None:
         handler = _HANDLERS.get(event.event_type)
