@@ -83,6 +83,11 @@ def table_names(ex: Exec, db: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def list_tables(ex: Exec, db: str) -> list[TableSnapshot]:
+    rows = ex('SELECT "SNAPSHOT" FROM "WH_TABLES" WHERE "DB_NAME" = ? ORDER BY "TBL_NAME"', (db,))
+    return [from_json(TableSnapshot, r[0]) for r in rows]
+
+
 def insert_table(ex: Exec, tbl: TableSnapshot) -> None:
     if find_table(ex, tbl.db, tbl.name) is not None:
         raise AlreadyExistsError("table", tbl.qualified_name)

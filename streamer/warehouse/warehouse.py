@@ -719,6 +719,11 @@ class Warehouse(TableMetadataOps, ExternalFileOps):
     def table(self, db: str, name: str) -> TableSnapshot:
         return catalog.get_table(self._query, db.lower(), name.lower())
 
+    def table_snapshots(self, db: str) -> list[TableSnapshot]:
+        """Every table of ``db``, ordered by name, in one read."""
+        catalog.get_database(self._query, db.lower())
+        return catalog.list_tables(self._query, db.lower())
+
     def partition_snapshots(self, db: str, table: str) -> list[PartitionSnapshot]:
         return catalog.list_partitions(self._query, db.lower(), table.lower())
 

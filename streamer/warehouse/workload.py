@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamer.events.model import Column, Constraint, ResourceUri
+from streamer.events.model import Column, Constraint, ResourceUri, TableSnapshot
 from streamer.warehouse import acid
 from streamer.warehouse.errors import WarehouseError
 from streamer.warehouse.warehouse import Warehouse
@@ -75,6 +75,8 @@ class Workload:
         self.txn_share = txn_share
         self.abort_ratio = abort_ratio
         self._cross_db = 0
+        self._scanned: dict[str, list[TableSnapshot]] = {}  # db -> its tables, as of _scanned_at
+        self._scanned_at = -1
         self._ops: list[tuple[float, Callable[[], bool]]] = [
             (2, self.create_database),
             (1, self.alter_database),
@@ -146,8 +148,7 @@ class Workload:
         if db is None:
             return None
         candidates = []
-        for name in self.wh.tables(db):
-            tbl = self.wh.table(db, name)
+        for tbl in self._snapshots(db):
             if tbl.table_type == "VIRTUAL_VIEW":
                 continue
             if managed and tbl.table_type != "MANAGED_TABLE":
@@ -156,8 +157,19 @@ class Workload:
                 continue
             if transactional is not None and (acid.table_kind(tbl) is not None) != transactional:
                 continue
-            candidates.append(name)
+            candidates.append(tbl.name)
         return (db, self.rng.choice(candidates)) if candidates else None
+
+    def _snapshots(self, db: str) -> list[TableSnapshot]:
+        """``db``'s tables, read again only after an event: most operations draw a table that does not
+        qualify and write nothing, so the same scan would otherwise repeat many times per event."""
+        now = self.wh.current_event_id()
+        if now != self._scanned_at:
+            self._scanned.clear()
+            self._scanned_at = now
+        if db not in self._scanned:
+            self._scanned[db] = self.wh.table_snapshots(db)
+        return self._scanned[db]
 
     def _rows(self, columns: list[Column], with_keys: list[Column] | None = None) -> list[dict[str, object]]:
         return [
