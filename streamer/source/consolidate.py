@@ -305,6 +305,7 @@ class _Replay:
             if p.is_truncate:
                 t.files.pop((), None)
             return
+        self._rename_references(old, p.after)
         moved = self.dump.tables.pop(old, None)
         was_unresolved = old in self.unresolved
         self.unresolved.discard(old)
@@ -319,6 +320,19 @@ class _Replay:
             self.dump.tables[new] = _relocated(moved, p.before, p.after)
         else:  # renamed into the policy (or its dump is missing): no event carries its partitions
             self.unresolved.add(new)
+
+    def _rename_references(self, old: TableKey, after: TableSnapshot) -> None:
+        """Foreign keys name their parent table: a renamed parent is renamed in them, as in Hive."""
+        for t in self.dump.tables.values():
+            t.constraints = {
+                name: [
+                    dataclasses.replace(c, ref_db=after.db, ref_table=after.name)
+                    if c.ref_db and c.ref_table and key(c.ref_db, c.ref_table) == old
+                    else c
+                    for c in cs
+                ]
+                for name, cs in t.constraints.items()
+            }
 
     def _drop_table(self, k: TableKey) -> None:
         self.dump.tables.pop(k, None)

@@ -30,7 +30,8 @@ COLUMNS = [
 PARTITION_KEY_SETS = [[Column("dt", "string")], [Column("dt", "string"), Column("region", "string")]]
 REGIONS = ["eu", "us", "apac"]
 MAX_DATABASES = 3
-MAX_TABLES_PER_DB = 6
+MAX_TABLES_PER_DB = 6  # views not counted: nothing drops them, they would fill a database for good
+MAX_VIEWS_PER_DB = 2
 
 
 @dataclass
@@ -171,6 +172,9 @@ class Workload:
             self._scanned[db] = self.wh.table_snapshots(db)
         return self._scanned[db]
 
+    def _views(self, db: str) -> int:
+        return sum(1 for t in self._snapshots(db) if t.table_type == "VIRTUAL_VIEW")
+
     def _rows(self, columns: list[Column], with_keys: list[Column] | None = None) -> list[dict[str, object]]:
         return [
             {c.name: self._value(c) for c in columns}
@@ -219,7 +223,7 @@ class Workload:
 
     def create_table(self) -> bool:
         db = self._db()
-        if db is None or len(self.wh.tables(db)) >= MAX_TABLES_PER_DB:
+        if db is None or len(self.wh.tables(db)) - self._views(db) >= MAX_TABLES_PER_DB:
             return False
         keys = self.rng.choice([[], *PARTITION_KEY_SETS])
         external = self.rng.random() < 0.2
@@ -238,6 +242,8 @@ class Workload:
         if found is None:
             return False
         db, table = found
+        if self._views(db) >= MAX_VIEWS_PER_DB:
+            return False
         self.wh.create_view(db, self._name("v"), COLUMNS[:2], f"SELECT id, name FROM {db}.{table}")
         return True
 

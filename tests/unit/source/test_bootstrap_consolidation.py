@@ -140,6 +140,29 @@ def test_renamed_table_keeps_its_partitions_and_files(tmp_path: Path) -> None:
         wh.close()
 
 
+def test_parent_renamed_after_its_child_was_dumped_is_renamed_in_the_foreign_key(tmp_path: Path) -> None:
+    """Hive renames a parent table in its children's foreign keys; the consolidated dump must too."""
+    wh = _warehouse(tmp_path)
+    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
+    try:
+        wh.create_database("d")
+        wh.create_table("d", "child", COLUMNS)
+        wh.create_table("d", "parent", COLUMNS)
+        wh.add_primary_key("d", "parent", "pk", ["id"])
+        wh.add_foreign_key("d", "child", "fk", ["id"], "parent")
+        source, scope = WarehouseCatalog(wh), PolicySet.parse(["*"])
+        start = source.current_event_id()
+        dump = read_dump(source, scope)
+        wh.rename_table("d", "parent", "renamed")
+        result = settle(source, reader, scope, "s", start, dump)
+        (fk,) = result.dump.tables[("d", "child")].constraints["fk"]
+        assert (fk.ref_db, fk.ref_table) == ("d", "renamed")
+        assert comparable(result.dump) == comparable(read_dump(source, scope))
+    finally:
+        reader.close()
+        wh.close()
+
+
 def test_table_renamed_into_the_policy_is_read_again(tmp_path: Path) -> None:
     wh = _warehouse(tmp_path)
     reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
