@@ -162,6 +162,9 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
         "burst_eps": burst_eps,
         "raw_burst_eps": raw_burst_eps,
         "ratio_burst": ratio(burst_eps, raw_burst_eps),
+        # each repeat's applier run next to its raw run: the machine's drift between repeats cancels
+        "ratio_single_paired": median(a / b for a, b in zip(single, raw_single, strict=True)),
+        "ratio_burst_paired": median(a / b for a, b in zip(burst, raw_burst, strict=True)),
         "burst_partitions_per_event": k,
         "burst_partitions_per_s": burst_eps * k,
         "raw_burst_partitions_per_s": raw_burst_eps * k,

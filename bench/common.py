@@ -383,7 +383,9 @@ class Pipeline:
             max_events_per_trigger=max_events_per_trigger,
         )
 
-    def start_target(self, trigger_seconds: float = 0.1, warm_timeout: float = 180.0) -> None:
+    def start_target(
+        self, trigger_seconds: float = 0.1, warm_timeout: float = 180.0, max_events_per_trigger: int = 5000
+    ) -> None:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
         from streamer.target.hms_catalog import HmsCatalog
         from streamer.target.job import spark_session, start_query
@@ -394,7 +396,7 @@ class Pipeline:
         # Spark's Python workers start in the current directory and put it first on their path:
         # from bench/ its copy.py would shadow the standard library's copy module
         os.chdir(self.work)
-        self.settings = self.target_settings(trigger_seconds)
+        self.settings = self.target_settings(trigger_seconds, max_events_per_trigger)
         if self.spark is None:
             say("starting Spark")
             self.spark = spark_session(self.settings, app_name="streamer-bench")
@@ -491,6 +493,16 @@ def raw_create_rate(catalog: Any, warehouse: Any, target_root: Path, n: int, tag
     for i in range(n):
         sd = dataclasses.replace(tbl.sd, location=(target_root / f"{db}.db" / f"t{i}").as_uri())
         catalog.create_table(dataclasses.replace(tbl, db=db, name=f"t{i}", sd=sd))
+    return n / (time.perf_counter() - started)
+
+
+def raw_alter_rate(catalog: Any, db: str, table: str, n: int) -> float:
+    """alter_table calls/s (a property bumped, as the canary does) on the target HMS, over Thrift."""
+    snap = catalog.get_table(db, table)
+    started = time.perf_counter()
+    for i in range(n):
+        bumped = dataclasses.replace(snap, parameters={**snap.parameters, "raw.seq": str(i)})
+        catalog.alter_table(db, table, bumped)
     return n / (time.perf_counter() - started)
 
 

@@ -223,7 +223,7 @@ def run_copy(
 @click.option("--small", default=100, show_default=True, help="Number of 1 MB files.")
 @click.option("--large", default=2, show_default=True, help="Number of large files.")
 @click.option(
-    "--large-mb", default=64, show_default=True, help="Size of each large file (256 for the issue's mix)."
+    "--large-mb", default=256, show_default=True, help="Size of each large file (MB)."
 )
 @click.option("--repeats", default=3, show_default=True, help="Repeats; medians are reported.")
 @click.option(

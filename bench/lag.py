@@ -1,12 +1,14 @@
 """Replication lag: source commit -> visible on the target metastore, under background load.
 
 A canary writer bumps a table property every ``--canary-interval`` seconds on the bundled source
-warehouse while a background load creates tables at ``--rate`` events/s (default: half the target
-metastore's create_table capacity, measured first with raw Thrift calls). A poller reads the canary
-table on the target HMS in a tight loop; lag = first time a value (or a newer one) is seen - its
-source commit time. Per event, the split is: source read (commit -> the agent's ``ts_ms``), publish +
-Kafka + Spark trigger (``ts_ms`` -> micro-batch start), apply (batch start -> apply done).
-A second phase inserts small files and polls the target directory for the file to appear.
+warehouse while a background load creates tables at ``--rate`` events/s. The default rate keeps the
+target metastore half busy: its create_table and alter_table capacities are measured first with raw
+Thrift calls, and the load gets what the canary's alter_table calls leave of ``--utilization``. A
+poller reads the canary table on the target HMS in a tight loop; lag = first time a value (or a
+newer one) is seen - its source commit time. Per event, the split is: source read (commit -> the
+agent's ``ts_ms``), publish + Kafka + Spark trigger (``ts_ms`` -> micro-batch start), apply (batch
+start -> apply done). A second phase inserts small files and polls the target directory for the
+file to appear.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from common import (
     lag_stats,
     metric_sum,
     quiet_logs,
+    raw_alter_rate,
     raw_create_rate,
     say,
 )
@@ -94,14 +97,17 @@ def run_lag(
     insert_duration: float,
     insert_interval: float,
     capacity_calls: int,
+    utilization: float,
 ) -> dict[str, Any]:
     from streamer.warehouse.workload import COLUMNS
 
     with Pipeline(work) as p:
         p.start_target(trigger_seconds=0.1)
-        say(f"measuring the target metastore's capacity ({capacity_calls} raw create_table calls)")
+        say(f"measuring the target metastore's capacity ({capacity_calls} raw create_table and alter_table)")
         capacity = raw_create_rate(p.catalog, p.warehouse, p.target_root, capacity_calls, "lag")
-        load_rate = rate if rate is not None else capacity / 2
+        alter_capacity = raw_alter_rate(p.catalog, "raw_lag", "t0", capacity_calls)
+        canary_share = (1 / canary_interval) / alter_capacity
+        load_rate = rate if rate is not None else max(0.0, capacity * (utilization - canary_share))
         wh = p.warehouse
         wh.create_database("canary")
         wh.create_table("canary", "c", COLUMNS, params={"canary.seq": "0"})
@@ -166,6 +172,9 @@ def run_lag(
             "load_rate_eps": n_load / elapsed,
             "canary_rate_eps": seq / elapsed,
             "hms_create_table_capacity_eps": capacity,
+            "hms_alter_table_capacity_eps": alter_capacity,
+            # share of the metastore's raw capacity the offered events need (1.0 = saturated)
+            "offered_utilization": (n_load / elapsed) / capacity + (seq / elapsed) / alter_capacity,
             "caught_up": caught_up,
             "events_coalesced": metric_sum("streamer_target_events_coalesced_total"),
             "poller_polls_per_s": poller.polls / (time.time() - started),
@@ -183,7 +192,13 @@ def run_lag(
     "--rate",
     type=float,
     default=None,
-    help="Background load, create_table events/s [default: half the measured HMS capacity].",
+    help="Background load, create_table events/s [default: what --utilization leaves after the canary].",
+)
+@click.option(
+    "--utilization",
+    default=0.5,
+    show_default=True,
+    help="Share of the measured metastore capacity the canary and the default load use together.",
 )
 @click.option("--canary-interval", default=0.1, show_default=True, help="Seconds between canary bumps.")
 @click.option("--insert-duration", default=20.0, show_default=True, help="Seconds of small-file INSERTs.")
@@ -192,7 +207,7 @@ def run_lag(
     "--capacity-calls",
     default=60,
     show_default=True,
-    help="Raw create_table calls to measure the HMS capacity.",
+    help="Raw create_table (and alter_table) calls to measure the HMS capacity.",
 )
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
@@ -203,6 +218,7 @@ def main(
     insert_duration: float,
     insert_interval: float,
     capacity_calls: int,
+    utilization: float,
     work_dir: Path | None,
 ) -> None:
     """Lag from source commit to visible on the target (canary + load, and small-file INSERTs)."""
@@ -217,6 +233,7 @@ def main(
             insert_duration=insert_duration,
             insert_interval=insert_interval,
             capacity_calls=capacity_calls,
+            utilization=utilization,
         )
     emit("lag: source commit -> visible on target", result, as_json)
 
