@@ -31,6 +31,7 @@ from common import (
     emit,
     exit_on_sigterm,
     lag_stats,
+    median,
     metric_sum,
     quiet_logs,
     raw_alter_rate,
@@ -76,6 +77,17 @@ class CanaryPoller:
                     self.files_seen[n] = time.time()
             self.polls += 1
             time.sleep(0.002)
+
+
+def spark_trigger_split(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Median milliseconds of each phase of Spark's micro-batches that carried records (its
+    ``durationMs``: latestOffset, walCommit, addBatch = read + foreachBatch, commitOffsets, ...)."""
+    phases: dict[str, list[float]] = {}
+    for entry in progress:
+        if entry.get("numInputRows", 0) > 0:
+            for phase, ms in entry.get("durationMs", {}).items():
+                phases.setdefault(phase, []).append(float(ms))
+    return {phase: median(values) for phase, values in sorted(phases.items())}
 
 
 def visible_lags(committed: dict[int, float], seen: dict[int, float]) -> list[float]:
@@ -161,6 +173,7 @@ def run_lag(
             time.sleep(insert_interval)
         p.wait_applied(wh.current_event_id(), 120)
         time.sleep(0.3)
+        trigger_ms = spark_trigger_split(p.query.recentProgress if p.query is not None else [])
         poller.stop()
         insert_lags = visible_lags(insert_commits, poller.files_seen)
         event_lags = p.stages.lags()
@@ -180,7 +193,12 @@ def run_lag(
             "poller_polls_per_s": poller.polls / (time.time() - started),
             "split_canary": {**p.stages.split(canary_ids), "agent_publish_txn_mean_s": publish_mean},
             "applied_lag_all_events": lag_stats(event_lags),
-            "insert": {**lag_stats(insert_lags), "inserts": n_ins, "split": p.stages.split(insert_ids)},
+            "insert": {
+                **lag_stats(insert_lags),
+                "inserts": n_ins,
+                "split": p.stages.split(insert_ids),
+                "spark_trigger_ms": trigger_ms,
+            },
         }
         return result
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from streamer.target.catalog import LAST_ID_PARAM
 from streamer.target.hms_catalog import HmsCatalog
@@ -104,7 +104,7 @@ class Child:
         self.starts = 0
         self.kills = 0
 
-    def start(self) -> None:
+    def start(self) -> Self:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         with open(self.log_path, "ab") as out:
             out.write(f"\n==== start {self.starts + 1}\n".encode())
@@ -114,6 +114,7 @@ class Child:
                 start_new_session=True,
             )
         self.starts += 1
+        return self
 
     @property
     def alive(self) -> bool:

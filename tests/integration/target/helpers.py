@@ -5,7 +5,6 @@ convergence, and the source-versus-target comparison (rows, partitions, metadata
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -20,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,6 +32,7 @@ from streamer.target.catalog import LAST_ID_PARAM
 from streamer.target.files import TMP_PREFIX
 from streamer.target.hms_catalog import HmsCatalog
 from streamer.target.state import Halt, TargetState
+from streamer.testing.campaign import Child
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
 
@@ -191,16 +191,15 @@ class TargetStack:
         return done
 
 
-class TargetProcess:
+class TargetProcess(Child):
     """``streamer target run`` as a child process (its own process group, so SIGKILL takes all of it)."""
 
     def __init__(self, stack: TargetStack, bootstrap: str, source: Source, *, extra: Sequence[str] = (),
                  name: str = "target") -> None:
         self.stack = stack
-        self.log_path = stack.base / f"{name}.log"
         self.metrics_port = free_port()
-        self.command = [
-            STREAMER, "--log-level", "INFO", "target", "run",
+        super().__init__(name, [
+            "target", "run",
             "--bootstrap-servers", bootstrap,
             "--source-id", source.source_id,
             "--topic", source.topic,
@@ -211,54 +210,12 @@ class TargetProcess:
             "--trigger-seconds", "0.1",
             "--metrics-port", str(self.metrics_port),
             *extra,
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+        ], stack.base / f"{name}.log")
 
-    def start(self) -> TargetProcess:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
+    def start(self) -> Self:
+        assert not self.alive, "already running"
         self.stack.base.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n==== start {self.starts + 1}: {' '.join(self.command)}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,
-            )
-        self.starts += 1
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the job and everything it started (its JVM, Python workers): a crash."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        """Ask politely (SIGTERM), then SIGKILL what is left of the process group."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return ""
+        return super().start()
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples named ``name`` (matching ``labels``) on the job's /metrics."""
@@ -277,9 +234,9 @@ class TargetProcess:
         deadline = time.monotonic() + timeout
         while not cond():
             if not self.alive:
-                raise TargetError(f"target job exited ({what}): {self.log_tail()}")
+                raise TargetError(f"target job exited ({what}): {self.tail(4000)}")
             if time.monotonic() > deadline:
-                raise TargetError(f"timed out after {timeout:.0f} s waiting for {what}: {self.log_tail()}")
+                raise TargetError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail(4000)}")
             time.sleep(0.25)
 
 

@@ -91,7 +91,7 @@ def test_file_refs_walks_nested_payloads() -> None:
     assert found == [a, b]
 
 
-def test_visible_lags_take_the_first_newer_sighting() -> None:
+def _lag() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_lag", BENCH / "lag.py")
     assert spec is not None and spec.loader is not None
     sys.path.insert(0, str(BENCH))
@@ -100,5 +100,20 @@ def test_visible_lags_take_the_first_newer_sighting() -> None:
         spec.loader.exec_module(lag)
     finally:
         sys.path.remove(str(BENCH))
+    return lag
+
+
+def test_spark_trigger_split_takes_medians_of_batches_with_rows() -> None:
+    progress = [
+        {"numInputRows": 1, "durationMs": {"addBatch": 200, "walCommit": 30}},
+        {"numInputRows": 0, "durationMs": {"addBatch": 5, "walCommit": 1}},  # an empty trigger: left out
+        {"numInputRows": 3, "durationMs": {"addBatch": 300, "walCommit": 50}},
+        {"numInputRows": 2, "durationMs": {"addBatch": 250, "walCommit": 40}},
+    ]
+    assert _lag().spark_trigger_split(progress) == {"addBatch": 250.0, "walCommit": 40.0}
+
+
+def test_visible_lags_take_the_first_newer_sighting() -> None:
+    lag = _lag()
     # seq 2 was never seen itself; seq 3 (newer) was seen at 13.0
     assert sorted(lag.visible_lags({1: 10.0, 2: 11.0, 3: 12.0}, {1: 10.5, 3: 13.0})) == [0.5, 1.0, 2.0]
