@@ -110,7 +110,7 @@ def run_catchup(
         live_first, live_last, live_source_s = _write(p, workload, live_events)
         if not p.wait_applied(live_last, timeout):
             raise click.ClickException(f"the target did not follow the live phase in {timeout:.0f} s")
-        live_eps = (live_last - live_first + 1) / (p.stages.applied[live_last] - t0)
+        live_eps = (live_last - live_first + 1) / (p.stages.applied.get(live_last, time.time()) - t0)
 
         say(f"target stopped; the source writes {events} events")
         p.stop_target()
