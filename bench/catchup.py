@@ -28,19 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import click
-from common import Pipeline, emit, exit_on_sigterm, peak_rss_bytes, quiet_logs, ratio, reset_peak_rss, say
-
-
-def rss_bytes(pid: int | str = "self") -> int:
-    """Current resident set size (``VmRSS``), 0 when unreadable."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    for line in text.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+from common import (
+    Pipeline,
+    emit,
+    exit_on_sigterm,
+    peak_rss_bytes,
+    quiet_logs,
+    ratio,
+    reset_peak_rss,
+    rss_bytes,
+    say,
+)
 
 
 class RssSampler:

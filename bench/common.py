@@ -146,6 +146,12 @@ def peak_rss_bytes(pid: int | str = "self") -> int:
     return parse_vmhwm(text) if "VmHWM" in text else 0
 
 
+def rss_bytes(pid: int | str = "self") -> int:
+    """Current resident set size of a process (``VmRSS``), 0 when unreadable."""
+    text = _read(f"/proc/{pid}/status")
+    return _kib_field(text, "VmRSS") if "VmRSS" in text else 0
+
+
 def reset_peak_rss(pid: int | str = "self") -> bool:
     """Reset ``VmHWM`` to the current RSS (Linux: write 5 to clear_refs); False when not allowed."""
     try:
