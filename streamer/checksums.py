@@ -16,7 +16,7 @@ HDFS that value is not a plain digest of the content but one of:
 
 Which of these a value is cannot be told from its bytes (CRC32 and CRC32C values look alike): the
 algorithm name recorded with the file decides. The MD5-of-MD5 value carries its own ``bytesPerCRC``
-and block size (``crcPerBlock × bytesPerCRC``; a one-block value does not depend on the block size),
+and block size (``crcPerBlock * bytesPerCRC``; a one-block value does not depend on the block size),
 so ``new(name, expected=...)`` takes them from the recorded value; the keyword defaults (HDFS's
 ``dfs.bytes-per-checksum`` 512 and ``dfs.blocksize`` 128 MiB) apply only without one.
 
@@ -133,16 +133,15 @@ def new(
     ``ChecksumError`` for an unknown name, a malformed ``expected`` or inconsistent sizes.
     """
     algorithm = normalize(name)
+    if expected is not None:
+        check_value(algorithm, expected)
     if algorithm in (SHA256, MD5):
         return _Hashlib(algorithm)
     crc = _CRCS[algorithm]
     if algorithm in (HDFS_COMPOSITE_CRC32C, HDFS_COMPOSITE_CRC32):
-        if expected is not None:
-            check_value(algorithm, expected)
         return CompositeCrc(algorithm, crc)
     block: int | None = block_size
     if expected is not None:
-        check_value(algorithm, expected)
         recorded_bpc, crc_per_block = _HEADER.unpack_from(bytes.fromhex(expected))
         if recorded_bpc > 0:
             bytes_per_crc = recorded_bpc
