@@ -104,6 +104,8 @@ def run(
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
     from streamer.source.policy import PolicySet
+    from streamer.source.prerequisites import cannot_check as prerequisites_unchecked
+    from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import NotificationReader, SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
 
@@ -129,6 +131,10 @@ def run(
         if notification_db
         else ThriftNotificationReader(str(hms_uri), auth=auth)
     )
+    if isinstance(reader, ThriftNotificationReader):
+        check_prerequisites(reader.config_value, cmroot=cmroot)
+    else:
+        prerequisites_unchecked()
     metrics.serve(
         metrics.MetricsEndpoint(
             metrics_port, metrics_host, metrics_tls_cert, metrics_tls_key,
