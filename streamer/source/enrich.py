@@ -151,6 +151,9 @@ class Enricher:
         self.files = files or FsspecInspector()
 
     def __call__(self, event: Event) -> Event:
+        return enrich_event(self._with_writes(event), self.settings, self.files)
+
+    def _with_writes(self, event: Event) -> Event:
         payload = event.payload
         if isinstance(payload, CommitTxnPayload) and not payload.writes:
             try:
@@ -160,15 +163,20 @@ class Enricher:
                                   event_type=event.event_type.value, obj=exc.obj) from exc
             if writes:
                 event = dataclasses.replace(event, payload=dataclasses.replace(payload, writes=writes))
-        try:
-            return map_refs(event, lambda ref: enrich_ref(ref, self.settings, self.files))
-        except OSError as exc:
-            raise DecodeError(f"cannot inspect a file of the event: {exc}", event_id=event.event_id,
-                              event_type=event.event_type.value, obj=_obj(event)) from exc
-        except checksums.ChecksumError as exc:
-            raise DecodeError(f"{exc} (is --checksum-algorithm {self.settings.checksum_algorithm} what the "
-                              "source filesystem records?)", event_id=event.event_id,
-                              event_type=event.event_type.value, obj=_obj(event)) from exc
+        return event
+
+
+def enrich_event(event: Event, settings: EnrichSettings, files: FileInspector) -> Event:
+    """Every file reference of ``event`` enriched; a failure is a ``DecodeError`` naming the event."""
+    try:
+        return map_refs(event, lambda ref: enrich_ref(ref, settings, files))
+    except OSError as exc:
+        raise DecodeError(f"cannot inspect a file of the event: {exc}", event_id=event.event_id,
+                          event_type=event.event_type.value, obj=_obj(event)) from exc
+    except checksums.ChecksumError as exc:
+        raise DecodeError(f"{exc} (is --checksum-algorithm {settings.checksum_algorithm} what the source "
+                          "filesystem records?)", event_id=event.event_id, event_type=event.event_type.value,
+                          obj=_obj(event)) from exc
 
 
 def _obj(event: Event) -> str | None:
