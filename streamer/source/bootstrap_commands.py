@@ -114,6 +114,7 @@ def bootstrap(
     from streamer.kafka.settings import client_config, parse_pairs
     from streamer.source.enrich import EnrichSettings
     from streamer.source.hms_source_catalog import HmsSourceCatalog
+    from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.source.warehouse_catalog import WarehouseCatalog
@@ -130,6 +131,12 @@ def bootstrap(
     enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
     kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
     config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich)
+    if hms_uri:
+        checker = ThriftNotificationReader(str(hms_uri), auth=auth)
+        try:
+            check_prerequisites(checker.config_value, cmroot=cmroot)  # the agent that follows needs them
+        finally:
+            checker.close()
     with contextlib.ExitStack() as resources:
         reader: NotificationReader
         catalog: SourceCatalog

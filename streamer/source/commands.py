@@ -134,7 +134,7 @@ def run(
     if isinstance(reader, ThriftNotificationReader):
         check_prerequisites(reader.config_value, cmroot=cmroot)
     else:
-        prerequisites_unchecked()
+        prerequisites_unchecked(str(notification_db))
     metrics.serve(
         metrics.MetricsEndpoint(
             metrics_port, metrics_host, metrics_tls_cert, metrics_tls_key,

@@ -97,8 +97,12 @@ def check_prerequisites(
     return warnings
 
 
-def cannot_check() -> None:
-    """Reading the metastore's database directly, the agent cannot see the server's settings."""
+def cannot_check(notification_db: str) -> None:
+    """Reading the metastore's database directly, the agent cannot see the server's settings (the
+    bundled warehouse, a sqlite file, writes its log itself and needs none of them)."""
+    scheme = notification_db.split("://", 1)[0].lower() if "://" in notification_db else ""
+    if scheme in ("", "sqlite", "file"):
+        return
     log.info("source prerequisites (%s with %s, %s=true, %s=true) cannot be checked when reading the "
              "metastore's database; make sure they are set (or use --hms-uri, which checks them)",
              TRANSACTIONAL_LISTENERS, LISTENER_CLASS, DML_EVENTS, CM_ENABLED)

@@ -67,12 +67,15 @@ def test_settings_that_are_on_are_not_warned_about(
     assert f"differs from the metastore's {CM_ROOT}={cmroot.as_uri()}" in other_root
 
 
-def test_the_agent_warns_at_start_up(hms: EmbeddedMetastore, broker: EmbeddedBroker, tmp_path: Path) -> None:
-    """``streamer source run --hms-uri`` names each setting that is off in its log, then runs."""
-    command = [str(Path(sys.executable).with_name("streamer")), "source", "run", "--source-id", "prereq",
-               "--hms-uri", hms.uri, "--bootstrap-servers", broker.bootstrap_servers,
-               "--topic", f"prereq-{uuid.uuid4().hex[:8]}", "--once"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("command", [["source", "run", "--once"], ["bootstrap", "--policy", "no_such_db"]])
+def test_the_agent_and_bootstrap_warn_at_start_up(
+    hms: EmbeddedMetastore, broker: EmbeddedBroker, command: list[str]
+) -> None:
+    """``streamer source run|bootstrap --hms-uri`` name each setting that is off in the log, then run."""
+    argv = [str(Path(sys.executable).with_name("streamer")), *command, "--source-id", "prereq",
+            "--hms-uri", hms.uri, "--bootstrap-servers", broker.bootstrap_servers,
+            "--topic", f"prereq-{uuid.uuid4().hex[:8]}"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     for setting in (TRANSACTIONAL_LISTENERS, DML_EVENTS, CM_ENABLED):
         assert f"source prerequisite: {setting}" in result.stderr

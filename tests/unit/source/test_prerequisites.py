@@ -13,6 +13,7 @@ from streamer.source.prerequisites import (
     EVENT_LISTENERS,
     LISTENER_CLASS,
     TRANSACTIONAL_LISTENERS,
+    cannot_check,
     check_prerequisites,
     prerequisite_warnings,
 )
@@ -95,3 +96,14 @@ def test_an_unreachable_metastore_is_asked_once() -> None:
 
     warnings = check_prerequisites(get)
     assert len(asked) == 1 and len(warnings) == 5 and all("ConnectionRefusedError" in w for w in warnings)
+
+
+def test_reading_a_metastore_database_says_the_settings_are_unchecked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="streamer.source.prerequisites"):
+        cannot_check("warehouse.db")  # the bundled warehouse: nothing to say
+        assert not caplog.records
+        cannot_check("postgresql://hive@db/metastore")
+    (record,) = caplog.records
+    assert "cannot be checked" in record.getMessage() and DML_EVENTS in record.getMessage()
