@@ -83,6 +83,8 @@ class Hasher(Protocol):
 
     def hexdigest(self) -> str: ...
 
+    def copy(self) -> Hasher: ...
+
 
 def normalize(name: str) -> str:
     """The canonical spelling of an algorithm name; ``ChecksumError`` listing the known ones otherwise."""
