@@ -39,7 +39,7 @@ from streamer.events.model import (
 from streamer.hive.decode import decode_row
 from streamer.hive.files import parse_partition_name, partition_name
 from streamer.source.consolidate import Consolidated, Dump, TableDump, Values, consolidate, key
-from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_ref, map_refs
+from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_event
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import Scope
 from streamer.source.reader import NotificationReader
@@ -340,7 +340,7 @@ def _table_items(t: TableDump, limits: RecordLimits) -> Iterator[tuple[Bootstrap
 def enrich_records(events: list[Event], settings: EnrichSettings) -> list[Event]:
     """Checksum algorithm, size and cm fallback of every file, as the agent fills them for events."""
     inspector = FsspecInspector()
-    return [map_refs(e, lambda ref: enrich_ref(ref, settings, inspector)) for e in events]
+    return [enrich_event(e, settings, inspector) for e in events]
 
 
 def with_time(events: list[Event], now: int) -> list[Event]:

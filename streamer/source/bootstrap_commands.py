@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from streamer import checksums
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.source.agent import AgentConfig, SourceAgent
@@ -62,8 +63,12 @@ def _env(name: str) -> dict[str, Any]:
 @click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
               **_env("KAFKA_SETTING"), help="librdkafka property passed through; repeatable.")
 @click.option("--topic", **_env("TOPIC"), help="Topic to publish to. Default: streamer.<source-id>.events.")
-@click.option("--checksum-algorithm", default="sha256", show_default=True, **_env("CHECKSUM_ALGORITHM"),
-              help="What the source filesystem's file checksums are.")
+@click.option("--checksum-algorithm", default="sha256", show_default=True,
+              type=click.Choice(checksums.ALGORITHMS, case_sensitive=False), **_env("CHECKSUM_ALGORITHM"),
+              help="What the source filesystem's file checksums are (recorded with each file): "
+                   "hdfs-md5-of-md5-of-crc32c for HDFS (its default), hdfs-md5-of-md5-of-crc32 with "
+                   "dfs.checksum.type=CRC32, hdfs-composite-crc32c/-crc32 with "
+                   "dfs.checksum.combine.mode=COMPOSITE_CRC.")
 @click.option("--cmroot", **_env("CMROOT"), help="The source's change-manager root.")
 @click.option("--records-per-transaction", default=200, show_default=True, type=click.IntRange(1),
               **_env("RECORDS_PER_TRANSACTION"), help="Bootstrap records per Kafka transaction.")
@@ -109,6 +114,7 @@ def bootstrap(
     from streamer.kafka.settings import client_config, parse_pairs
     from streamer.source.enrich import EnrichSettings
     from streamer.source.hms_source_catalog import HmsSourceCatalog
+    from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.source.warehouse_catalog import WarehouseCatalog
@@ -125,6 +131,12 @@ def bootstrap(
     enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
     kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
     config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich)
+    if hms_uri:
+        checker = ThriftNotificationReader(str(hms_uri), auth=auth)
+        try:
+            check_prerequisites(checker.config_value, cmroot=cmroot)  # the agent that follows needs them
+        finally:
+            checker.close()
     with contextlib.ExitStack() as resources:
         reader: NotificationReader
         catalog: SourceCatalog

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from streamer import checksums
 from streamer.errors import ConfigError
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 
@@ -48,8 +49,12 @@ def source() -> None:
 @click.option("--gap-settle-seconds", default=5.0, show_default=True, type=click.FloatRange(0),
               **_env("GAP_SETTLE_SECONDS"),
               help="How long a missing event id may take to commit before the agent halts on the gap.")
-@click.option("--checksum-algorithm", default="sha256", show_default=True, **_env("CHECKSUM_ALGORITHM"),
-              help="What the source filesystem's file checksums are (recorded with each file).")
+@click.option("--checksum-algorithm", default="sha256", show_default=True,
+              type=click.Choice(checksums.ALGORITHMS, case_sensitive=False), **_env("CHECKSUM_ALGORITHM"),
+              help="What the source filesystem's file checksums are (recorded with each file): "
+                   "hdfs-md5-of-md5-of-crc32c for HDFS (its default), hdfs-md5-of-md5-of-crc32 with "
+                   "dfs.checksum.type=CRC32, hdfs-composite-crc32c/-crc32 with "
+                   "dfs.checksum.combine.mode=COMPOSITE_CRC.")
 @click.option("--cmroot", **_env("CMROOT"),
               help="The source's change-manager root, for file references that do not name one.")
 @click.option("--start-after", type=click.IntRange(0), **_env("START_AFTER"),
@@ -99,6 +104,8 @@ def run(
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
     from streamer.source.policy import PolicySet
+    from streamer.source.prerequisites import cannot_check as prerequisites_unchecked
+    from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import NotificationReader, SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
 
@@ -124,6 +131,10 @@ def run(
         if notification_db
         else ThriftNotificationReader(str(hms_uri), auth=auth)
     )
+    if isinstance(reader, ThriftNotificationReader):
+        check_prerequisites(reader.config_value, cmroot=cmroot)
+    else:
+        prerequisites_unchecked(str(notification_db))
     metrics.serve(
         metrics.MetricsEndpoint(
             metrics_port, metrics_host, metrics_tls_cert, metrics_tls_key,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from streamer import checksums
 from streamer.errors import DecodeError
 from streamer.events.model import CommitTxnPayload, Event, FileRef
 from streamer.hive.decode import decode_txn_writes
@@ -34,8 +35,9 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class EnrichSettings:
     """``checksum_algorithm`` names what the source filesystem's checksums are (e.g. ``sha256`` for
-    the bundled warehouse, ``hdfs-md5-of-crc32c`` for HDFS); ``cmroot`` is the source's change-manager
-    root, used for references that do not name one (Hive 2.3)."""
+    the bundled warehouse, ``hdfs-md5-of-md5-of-crc32c`` for HDFS; see ``streamer.checksums``);
+    ``cmroot`` is the source's change-manager root, used for references that do not name one
+    (Hive 2.3)."""
 
     checksum_algorithm: str = COMPUTED_ALGORITHM
     cmroot: str | None = None
@@ -85,10 +87,20 @@ def filesystem_of(uri: str) -> tuple[Any, str]:
 
 
 def enrich_ref(ref: FileRef, settings: EnrichSettings, files: FileInspector) -> FileRef:
-    """One reference with checksum, algorithm, size and cm fallback filled in where missing."""
+    """One reference with checksum, algorithm, size and cm fallback filled in where missing.
+
+    A recorded checksum that cannot be a value of its algorithm (``--checksum-algorithm`` does not
+    describe the source filesystem, or the message is damaged) raises ``checksums.ChecksumError``:
+    published, it would only halt every target at this file.
+    """
     checksum, algorithm = ref.checksum, ref.checksum_algorithm
     if checksum and not algorithm:
         algorithm = settings.checksum_algorithm
+    if checksum and algorithm:
+        try:
+            checksums.check_value(algorithm, checksum)
+        except checksums.ChecksumError as exc:
+            raise checksums.ChecksumError(f"file {ref.uri}: {exc}") from exc
     if not checksum and settings.compute_missing:
         checksum = files.sha256(ref.uri)
         algorithm = COMPUTED_ALGORITHM if checksum else None
@@ -139,6 +151,9 @@ class Enricher:
         self.files = files or FsspecInspector()
 
     def __call__(self, event: Event) -> Event:
+        return enrich_event(self._with_writes(event), self.settings, self.files)
+
+    def _with_writes(self, event: Event) -> Event:
         payload = event.payload
         if isinstance(payload, CommitTxnPayload) and not payload.writes:
             try:
@@ -148,11 +163,20 @@ class Enricher:
                                   event_type=event.event_type.value, obj=exc.obj) from exc
             if writes:
                 event = dataclasses.replace(event, payload=dataclasses.replace(payload, writes=writes))
-        try:
-            return map_refs(event, lambda ref: enrich_ref(ref, self.settings, self.files))
-        except OSError as exc:
-            raise DecodeError(f"cannot inspect a file of the event: {exc}", event_id=event.event_id,
-                              event_type=event.event_type.value, obj=_obj(event)) from exc
+        return event
+
+
+def enrich_event(event: Event, settings: EnrichSettings, files: FileInspector) -> Event:
+    """Every file reference of ``event`` enriched; a failure is a ``DecodeError`` naming the event."""
+    try:
+        return map_refs(event, lambda ref: enrich_ref(ref, settings, files))
+    except OSError as exc:
+        raise DecodeError(f"cannot inspect a file of the event: {exc}", event_id=event.event_id,
+                          event_type=event.event_type.value, obj=_obj(event)) from exc
+    except checksums.ChecksumError as exc:
+        raise DecodeError(f"{exc} (is --checksum-algorithm {settings.checksum_algorithm} what the source "
+                          "filesystem records?)", event_id=event.event_id, event_type=event.event_type.value,
+                          obj=_obj(event)) from exc
 
 
 def _obj(event: Event) -> str | None:

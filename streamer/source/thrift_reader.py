@@ -53,6 +53,10 @@ class ThriftNotificationReader:
     def databases(self) -> set[str]:
         return {str(name).lower() for name in self._call(lambda c: c.get_all_databases())}
 
+    def config_value(self, name: str, default: str) -> str:
+        """A setting of the metastore server (``get_config_value``; Hive serves ``hive.*`` names)."""
+        return str(self._call(lambda c: c.get_config_value(name, default)))
+
     def txn_writes(self, txn_id: int) -> list[TxnWriteNotificationRow]:
         if not self._warned_writes:
             log.warning("the Thrift reader cannot fetch ACID write lists (Hive 4 get_all_write_event_info); "

@@ -11,7 +11,6 @@ them has been verified; ``copy_all`` does both at once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import posixpath
@@ -19,13 +18,13 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from streamer import metrics
+from streamer import checksums, metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
 from streamer.target.paths import Root
@@ -33,19 +32,19 @@ from streamer.target.paths import Root
 log = logging.getLogger(__name__)
 
 TMP_PREFIX = ".streamer-tmp-"
-CHECKSUM_ALGORITHMS: dict[str, Callable[[], Any]] = {"sha256": hashlib.sha256, "md5": hashlib.md5}
+CHECKSUM_ALGORITHMS: tuple[str, ...] = checksums.ALGORITHMS
 
 
-def hasher(algorithm: str, *, event_id: int | None = None, obj: str | None = None) -> Any:
-    """A fresh hash object for ``algorithm``; an unknown algorithm is an error, never 'unverified'."""
-    factory = CHECKSUM_ALGORITHMS.get(algorithm.lower())
-    if factory is None:
-        raise ApplyError(
-            f"unknown checksum algorithm {algorithm!r}; supported: {', '.join(sorted(CHECKSUM_ALGORITHMS))}",
-            event_id=event_id,
-            obj=obj,
-        )
-    return factory()
+def hasher(
+    algorithm: str, expected: str | None = None, *, event_id: int | None = None, obj: str | None = None
+) -> checksums.Hasher:
+    """A fresh streaming hash for ``algorithm``, shaped by the ``expected`` value where it carries its
+    own parameters (HDFS's bytes per CRC and block size); an unknown algorithm or a value that cannot
+    be one of its checksums is an error, never 'unverified'."""
+    try:
+        return checksums.new(algorithm, expected)
+    except checksums.ChecksumError as exc:
+        raise ApplyError(str(exc), event_id=event_id, obj=obj) from exc
 
 
 def is_hidden(name: str) -> bool:
@@ -217,7 +216,7 @@ class FileCopier:
                 obj=ref.uri,
             )
         if algo:
-            hasher(algo, event_id=event_id, obj=ref.uri)  # fail early on an unknown algorithm
+            hasher(algo, ref.checksum, event_id=event_id, obj=ref.uri)  # fail early on a bad algorithm/value
         dst_fs, final = f.fs, f.path
         if algo and ref.checksum and _matches(dst_fs, final, algo, ref.checksum, self.chunk_size):
             f.skipped = True  # already there with the right content: idempotent re-copy
@@ -234,7 +233,7 @@ class FileCopier:
             tmp_name = f"{TMP_PREFIX}{posixpath.basename(final)}-{secrets.token_hex(6)}"
             f.temp = posixpath.join(directory, tmp_name)
             try:
-                digest, size = self._stream(candidate, dst_fs, f.temp, algo, event_id, f.final)
+                digest, size = self._stream(candidate, dst_fs, f.temp, algo, ref.checksum, event_id, f.final)
             except FileNotFoundError:
                 _remove_quietly(dst_fs, f.temp)
                 f.temp = None
@@ -270,11 +269,12 @@ class FileCopier:
         dst_fs: AbstractFileSystem,
         tmp: str,
         algo: str | None,
+        expected: str | None,
         event_id: int | None,
         final: str,
     ) -> tuple[str | None, int]:
         src_fs, src_path = url_to_fs(src_url)
-        digest = hasher(algo) if algo else None
+        digest = hasher(algo, expected) if algo else None
         size = 0
         with src_fs.open(src_path, "rb") as reader:
             try:
@@ -296,7 +296,7 @@ def _mismatch(ref: FileRef, digest: str | None, size: int) -> str | None:
     file that replaced the event's one), so it decides only for files without a checksum."""
     if ref.checksum:
         if (digest or "").lower() != ref.checksum.lower():
-            return f"checksum {digest} != expected {ref.checksum}"
+            return f"{ref.checksum_algorithm} checksum {digest} != expected {ref.checksum}"
         return None
     if ref.size is not None and ref.size != size:
         return f"size {size} != expected {ref.size}"
@@ -307,7 +307,7 @@ def _matches(fs: AbstractFileSystem, path: str, algo: str, checksum: str, chunk:
     try:
         if not fs.isfile(path):
             return False
-        digest = hasher(algo)
+        digest = hasher(algo, checksum)
         with fs.open(path, "rb") as fh:
             while data := fh.read(chunk):
                 digest.update(data)

@@ -30,3 +30,9 @@ def test_bad_policy_is_a_config_error() -> None:
     result = CliRunner().invoke(cli, ["source", "run", "--source-id", "s", "--bootstrap-servers", "x:1",
                                       "--notification-db", "x.db", "--policy", "sales.["])
     assert "position 7" in str(result.exception)
+
+
+def test_checksum_algorithm_is_one_the_target_verifies() -> None:
+    base = ["source", "run", "--source-id", "s", "--bootstrap-servers", "x:1", "--notification-db", "x.db"]
+    result = CliRunner().invoke(cli, [*base, "--checksum-algorithm", "hdfs-md5-of-crc32c"])
+    assert result.exit_code == 2 and "hdfs-md5-of-md5-of-crc32c" in result.output

@@ -1,6 +1,9 @@
 import hashlib
 from pathlib import Path
 
+import pytest
+
+from streamer.errors import DecodeError
 from streamer.events.model import (
     AddPartitionPayload,
     CommitTxnPayload,
@@ -8,12 +11,16 @@ from streamer.events.model import (
     Event,
     EventType,
     FileRef,
+    InsertPayload,
     Source,
     TableSnapshot,
 )
 from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_ref, map_refs
 from streamer.source.reader import SqlNotificationReader
 from tests.unit.source.logdb import sqlite_logdb
+
+# what HDFS records for a file of one block (bytesPerCRC 512, crcPerBlock 0, the MD5)
+HDFS_VALUE = "00000200" + "0000000000000000" + "21c8590a52605e01296312f9dccf3904"
 
 
 def _file(tmp_path: Path, name: str, data: bytes) -> str:
@@ -32,14 +39,28 @@ def test_missing_checksum_is_computed_with_size_and_cm_uri(tmp_path: Path) -> No
 
 def test_recorded_checksum_is_kept_and_labelled_with_the_source_algorithm(tmp_path: Path) -> None:
     uri = _file(tmp_path, "f", b"abc")
-    settings = EnrichSettings(checksum_algorithm="hdfs-md5-of-crc32c", cmroot="hdfs://nn/cm")
-    ref = enrich_ref(FileRef(uri, checksum="00ff"), settings, FsspecInspector())
+    settings = EnrichSettings(checksum_algorithm="hdfs-md5-of-md5-of-crc32c", cmroot="hdfs://nn/cm")
+    recorded = HDFS_VALUE
+    ref = enrich_ref(FileRef(uri, checksum=recorded), settings, FsspecInspector())
     # the size of the file as it is now may not be the size of the file the checksum describes
-    assert (ref.checksum, ref.checksum_algorithm, ref.size) == ("00ff", "hdfs-md5-of-crc32c", None)
-    assert ref.cm_uri == "hdfs://nn/cm/f_00ff"
+    assert (ref.checksum, ref.checksum_algorithm, ref.size) == (recorded, "hdfs-md5-of-md5-of-crc32c", None)
+    assert ref.cm_uri == f"hdfs://nn/cm/f_{recorded}"
     # a computed sha256 never names a cm copy of a source whose checksums are something else
     computed = enrich_ref(FileRef(uri), settings, FsspecInspector())
     assert computed.checksum_algorithm == "sha256" and computed.cm_uri is None
+
+
+def test_a_checksum_the_algorithm_cannot_produce_stops_the_agent_at_its_event(tmp_path: Path) -> None:
+    uri = _file(tmp_path, "f", b"abc")
+    sha = hashlib.sha256(b"abc").hexdigest()
+    settings = EnrichSettings(checksum_algorithm="hdfs-md5-of-md5-of-crc32c")
+    payload = InsertPayload(None, None, [], False, [FileRef(uri, checksum=sha)])
+    event = Event(Source("s", 17, 0), EventType.INSERT, payload, db="sales", table="orders")
+    with pytest.raises(DecodeError) as info:
+        Enricher(settings, reader=None, files=FsspecInspector())(event)  # type: ignore[arg-type]
+    error = info.value
+    assert (error.event_id, error.obj) == (17, "sales.orders")
+    assert uri in error.cause and "has 32 bytes" in error.cause and "--checksum-algorithm" in error.cause
 
 
 def test_vanished_file_stays_unverified(tmp_path: Path) -> None:
@@ -57,8 +78,9 @@ def test_map_refs_reaches_nested_lists() -> None:
 
 def test_commit_txn_gets_its_writes(tmp_path: Path) -> None:
     uri = _file(tmp_path, "bucket_00000", b"x")
+    chk = hashlib.sha256(b"x").hexdigest()
     with sqlite_logdb(str(tmp_path / "ms.db")) as db:
-        db.add_write(5, 1, "sales", "t", f"{uri}#abc##delta_1_1")
+        db.add_write(5, 1, "sales", "t", f"{uri}#{chk}##delta_1_1")
         reader = SqlNotificationReader(db.url)
         event = Event(Source("s", 9, 0), EventType.COMMIT_TXN, CommitTxnPayload(5))
         enriched = Enricher(EnrichSettings(cmroot="/cm"), reader)(event)
@@ -67,7 +89,7 @@ def test_commit_txn_gets_its_writes(tmp_path: Path) -> None:
     (write,) = enriched.payload.writes
     (ref,) = write.files
     assert (write.db, write.table, write.write_id) == ("sales", "t", 1)
-    expected = ("abc", None, "delta_1_1", "/cm/bucket_00000_abc")
+    expected = (chk, None, "delta_1_1", f"/cm/bucket_00000_{chk}")
     assert (ref.checksum, ref.size, ref.subdir, ref.cm_uri) == expected
 
 

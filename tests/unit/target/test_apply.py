@@ -243,7 +243,7 @@ def test_error_names_event_and_object(env: Env) -> None:
     with pytest.raises(ChecksumMismatchError) as info:
         env.applier.apply(
             plan(
-                [b.create_table(2, t, [dataclasses.replace(env.file(t, "f", b"1"), checksum="00")])], {}
+                [b.create_table(2, t, [dataclasses.replace(env.file(t, "f", b"1"), checksum="00" * 32)])], {}
             ).steps[0]
         )
     assert info.value.event_id == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer import metrics
+from streamer import checksums, metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
 from streamer.target.files import TMP_PREFIX, FileCopier, clear_dir, move_dir, remove_tree
@@ -191,3 +191,52 @@ def test_clear_and_move_and_remove(dirs: tuple[Path, Path, Path]) -> None:
     assert _visible(dst) == {}
     with pytest.raises(PathEscapeError):
         remove_tree(str(dst), roots)
+
+
+def _hdfs(algorithm: str, data: bytes) -> str:
+    """What HDFS records for ``data`` written with 16-byte chunks and 64-byte blocks."""
+    hasher = checksums.new(algorithm, bytes_per_crc=16, block_size=64)
+    hasher.update(data)
+    return hasher.hexdigest()
+
+
+@pytest.mark.parametrize("algorithm", [a for a in checksums.ALGORITHMS if a.startswith("hdfs-")])
+def test_hdfs_checksums_verify_with_the_sizes_their_value_records(
+    dirs: tuple[Path, Path, Path], algorithm: str
+) -> None:
+    src, cm, dst = dirs
+    data = bytes(range(256)) * 3  # 12 blocks of 64 bytes, copied in chunks of 7
+    (src / "f").write_bytes(data)
+    ref = FileRef(uri=str(src / "f"), checksum=_hdfs(algorithm, data), checksum_algorithm=algorithm)
+    assert _copier(dst).copy_all([ref], lambda r: str(dst), event_id=5).files == 1
+    assert (dst / "f").read_bytes() == data
+    assert _copier(dst).copy_all([ref], lambda r: str(dst), event_id=5).skipped == 1  # idempotent re-copy
+    # the source changed since; the cm copy still has the event's content
+    (src / "f").write_bytes(data[:-1] + b"!")
+    (cm / "f_x").write_bytes(data)
+    (dst / "f").unlink()
+    moved = FileRef(**{**ref.__dict__, "cm_uri": str(cm / "f_x")})
+    assert _copier(dst).copy_all([moved], lambda r: str(dst), event_id=5).cm_fallbacks == 1
+
+
+def test_wrong_hdfs_checksum_halts_with_event_file_and_cause(dirs: tuple[Path, Path, Path]) -> None:
+    src, _, dst = dirs
+    (src / "f").write_bytes(b"content")
+    algorithm = checksums.HDFS_MD5_CRC32C
+    ref = FileRef(uri=str(src / "f"), checksum=_hdfs(algorithm, b"other"), checksum_algorithm=algorithm)
+    with pytest.raises(ChecksumMismatchError) as info:
+        _copier(dst).copy_all([ref], lambda r: str(dst), event_id=8)
+    assert (info.value.event_id, info.value.obj) == (8, ref.uri)
+    assert f"{algorithm} checksum" in info.value.cause and ref.checksum in info.value.cause
+    assert _visible(dst) == {} and not _temps(dst)
+
+
+def test_malformed_hdfs_checksum_is_an_error_before_any_copy(dirs: tuple[Path, Path, Path]) -> None:
+    src, _, dst = dirs
+    (src / "f").write_bytes(b"content")
+    sha = hashlib.sha256(b"content").hexdigest()
+    ref = FileRef(uri=str(src / "f"), checksum=sha, checksum_algorithm=checksums.HDFS_MD5_CRC32C)
+    with pytest.raises(ApplyError, match="has 32 bytes; a hdfs-md5-of-md5-of-crc32c value has 28") as info:
+        _copier(dst).copy_all([ref], lambda r: str(dst), event_id=9)
+    assert (info.value.event_id, info.value.obj) == (9, ref.uri)
+    assert _visible(dst) == {}

@@ -1,0 +1,108 @@
+"""What a source metastore must be configured with for replication to see every change.
+
+Without ``DbNotificationListener`` among its listeners the metastore writes no notification log at
+all; without ``hive.metastore.dml.events`` inserts publish no event (their files never reach a
+target); without change management (``hive.repl.cm.enabled``) a file rewritten or dropped before a
+target copies it is lost, and the target halts. Over Thrift the agent can ask the metastore
+(``get_config_value``) and warn at start-up, naming the setting; reading the metastore's database
+it cannot, and says so.
+
+``prerequisite_warnings`` judges the values (pure); ``check_prerequisites`` reads and logs them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+log = logging.getLogger(__name__)
+
+TRANSACTIONAL_LISTENERS = "hive.metastore.transactional.listeners"
+EVENT_LISTENERS = "hive.metastore.event.listeners"
+DML_EVENTS = "hive.metastore.dml.events"
+CM_ENABLED = "hive.repl.cm.enabled"
+CM_ROOT = "hive.repl.cmrootdir"
+SETTINGS: tuple[str, ...] = (TRANSACTIONAL_LISTENERS, EVENT_LISTENERS, DML_EVENTS, CM_ENABLED, CM_ROOT)
+LISTENER = "DbNotificationListener"
+LISTENER_CLASS = "org.apache.hive.hcatalog.listener.DbNotificationListener"
+
+
+def _has_listener(value: str | None) -> bool:
+    return any(name.strip().rsplit(".", 1)[-1] == LISTENER for name in (value or "").split(","))
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+def prerequisite_warnings(
+    values: Mapping[str, str], unreadable: Mapping[str, str] | None = None, *, cmroot: str | None = None
+) -> list[str]:
+    """One warning per prerequisite that is off, naming the setting and the value it needs.
+
+    ``values`` are the settings as the metastore reports them; ``unreadable`` maps a setting that
+    could not be read to why, and is a warning too (it has to be checked by hand). ``cmroot`` is
+    the agent's ``--cmroot``: a different change-manager root than the metastore's is warned about.
+    """
+    unreadable = unreadable or {}
+    warnings = [f"cannot read {name} from the metastore ({cause}); check it by hand"
+                for name, cause in unreadable.items()]
+    listeners = [values.get(TRANSACTIONAL_LISTENERS), values.get(EVENT_LISTENERS)]
+    listeners_known = TRANSACTIONAL_LISTENERS not in unreadable or EVENT_LISTENERS not in unreadable
+    if listeners_known and not any(_has_listener(v) for v in listeners):
+        warnings.append(
+            f"{TRANSACTIONAL_LISTENERS} (or {EVENT_LISTENERS}) does not include {LISTENER_CLASS}: the "
+            f"metastore writes no notification log, so nothing will be replicated "
+            f"({TRANSACTIONAL_LISTENERS}={values.get(TRANSACTIONAL_LISTENERS, '')!r}, "
+            f"{EVENT_LISTENERS}={values.get(EVENT_LISTENERS, '')!r})"
+        )
+    if DML_EVENTS not in unreadable and not _true(values.get(DML_EVENTS)):
+        warnings.append(f"{DML_EVENTS} is {values.get(DML_EVENTS)!r}, not 'true': inserts into existing "
+                        "tables and partitions publish no event, so their files never reach a target")
+    if CM_ENABLED not in unreadable and not _true(values.get(CM_ENABLED)):
+        warnings.append(f"{CM_ENABLED} is {values.get(CM_ENABLED)!r}, not 'true': a file rewritten or "
+                        "dropped before a target copies it cannot be recovered and halts that target's "
+                        "database")
+    elif cmroot and values.get(CM_ROOT) and values[CM_ROOT].rstrip("/") != cmroot.rstrip("/"):
+        warnings.append(f"--cmroot {cmroot} differs from the metastore's {CM_ROOT}={values[CM_ROOT]}: "
+                        "change-manager copies of Hive 2.3 file references will be looked for in the "
+                        "wrong place")
+    return warnings
+
+
+def check_prerequisites(
+    get_config_value: Callable[[str, str], str], *, cmroot: str | None = None
+) -> list[str]:
+    """Read the settings through ``get_config_value(name, default)`` (the metastore's Thrift call),
+    log a warning for each prerequisite that is off, and return the warnings."""
+    values: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
+    failed: str | None = None
+    for name in SETTINGS:
+        if failed is not None:
+            unreadable[name] = failed
+            continue
+        try:
+            values[name] = str(get_config_value(name, ""))
+        except Exception as exc:  # a refusal of this name, or no answer at all
+            cause = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+            unreadable[name] = cause
+            if type(exc).__name__ != "ConfigValSecurityException":
+                failed = cause  # the server does not answer: asking on would only wait longer
+    warnings = prerequisite_warnings(values, unreadable, cmroot=cmroot)
+    for warning in warnings:
+        log.warning("source prerequisite: %s", warning)
+    if not warnings:
+        log.info("source prerequisites met: %s", ", ".join(f"{n}={values[n]}" for n in SETTINGS if values[n]))
+    return warnings
+
+
+def cannot_check(notification_db: str) -> None:
+    """Reading the metastore's database directly, the agent cannot see the server's settings (the
+    bundled warehouse, a sqlite file, writes its log itself and needs none of them)."""
+    scheme = notification_db.split("://", 1)[0].lower() if "://" in notification_db else ""
+    if scheme in ("", "sqlite", "file"):
+        return
+    log.info("source prerequisites (%s with %s, %s=true, %s=true) cannot be checked when reading the "
+             "metastore's database; make sure they are set (or use --hms-uri, which checks them)",
+             TRANSACTIONAL_LISTENERS, LISTENER_CLASS, DML_EVENTS, CM_ENABLED)
