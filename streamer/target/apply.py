@@ -75,6 +75,7 @@ from streamer.events.model import (
     TableSnapshot,
     UpdateColumnStatsPayload,
 )
+from streamer.filesystems import atomic_rename
 from streamer.target import functions
 from streamer.target.acid import TxnState, VisibilityStore, table_key, target_parameters
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
@@ -548,9 +549,13 @@ class Applier:
         if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
             return  # one atomic switch of the directory (streamer.target.swap)
         staged.publish()
+        removed: list[str] = []
         if payload.replace:
             keep = {_top_level(f.final, target_dir) for f in staged.files}
-            clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+            removed = clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+        published = sum(1 for f in staged.files if not f.skipped)
+        if published > 1 or (published and removed):
+            _count_nonatomic(table.db, target_dir)
 
     def _open_txn(self, event: Event) -> None:
         payload = _payload(event, OpenTxnPayload)
@@ -843,6 +848,23 @@ def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
 
 def _is_managed(table: TableSnapshot) -> bool:
     return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
+
+
+_warned_nonatomic: set[str] = set()
+
+
+def _count_nonatomic(db: str, target_dir: str) -> None:
+    """An INSERT became visible file by file: counted, and said once per filesystem kind."""
+    metrics.TARGET_NONATOMIC_PUBLISHES.labels(db=db).inc()
+    scheme = urlsplit(target_dir).scheme.lower() or "file"
+    if not atomic_rename(target_dir) and scheme not in _warned_nonatomic:
+        _warned_nonatomic.add(scheme)
+        log.warning(
+            "%s has no atomic rename and no directory exchange: an INSERT's files appear one by one "
+            "(each object whole, hidden while staged) and an overwrite briefly shows old and new files "
+            "together; streamer_target_nonatomic_publishes_total counts such publishes",
+            scheme,
+        )
 
 
 def _path(uri: str) -> str:
