@@ -170,7 +170,7 @@ def webhdfs_arguments(url: str, options: Mapping[str, Any]) -> tuple[dict[str, A
     if "host" not in kwargs:
         raise ConfigError(f"{url}: no namenode host; name one in the URL or --fs-option webhdfs.host=...")
     kwargs.setdefault("port", WEBHDFS_DEFAULT_PORT)
-    if parts.username and "user" not in kwargs:
+    if parts.username and "user" not in kwargs and not kwargs.get("kerberos"):  # kinit's user then
         kwargs["user"] = parts.username
     return kwargs, parts.path or "/"
 

@@ -200,7 +200,10 @@ class TargetPaths:
         """Check a relative file path (``delta_5_5/bucket_0``) taken from an event before joining it."""
         if not name or name.startswith("/"):
             raise PathEscapeError(f"file name {name!r} is empty or absolute", obj=obj or name)
-        _check_segments("/" + name, name, strict=True)
+        try:
+            _check_segments("/" + name, name, strict=True)
+        except PathEscapeError as exc:  # name the file the event carried, not just the bad part
+            raise PathEscapeError(exc.cause, obj=obj or name) from exc
         if name.endswith("/"):
             raise PathEscapeError(f"file name {name!r} names a directory", obj=obj or name)
         return name

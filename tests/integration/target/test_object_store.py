@@ -44,7 +44,9 @@ def _objects(fs: Any, prefix: str) -> list[str]:
     return sorted(str(p) for p in fs.find(prefix)) if fs.exists(prefix) else []
 
 
-def _s3_target_files(fs: Any, catalog: HmsCatalog, db: str, table: str) -> Counter[tuple[str | None, str, str]]:
+def _s3_target_files(
+    fs: Any, catalog: HmsCatalog, db: str, table: str
+) -> Counter[tuple[str | None, str, str]]:
     """(partition, file name, sha256) of each visible object of a target table, read back from S3."""
     snap = catalog.get_table(db, table)
     assert snap is not None and snap.sd.location, f"{db}.{table} missing on the target"
@@ -53,7 +55,8 @@ def _s3_target_files(fs: Any, catalog: HmsCatalog, db: str, table: str) -> Count
         keys = [k.name for k in snap.partition_keys]
         for part in catalog.list_partitions(db, table):
             assert part.sd.location
-            dirs.append(("/".join(f"{k}={v}" for k, v in zip(keys, part.values, strict=True)), part.sd.location))
+            name = "/".join(f"{k}={v}" for k, v in zip(keys, part.values, strict=True))
+            dirs.append((name, part.sd.location))
     else:
         dirs.append((None, snap.sd.location))
     out: Counter[tuple[str | None, str, str]] = Counter()
