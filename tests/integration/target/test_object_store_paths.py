@@ -18,6 +18,7 @@ import pytest
 from streamer import metrics
 from streamer.events.model import Event, FileRef, PartitionSnapshot, StorageDescriptor, TableSnapshot
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref
+from streamer.source.hms_source_catalog import list_files
 from streamer.target.apply import Applier, run_plan
 from streamer.target.files import TMP_PREFIX, FileCopier
 from streamer.target.memory_catalog import MemoryCatalog
@@ -183,3 +184,13 @@ def test_enrichment_reads_source_files_on_s3(buckets: Buckets) -> None:
     gone = enrich_ref(FileRef(uri=f"s3a://{buckets.source}/wh/a.db/t/missing"), EnrichSettings(),
                       FsspecInspector())
     assert gone.checksum is None and gone.size is None
+
+
+def test_bootstrap_lists_source_files_on_s3_in_the_locations_spelling(buckets: Buckets) -> None:
+    """A Hive source's bootstrap lists each location's files: ``s3a://`` stays ``s3a://`` (s3fs itself
+    says ``s3://``), hidden and staging names and what is below them are skipped."""
+    for rel in ("f1", "dt=x/f2", ".hidden", "_SUCCESS", ".staging/f3", "dt=x/.streamer-tmp-f4"):
+        buckets.fs.pipe_file(f"{buckets.source}/wh/a.db/t/{rel}", b"data")
+    location = f"s3a://{buckets.source}/wh/a.db/t"
+    got = [(f.uri, f.size) for f in list_files(location + "/")]
+    assert got == [(f"{location}/dt=x/f2", 4), (f"{location}/f1", 4)]
