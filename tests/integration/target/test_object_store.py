@@ -5,6 +5,7 @@ and a real S3 API server (moto, 127.0.0.1). See tests/fixtures/s3.py for what th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections import Counter
@@ -12,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
-from streamer.events.model import Column
+from streamer.events.codec import EventSerializer
+from streamer.events.model import Column, Event, EventType, InsertPayload
+from streamer.events.model import Source as EventSource
 from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.target.files import TMP_PREFIX
@@ -138,4 +142,31 @@ def test_target_replicates_into_s3_verified_and_refuses_a_mismatch(
         assert catalog.list_partitions(a, "h") == []
         assert _s3_target_files(fs, catalog, b, "t") == source_files(wh, b, "t")
     assert _objects(fs, f"{bucket}/warehouse/{a}.db/h") == []  # not even a hidden staging object
+
+    # an event whose file would land outside the table (``..``): b halts at it, naming event,
+    # object and cause, and nothing is written anywhere but under the roots
+    crafted = _escaping_insert(source, b, "t", wh.current_event_id() + 1)
+    job.wait_for(lambda: b in stack.halts(), f"{b} to halt on the escaping event")
+    halt = stack.halts()[b]
+    assert halt.event_id == crafted.event_id and halt.event_type == "INSERT", halt
+    assert "escape" in (halt.object or "") and "'..' segment" in halt.cause, halt
+    keys = _objects(fs, bucket)
+    assert all(k.startswith((f"{bucket}/warehouse/", f"{bucket}/external/")) for k in keys), keys
+    assert not [k for k in keys if "escape" in k]
     print(f"\ns3 target: {len(objects)} objects, {time.monotonic() - started:.1f} s")
+
+
+def _escaping_insert(source: Source, db: str, table: str, event_id: int) -> Event:
+    """An INSERT into ``db.table`` naming a real file by a path that climbs out of the table
+    directory, produced straight onto the topic (no real source writes such an event)."""
+    wh = source.warehouse
+    (real,) = wh.files(db, table)
+    snap = wh.table(db, table)
+    uri = f"{snap.sd.location}/../../../../escape/{real.uri.rsplit('/', 1)[-1]}"
+    ref = dataclasses.replace(real, uri=uri)
+    event = Event(EventSource(source.source_id, event_id, int(time.time())), EventType.INSERT,
+                  InsertPayload(snap, None, [], False, [ref]), db=db, table=table)
+    producer = Producer(source.agent.config.kafka)
+    producer.produce(source.topic, value=EventSerializer()(event), key=db.encode(), partition=0)
+    assert producer.flush(30) == 0
+    return event
