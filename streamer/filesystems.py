@@ -132,10 +132,6 @@ def configure(settings: FsSettings) -> None:
         log.info("filesystem settings: %s", settings.masked())
 
 
-def current() -> FsSettings:
-    return _settings
-
-
 # --- hdfs -----------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,8 @@ Order of data and metadata changes, chosen so readers see source states (DESIGN 
   files removed after: readers can then see a mix during those renames and deletes (no copying
   happens in that window); a crash in the window leaves a superset that the replay completes, since
   "old" is recomputed as "every visible file the event does not name". Nothing of a failed event
-  becomes visible.
+  becomes visible. Such publishes count in ``streamer_target_nonatomic_publishes_total{db}``; on
+  object stores each "rename" is a server-side copy and a delete (``streamer.filesystems``).
 - managed rename: the data directory moves first, then the table is altered to the new derived
   location (explicit, so the metastore does not move it again) and its partitions re-pointed.
 
@@ -854,16 +855,19 @@ _warned_nonatomic: set[str] = set()
 
 
 def _count_nonatomic(db: str, target_dir: str) -> None:
-    """An INSERT became visible file by file: counted, and said once per filesystem kind."""
+    """An INSERT became visible file by file: counted, and said once per filesystem kind (local
+    filesystems without directory exchange say so in ``streamer.target.swap``)."""
     metrics.TARGET_NONATOMIC_PUBLISHES.labels(db=db).inc()
     scheme = urlsplit(target_dir).scheme.lower() or "file"
-    if not atomic_rename(target_dir) and scheme not in _warned_nonatomic:
+    if scheme != "file" and scheme not in _warned_nonatomic:
         _warned_nonatomic.add(scheme)
+        how = "" if atomic_rename(target_dir) else "; a rename there is a server-side copy and a delete"
         log.warning(
-            "%s has no atomic rename and no directory exchange: an INSERT's files appear one by one "
-            "(each object whole, hidden while staged) and an overwrite briefly shows old and new files "
-            "together; streamer_target_nonatomic_publishes_total counts such publishes",
+            "publishing on %s is not atomic (no directory exchange%s): an INSERT's files appear one by "
+            "one (each whole, hidden while staged) and an INSERT OVERWRITE briefly shows old and new "
+            "files together; streamer_target_nonatomic_publishes_total counts such publishes",
             scheme,
+            how,
         )
 
 

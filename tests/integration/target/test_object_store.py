@@ -121,7 +121,7 @@ def test_target_replicates_into_s3_verified_and_refuses_a_mismatch(
     objects = _objects(fs, f"{bucket}/warehouse/{a}.db")
     assert objects and not [o for o in objects if TMP_PREFIX in o], objects
     assert job.metric("streamer_target_nonatomic_publishes_total", db=a) >= 3
-    assert job.log_path.read_text(errors="replace").count("has no atomic rename") == 1
+    assert job.log_path.read_text(errors="replace").count("publishing on s3a is not atomic") == 1
 
     # a file whose source and cmroot copies both changed: a halts at that event, nothing of it shows
     wh.create_table(a, "h", COLUMNS, DAY)
