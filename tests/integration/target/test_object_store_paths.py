@@ -1,6 +1,7 @@
 """Object-store paths against a real S3 API server (moto, 127.0.0.1): hostile event locations write
 nothing outside the target's bucket prefixes (DESIGN invariant 7), an INSERT publishes and replays
-idempotently, and the agent's enrichment reads and checksums source files on S3.
+idempotently, the agent's enrichment and a Hive source's bootstrap read source files on S3, and the
+external-table sync mirrors an S3 source onto an S3 target.
 
 The applier runs in this process on the in-memory catalog (the metastore plays no part in where
 files go); the filesystem is the real S3 server.
@@ -16,10 +17,19 @@ from typing import Any
 import pytest
 
 from streamer import metrics
-from streamer.events.model import Event, FileRef, PartitionSnapshot, StorageDescriptor, TableSnapshot
+from streamer.events.model import (
+    DatabaseSnapshot,
+    Event,
+    FileRef,
+    PartitionSnapshot,
+    StorageDescriptor,
+    TableSnapshot,
+)
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref
 from streamer.source.hms_source_catalog import list_files
 from streamer.target.apply import Applier, run_plan
+from streamer.target.catalog import REPL_SOURCE_PARAM
+from streamer.target.external import ExternalSync
 from streamer.target.files import TMP_PREFIX, FileCopier
 from streamer.target.memory_catalog import MemoryCatalog
 from streamer.target.paths import TargetPaths
@@ -194,3 +204,34 @@ def test_bootstrap_lists_source_files_on_s3_in_the_locations_spelling(buckets: B
     location = f"s3a://{buckets.source}/wh/a.db/t"
     got = [(f.uri, f.size) for f in list_files(location + "/")]
     assert got == [(f"{location}/dt=x/f2", 4), (f"{location}/f1", 4)]
+
+
+def test_external_sync_mirrors_an_s3_source_onto_an_s3_target(buckets: Buckets) -> None:
+    """Files changed without events on an S3 source are mirrored each cycle; the second listing sees
+    the changes (s3fs's listing cache is off)."""
+    paths = TargetPaths(f"s3a://{buckets.target}/wh", f"s3a://{buckets.target}/ext")
+    source_dir = f"{buckets.source}/data/ext"
+    for name, content in (("a", b"one"), ("b", b"two"), (".hidden", b"skip")):
+        buckets.fs.pipe_file(f"{source_dir}/{name}", content)
+    catalog = MemoryCatalog()
+    catalog.create_database(DatabaseSnapshot("db", parameters={REPL_SOURCE_PARAM: b.SOURCE_ID}))
+    location = paths.external_location(f"s3a://{source_dir}")
+    assert location == f"s3a://{buckets.target}/ext/data/ext"
+    catalog.create_table(TableSnapshot("ext", "db", "EXTERNAL_TABLE", StorageDescriptor(location=location),
+                                       parameters={REPL_SOURCE_PARAM: b.SOURCE_ID}))
+    sync = ExternalSync(catalog, paths, b.SOURCE_ID, source_prefix=f"s3a://{buckets.source}")
+    target_dir = f"{buckets.target}/ext/data/ext"
+
+    def mirrored() -> dict[str, bytes]:
+        return {k.rsplit("/", 1)[-1]: buckets.fs.cat_file(k) for k in buckets.fs.find(target_dir)}
+
+    report = sync.sync_once()
+    assert (report.copied, report.deleted, report.failures) == (2, 0, {}), report
+    assert mirrored() == {"a": b"one", "b": b"two"}
+    buckets.fs.pipe_file(f"{source_dir}/a", b"ONE!")
+    buckets.fs.rm_file(f"{source_dir}/b")
+    buckets.fs.pipe_file(f"{source_dir}/c", b"three")
+    report = sync.sync_once()
+    assert (report.copied, report.deleted) == (2, 1), report
+    assert mirrored() == {"a": b"ONE!", "c": b"three"}
+    assert sync.sync_once().copied == 0
