@@ -91,6 +91,11 @@ TARGET_CM_FALLBACKS = Counter(
     "streamer_target_cm_fallbacks_total", "Files copied from cmroot because the source changed",
     registry=REGISTRY,
 )
+TARGET_NONATOMIC_PUBLISHES = Counter(
+    "streamer_target_nonatomic_publishes_total",
+    "INSERTs published file by file into a listed directory (readers may see part of one)",
+    ["db"], registry=REGISTRY,
+)
 TARGET_HALTED = Gauge(
     "streamer_target_halted", "1 while a database is halted on an event", ["db"], registry=REGISTRY
 )

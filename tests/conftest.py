@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.hms",
     "tests.fixtures.warehouse",
     "tests.fixtures.spark",
+    "tests.fixtures.s3",
 ]

@@ -13,6 +13,7 @@ import click
 
 from streamer import checksums
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
+from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import (
@@ -55,6 +56,7 @@ def _env(name: str) -> dict[str, Any]:
               help="With --hms-uri: read the notification log from the metastore's database instead "
                    "(sqlite path, postgresql://... or mysql://...), as `streamer source run` can.")
 @hms_auth_options("STREAMER_")
+@fs_options("STREAMER_")
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax; repeatable. Default: every database. "
                    "Give the agent the same policies.")

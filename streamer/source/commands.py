@@ -11,6 +11,7 @@ import click
 
 from streamer import checksums
 from streamer.errors import ConfigError
+from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def source() -> None:
               help="Metastore database URL: a sqlite path, sqlite:///path, postgresql://... or mysql://...")
 @click.option("--hms-uri", **_env("HMS_URI"), help="Read through the metastore's Thrift API instead (thrift://host:port).")
 @hms_auth_options("STREAMER_")
+@fs_options("STREAMER_")
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable "
                    "(env: space-separated). Default: every database.")

@@ -78,7 +78,7 @@ class FsspecInspector:
 
 def filesystem_of(uri: str) -> tuple[Any, str]:
     """fsspec filesystem and path of a file URI; Hadoop's ``file:/path`` spelling accepted."""
-    from fsspec.core import url_to_fs
+    from streamer.filesystems import url_to_fs
 
     if uri.startswith("file:") and not uri.startswith("file://"):
         uri = "file://" + uri[len("file:"):]  # Hadoop writes file:/path

@@ -45,12 +45,17 @@ class UnsupportedSourceObjectError(BootstrapError):
     """The object cannot be dumped faithfully from this source."""
 
 
-def _uri(location: str, fs: Any, path: str) -> str:
-    """The file's URI in the location's own spelling family (``file://`` + path for local files:
-    ``Path.as_uri()`` would encode ``=`` in ``dt=...`` directories)."""
+def _uri(location: str, root: str, fs: Any, path: str) -> str:
+    """The file's URI in the location's own spelling (``file://`` + path for local files:
+    ``Path.as_uri()`` would encode ``=`` in ``dt=...`` directories). Elsewhere the location's scheme
+    and authority are kept (``s3a://bucket``, ``hdfs://nameservice``): the filesystem's own spelling
+    may differ (s3fs says ``s3``, WebHDFS drops the namenode)."""
     scheme = urlsplit(location).scheme or "file"
     if scheme == "file":
         return "file://" + path
+    base = root.rstrip("/")
+    if path == base or path.startswith(base + "/"):
+        return location.rstrip("/") + path[len(base):]
     return str(fs.unstrip_protocol(path))
 
 
@@ -80,8 +85,8 @@ def list_files(location: str | None, partition: str | None = None) -> list[FileR
                 pending.append(path)
             else:
                 size = entry.get("size")
-                out.append(FileRef(uri=_uri(location, fs, path), size=int(size) if size is not None else None,
-                                   partition=partition))
+                out.append(FileRef(uri=_uri(location, root, fs, path),
+                                   size=int(size) if size is not None else None, partition=partition))
     return sorted(out, key=lambda f: f.uri)
 
 

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from streamer import metrics
 from streamer.errors import StreamerError
+from streamer.filesystems import url_to_fs
 
 VISIBILITY_PATH = "_streamer/acid/visible.json"
 ACID_PARAM = "streamer.acid.transactional"

@@ -18,7 +18,8 @@ Order of data and metadata changes, chosen so readers see source states (DESIGN 
   files removed after: readers can then see a mix during those renames and deletes (no copying
   happens in that window); a crash in the window leaves a superset that the replay completes, since
   "old" is recomputed as "every visible file the event does not name". Nothing of a failed event
-  becomes visible.
+  becomes visible. Such publishes count in ``streamer_target_nonatomic_publishes_total{db}``; on
+  object stores each "rename" is a server-side copy and a delete (``streamer.filesystems``).
 - managed rename: the data directory moves first, then the table is altered to the new derived
   location (explicit, so the metastore does not move it again) and its partitions re-pointed.
 
@@ -75,6 +76,7 @@ from streamer.events.model import (
     TableSnapshot,
     UpdateColumnStatsPayload,
 )
+from streamer.filesystems import atomic_rename
 from streamer.target import functions
 from streamer.target.acid import TxnState, VisibilityStore, table_key, target_parameters
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
@@ -548,9 +550,13 @@ class Applier:
         if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
             return  # one atomic switch of the directory (streamer.target.swap)
         staged.publish()
+        removed: list[str] = []
         if payload.replace:
             keep = {_top_level(f.final, target_dir) for f in staged.files}
-            clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+            removed = clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+        published = sum(1 for f in staged.files if not f.skipped)
+        if published > 1 or (published and removed):
+            _count_nonatomic(table.db, target_dir)
 
     def _open_txn(self, event: Event) -> None:
         payload = _payload(event, OpenTxnPayload)
@@ -843,6 +849,26 @@ def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
 
 def _is_managed(table: TableSnapshot) -> bool:
     return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
+
+
+_warned_nonatomic: set[str] = set()
+
+
+def _count_nonatomic(db: str, target_dir: str) -> None:
+    """An INSERT became visible file by file: counted, and said once per filesystem kind (local
+    filesystems without directory exchange say so in ``streamer.target.swap``)."""
+    metrics.TARGET_NONATOMIC_PUBLISHES.labels(db=db).inc()
+    scheme = urlsplit(target_dir).scheme.lower() or "file"
+    if scheme != "file" and scheme not in _warned_nonatomic:
+        _warned_nonatomic.add(scheme)
+        how = "" if atomic_rename(target_dir) else "; a rename there is a server-side copy and a delete"
+        log.warning(
+            "publishing on %s is not atomic (no directory exchange%s): an INSERT's files appear one by "
+            "one (each whole, hidden while staged) and an INSERT OVERWRITE briefly shows old and new "
+            "files together; streamer_target_nonatomic_publishes_total counts such publishes",
+            scheme,
+            how,
+        )
 
 
 def _path(uri: str) -> str:

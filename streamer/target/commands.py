@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from streamer.errors import ConfigError
+from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def target() -> None:
 @click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
 @hms_auth_options()
+@fs_options()
 @click.option("--warehouse-root", required=True, help="Target warehouse root (managed data goes here).")
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
 @_state_dir_option

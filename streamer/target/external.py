@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from fsspec.core import url_to_fs
-
 from streamer.errors import PathEscapeError, StreamerError
 from streamer.events.model import FileRef
+from streamer.filesystems import url_to_fs
 from streamer.target.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.target.files import FileCopier, ensure_no_symlinks, is_hidden
 from streamer.target.paths import EXTERNAL_TYPES, TargetPaths

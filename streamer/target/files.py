@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from streamer import checksums, metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
+from streamer.filesystems import url_to_fs
 from streamer.target.paths import Root
 
 log = logging.getLogger(__name__)

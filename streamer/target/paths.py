@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from streamer.errors import PathEscapeError
 from streamer.events.model import PartitionSnapshot, TableSnapshot
+from streamer.filesystems import same_store
 from streamer.hive.files import partition_name as hive_partition_name
 
 # Hive's FileUtils.escapePathName escapes these (plus control characters) in partition values.
@@ -93,11 +94,12 @@ def _filesystem(scheme: str, netloc: str) -> tuple[str, str]:
     """Which filesystem a URL names: ``/x``, ``file:/x`` and ``file:///x`` are all the local one.
 
     A metastore hands back ``file:/x`` for a location stored as ``file:///x``; both are the same place.
+    ``s3a://b/x`` (Hadoop's, Hive's spelling) and ``s3://b/x`` are one object too; another bucket is not.
     """
     scheme = scheme.lower()
     if scheme in ("", "file") and netloc in ("", "localhost"):
         return ("file", "")
-    return (scheme, netloc)
+    return (same_store(scheme), netloc)
 
 
 def _check_segments(path: str, what: str, *, strict: bool = False) -> None:
@@ -198,7 +200,10 @@ class TargetPaths:
         """Check a relative file path (``delta_5_5/bucket_0``) taken from an event before joining it."""
         if not name or name.startswith("/"):
             raise PathEscapeError(f"file name {name!r} is empty or absolute", obj=obj or name)
-        _check_segments("/" + name, name, strict=True)
+        try:
+            _check_segments("/" + name, name, strict=True)
+        except PathEscapeError as exc:  # name the file the event carried, not just the bad part
+            raise PathEscapeError(exc.cause, obj=obj or name) from exc
         if name.endswith("/"):
             raise PathEscapeError(f"file name {name!r} names a directory", obj=obj or name)
         return name

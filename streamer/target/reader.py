@@ -21,9 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fsspec.core import url_to_fs
-
 from streamer.errors import StreamerError
+from streamer.filesystems import url_to_fs
 from streamer.hms.transport import HmsAuth
 from streamer.target.acid import (
     ACID_PARAM,

@@ -30,10 +30,10 @@ import threading
 import time
 from collections.abc import Sequence
 
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from streamer.errors import ApplyError, PathEscapeError
+from streamer.filesystems import url_to_fs
 from streamer.target.files import TMP_PREFIX, CopyReport, Staged, ensure_no_symlinks, is_hidden
 from streamer.target.paths import Root
 

@@ -195,17 +195,20 @@ class TargetProcess(Child):
     """``streamer target run`` as a child process (its own process group, so SIGKILL takes all of it)."""
 
     def __init__(self, stack: TargetStack, bootstrap: str, source: Source, *, extra: Sequence[str] = (),
-                 name: str = "target") -> None:
+                 name: str = "target", roots: tuple[str, str] | None = None) -> None:
+        """``roots``: warehouse root and external base dir URLs (an object store's) instead of the
+        stack's local directories."""
         self.stack = stack
         self.metrics_port = free_port()
+        warehouse, external = roots or (stack.warehouse_root.as_uri(), stack.external_base.as_uri())
         super().__init__(name, [
             "target", "run",
             "--bootstrap-servers", bootstrap,
             "--source-id", source.source_id,
             "--topic", source.topic,
             "--hms-uri", stack.hms.uri,
-            "--warehouse-root", stack.warehouse_root.as_uri(),
-            "--external-base-dir", stack.external_base.as_uri(),
+            "--warehouse-root", warehouse,
+            "--external-base-dir", external,
             "--state-dir", str(stack.state_dir),
             "--trigger-seconds", "0.1",
             "--metrics-port", str(self.metrics_port),

@@ -144,3 +144,37 @@ def test_local_location_spellings_are_one_filesystem() -> None:
         assert not r.contains("hdfs://nn/data/wh/db.db/t")
         assert not r.contains("file://otherhost/data/wh/db.db/t")
         assert not r.contains("file:/data/whx/t")
+
+
+S3_ROOTS = TargetPaths("s3a://replica/warehouse", "s3a://replica/external")
+
+
+def test_s3a_roots_derive_s3a_locations() -> None:
+    assert S3_ROOTS.table_location("Sales", "Orders") == "s3a://replica/warehouse/sales.db/orders"
+    assert (S3_ROOTS.external_location("s3a://source-bucket/data/x", "a.t")
+            == "s3a://replica/external/data/x")  # the source's bucket is dropped, as any authority
+
+
+@pytest.mark.parametrize("url", [
+    "s3a://replica/warehouse/a.db/t",
+    "s3://replica/warehouse/a.db/t",  # s3 and s3a name one store
+    "S3A://replica/external/x",
+])
+def test_s3_spellings_of_the_same_bucket_are_inside(url: str) -> None:
+    assert S3_ROOTS.ensure_inside(url) == url
+
+
+@pytest.mark.parametrize("url", [
+    "s3a://other/warehouse/a.db/t",  # another bucket
+    "s3a://replica.other/warehouse/a.db/t",
+    "s3a://replica/warehouse-other/t",  # a sibling prefix of the root
+    "s3a://replica/warehouse/../outside",
+    "s3a://replica/warehouse/%2e%2e/outside",
+    "gs://replica/warehouse/a.db",
+    "hdfs://replica/warehouse/a.db",
+    "file:///replica/warehouse/a.db",
+    "s3a://replica/warehouse/a.db?versionId=1",
+])
+def test_s3_escapes_are_refused(url: str) -> None:
+    with pytest.raises(PathEscapeError, match="outside the target roots"):
+        S3_ROOTS.ensure_inside(url, "a.t")
