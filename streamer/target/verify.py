@@ -348,16 +348,16 @@ def _listing(location: str | None, write_ids: list[int] | None) -> dict[str, Obs
         return {}
     fs, root = url_to_fs(location)
     root = root.rstrip("/")
+    allowed: set[str] | None = None
     try:
         found = fs.find(root, detail=True)
-    except FileNotFoundError:
-        return {}
-    allowed: set[str] | None = None
-    if write_ids is not None:
-        from streamer.target.reader import visible_dirs
+        if write_ids is not None:
+            from streamer.target.reader import visible_dirs
 
-        names = [p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
-        allowed = set(visible_dirs(names, set(write_ids), location))
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+            allowed = set(visible_dirs(names, set(write_ids), location))
+    except FileNotFoundError:
+        return {}  # a partition without files may have no directory
     out: dict[str, ObservedFile] = {}
     for path, info in found.items():
         rel = path[len(root) + 1 :] if path.startswith(root + "/") else None

@@ -61,7 +61,7 @@ def _size(expected: ExpectedDatabase, table: str, part: str, path: str) -> int:
 def test_expected_state_at_every_cutoff_is_the_checkers_history(run: Run) -> None:
     """The replay per database equals the consistency checker's history at the same event id."""
     h = run.history
-    for cut in h.event_ids[:: max(1, len(h.event_ids) // 25)] + [h.last_event_id]:
+    for cut in [*h.event_ids[:: max(1, len(h.event_ids) // 25)], h.last_event_id]:
         dbs = databases(run)
         got = expected_at(run.events, {db: cut for db in dbs})
         states = h.states_at(cut)
@@ -85,7 +85,7 @@ def test_per_database_cutoffs_are_independent(run: Run) -> None:
 def test_faithful_replica_has_no_drift_and_counts_what_it_compared(run: Run) -> None:
     last = run.history.last_event_id
     total_files = 0
-    for db, expected in expected_at(run.events, {db: last for db in databases(run)}).items():
+    for expected in expected_at(run.events, {db: last for db in databases(run)}).values():
         if expected.parameters is None:
             continue
         report = compare(expected, replica(expected))
@@ -149,13 +149,15 @@ def _mutations(observed: ObservedDatabase) -> dict[str, list[ObservedDatabase]]:
         out[d.PARAMETERS].append(with_table(name, dataclasses.replace(t, meta=dataclasses.replace(
             t.meta, parameters=params))))
         if t.meta.transactional:
-            out[d.WRITE_IDS].append(with_table(name, dataclasses.replace(t, write_ids=(*t.write_ids, 99_999))))
+            more = dataclasses.replace(t, write_ids=(*t.write_ids, 99_999))
+            out[d.WRITE_IDS].append(with_table(name, more))
         for part, files in sorted(t.partitions.items()):
             if part != UNPARTITIONED:
                 parts = {p: f for p, f in t.partitions.items() if p != part}
                 out[d.PARTITION].append(with_table(name, dataclasses.replace(t, partitions=parts)))
             extra = {**files, "zz-extra.csv": ObservedFile("file:///x", 1)}
-            out[d.FILE].append(with_table(name, dataclasses.replace(t, partitions={**t.partitions, part: extra})))
+            with_extra = dataclasses.replace(t, partitions={**t.partitions, part: extra})
+            out[d.FILE].append(with_table(name, with_extra))
             for path, f in sorted(files.items()):
                 gone = {p: x for p, x in files.items() if p != path}
                 out[d.FILE].append(with_table(name, dataclasses.replace(
