@@ -259,6 +259,13 @@ def status(
     help="Re-copy drifted or missing data files of existing partitions from the source (or cmroot), "
     "verified against the event's checksum, then verify again. Metadata drift is only reported.",
 )
+@click.option(
+    "--recompute-source/--no-recompute-source",
+    default=True,
+    show_default=True,
+    help="Hash source files whose events recorded no checksum, in tables unchanged since the replica's "
+    "event id (else such files are compared by size only).",
+)
 def verify_cmd(
     hms_uri: str,
     hms_auth: str,
@@ -276,6 +283,7 @@ def verify_cmd(
     external_base_dir: str | None,
     output: str,
     repair: bool,
+    recompute_source: bool,
 ) -> None:
     """Compare the replica with the source at each database's repl.last.id; exit 1 on drift.
 
@@ -286,11 +294,11 @@ def verify_cmd(
     """
     import sys
 
-    from streamer.target.hms_catalog import HmsCatalog
     from streamer.target.verify import VerifySettings, verify
 
     if repair and not warehouse_root:
         raise click.UsageError("--repair needs --warehouse-root (copies stay inside the target roots)")
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     settings = VerifySettings(
         hms_uri=hms_uri,
         state_dir=str(state_dir),
@@ -302,13 +310,10 @@ def verify_cmd(
         db_map=_pairs(db_map, "--db-map", ":"),
         warehouse_root=warehouse_root,
         external_base_dir=external_base_dir,
+        hms_auth=auth,
+        recompute_source=recompute_source,
     )
-    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
-    catalog = HmsCatalog(hms_uri, auth=auth)
-    try:
-        report = verify(settings, catalog=catalog, repair=repair)
-    finally:
-        catalog.close()
+    report = verify(settings, repair=repair)
     click.echo(report.dumps() if output == "json" else report.render())
     if not report.ok:
         sys.exit(1)

@@ -24,6 +24,7 @@ metadata drift is only reported.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,8 +32,10 @@ from typing import Any
 
 from streamer.events.model import (
     AlterDatabasePayload,
+    AlterTablePayload,
     BootstrapKind,
     BootstrapObjectPayload,
+    CommitTxnPayload,
     DatabasePayload,
     Event,
     EventType,
@@ -68,6 +71,25 @@ class ExpectedDatabase:
     tables: Mapping[str, TableState] = field(default_factory=dict)
     refs: Mapping[tuple[str, str, str], FileRef] = field(default_factory=dict)
     later_events: int = 0  # events of this database after the cut-off that the topic holds
+    # tables the source changed after the cut-off: their current source files are not the expected
+    # ones, so a file without a recorded checksum cannot be re-hashed on the source for them
+    moving: frozenset[str] = frozenset()
+    # (table, partition, path) -> sha256 of the source file now, for files the events recorded no
+    # checksum of, in tables not moving (filled in by the I/O side: ``with_recomputed``)
+    recomputed: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def with_recomputed(self, digests: Mapping[tuple[str, str, str], str]) -> ExpectedDatabase:
+        return dataclasses.replace(self, recomputed=dict(digests))
+
+    def unchecked_files(self) -> list[tuple[str, str, str, FileRef]]:
+        """Files without a recorded checksum in tables the source has not changed since the cut-off:
+        the source's current copy is the expected one, so it can be hashed instead."""
+        out = []
+        for (table, part, path), ref in sorted(self.refs.items()):
+            if ref.checksum or table in self.moving or "*" in self.moving:
+                continue
+            out.append((table, part, path, ref))
+        return out
 
 
 def expected_at(events: Iterable[Event], cutoffs: Mapping[str, int]) -> dict[str, ExpectedDatabase]:
@@ -82,6 +104,7 @@ def expected_at(events: Iterable[Event], cutoffs: Mapping[str, int]) -> dict[str
     pending = sorted(wanted.items(), key=lambda kv: kv[1])
     out: dict[str, ExpectedDatabase] = {}
     later: dict[str, int] = {}
+    moving: dict[str, set[str]] = {}
     last_id: int | None = None
     for event in events:
         if last_id is not None and event.event_id < last_id:
@@ -93,14 +116,32 @@ def expected_at(events: Iterable[Event], cutoffs: Mapping[str, int]) -> dict[str
         own = step_db(event)
         if own != GLOBAL_DB and own.lower() in out:
             later[own.lower()] = later.get(own.lower(), 0) + 1
+        for db, table in _touched(event):
+            if db in out:
+                moving.setdefault(db, set()).add(table)
         _track_database(event, databases, machine)
         machine.apply(event)
     for db, cut in pending:
         out[db] = _capture(machine, databases, db, cut)
     return {
-        db: ExpectedDatabase(e.name, e.event_id, e.parameters, e.tables, e.refs, later.get(db, 0))
+        db: dataclasses.replace(e, later_events=later.get(db, 0), moving=frozenset(moving.get(db, ())))
         for db, e in out.items()
     }
+
+
+def _touched(event: Event) -> set[tuple[str, str]]:
+    """(db, table) an event changes, lower case; ``(db, "*")`` for a whole database."""
+    p = event.payload
+    out: set[tuple[str, str]] = set()
+    if isinstance(p, CommitTxnPayload):
+        out.update((w.db.lower(), w.table.lower()) for w in p.writes)
+    elif isinstance(p, AlterTablePayload):
+        out.update({(p.before.db.lower(), p.before.name.lower()), (p.after.db.lower(), p.after.name.lower())})
+    elif event.db and event.table:
+        out.add((event.db.lower(), event.table.lower()))
+    elif event.db and event.event_type in (EventType.DROP_DATABASE, EventType.BOOTSTRAP):
+        out.add((event.db.lower(), "*"))
+    return out
 
 
 def _track_database(event: Event, databases: dict[str, Params], machine: SourceStateMachine) -> None:
@@ -208,7 +249,7 @@ class Counts:
     partitions: int = 0
     files: int = 0
     bytes: int = 0
-    unverified: int = 0  # files whose source recorded neither checksum nor size
+    unverified: int = 0  # files whose content was not compared (no recorded or recomputable checksum)
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(self.tables + other.tables, self.partitions + other.partitions,
@@ -301,21 +342,25 @@ def _compare_table(expected: ExpectedDatabase, name: str, seen: ObservedTable, o
                 if (got.digest or "").lower() != checksum.lower():
                     out.append(Drift(db, CHECKSUM, f"{where}/{path}",
                                      f"content {got.digest} != source checksum {checksum}", fix))
-            elif ref is not None and ref.size is not None:
-                if got.size != ref.size:
+            elif (name, part, path) in expected.recomputed:
+                source_digest = expected.recomputed[(name, part, path)]
+                if (got.digest or "").lower() != source_digest.lower():
+                    text = f"content {got.digest} != the source file's sha256 {source_digest} (recomputed)"
+                    out.append(Drift(db, CHECKSUM, f"{where}/{path}", text, fix))
+            else:
+                unverified += 1  # content unknown: the size, where recorded, is all there is
+                if ref is not None and ref.size is not None and got.size != ref.size:
                     text = f"{got.size} bytes != source {ref.size}"
                     out.append(Drift(db, SIZE, f"{where}/{path}", text, fix))
-            else:
-                unverified += 1
     return Counts(1, n_parts, n_files, n_bytes, unverified)
 
 
 def checksum_algorithm(expected: ExpectedDatabase, table: str, partition: str, path: str) -> str | None:
     """The algorithm to hash a target file with: the one its source checksum was made with."""
     ref = expected.refs.get((table, partition, path))
-    if ref is None or not ref.checksum:
-        return None
-    return (ref.checksum_algorithm or "sha256").lower()
+    if ref is not None and ref.checksum:
+        return (ref.checksum_algorithm or "sha256").lower()
+    return "sha256" if (table, partition, path) in expected.recomputed else None
 
 
 def _dir_of(directory: str | None, path: str) -> str:

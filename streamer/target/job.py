@@ -359,8 +359,9 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
         db_map=dict(settings.db_map),
         warehouse_root=settings.warehouse_root,
         external_base_dir=settings.external_base_dir,
+        hms_auth=settings.hms_auth,
     )
-    return VerifyLoop(verify_settings, settings.verify_every, lock, auth=settings.hms_auth).start()
+    return VerifyLoop(verify_settings, settings.verify_every, lock).start()
 
 
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:

@@ -88,6 +88,9 @@ class VerifySettings:
     db_map: Mapping[str, str] = field(default_factory=dict)  # source -> target database name
     warehouse_root: str | None = None  # needed for ACID replicas and --repair
     external_base_dir: str | None = None
+    hms_auth: HmsAuth = field(default_factory=HmsAuth)
+    # hash the source's files that the events recorded no checksum of (where they cannot have changed)
+    recompute_source: bool = True
     chunk_size: int = 1 << 20
 
 
@@ -110,7 +113,7 @@ def verify(
     if catalog is None:
         from streamer.target.hms_catalog import HmsCatalog
 
-        catalog = HmsCatalog(settings.hms_uri)
+        catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     try:
         report = _Verifier(settings, catalog, events or (lambda: read_topic(settings))).run(guard, repair)
     finally:
@@ -216,6 +219,8 @@ class _Verifier:
         if missing:
             history = self._history(max(missing.values()))
             for db, exp in expected_at(history, missing).items():
+                if self.settings.recompute_source:
+                    exp = exp.with_recomputed(_source_digests(exp, self.settings.chunk_size))
                 self._expected[(db, exp.event_id)] = exp
 
     def _expected_for(self, db: str, position: int) -> ExpectedDatabase:
@@ -337,6 +342,21 @@ class _Verifier:
         return done
 
 
+def _source_digests(expected: ExpectedDatabase, chunk: int) -> dict[tuple[str, str, str], str]:
+    """sha256 of the source's current copy of every file the events recorded no checksum of, in
+    tables the source has not changed since the cut-off (a vanished file stays unverified)."""
+    out = {}
+    for table, part, path, ref in expected.unchecked_files():
+        try:
+            digest = _digest(ref.uri, "sha256", chunk)
+        except OSError as exc:
+            log.info("cannot hash source file %s: %s", ref.uri, exc)
+            continue
+        if digest is not None:
+            out[(table, part, path)] = digest
+    return out
+
+
 def _fixed(directory: str) -> Callable[[FileRef], str]:
     return lambda _ref: directory
 
@@ -395,11 +415,8 @@ class VerifyLoop:
     lock) as the module docstring describes. Failures are logged and counted, never fatal to the job.
     """
 
-    def __init__(
-        self, settings: VerifySettings, every: float, lock: threading.Lock, auth: HmsAuth | None = None
-    ) -> None:
+    def __init__(self, settings: VerifySettings, every: float, lock: threading.Lock) -> None:
         self.settings = settings
-        self.auth = auth
         self.every = every
         self.lock = lock
         self.runs = 0
@@ -422,7 +439,7 @@ class VerifyLoop:
         while not self._stop.wait(self.every):
             try:
                 if catalog is None:
-                    catalog = HmsCatalog(self.settings.hms_uri, auth=self.auth)
+                    catalog = HmsCatalog(self.settings.hms_uri, auth=self.settings.hms_auth)
                 report = verify(self.settings, catalog=catalog, guard=lambda: self.lock)
                 self.last = report
                 self.runs += 1

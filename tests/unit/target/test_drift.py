@@ -207,7 +207,7 @@ def test_files_without_a_source_checksum_are_compared_by_size() -> None:
     observed = ObservedDatabase("db", 5, (), {"t": ObservedTable(meta, {UNPARTITIONED: files},
                                                                   {UNPARTITIONED: "file:///t"})})
     report = compare(expected, observed)
-    assert report.drifts == () and report.counts.unverified == 1
+    assert report.drifts == () and report.counts.unverified == 2
     short = {**files, "a.csv": ObservedFile("file:///t/a.csv", 9)}
     observed = dataclasses.replace(observed, tables={"t": ObservedTable(meta, {UNPARTITIONED: short},
                                                                         {UNPARTITIONED: "file:///t"})})
@@ -234,3 +234,40 @@ def test_report_renders_a_table_and_json(run: Run) -> None:
 def test_events_out_of_order_are_refused(run: Run, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="id order"):
         expected_at(list(reversed(run.events[:3])), {"x": 1})
+
+
+def test_files_without_a_checksum_compare_with_the_recomputed_source_copy() -> None:
+    from streamer.testing.state import table_state
+
+    meta = TableMeta("MANAGED_TABLE", (("id", "bigint"),), (), ())
+    state = table_state(meta, {UNPARTITIONED: [("a.csv", "")]})
+    refs = {("t", UNPARTITIONED, "a.csv"): FileRef("file:///s/a.csv", size=3)}
+    expected = ExpectedDatabase("db", 5, (), {"t": state}, refs)
+    assert [f[:3] for f in expected.unchecked_files()] == [("t", UNPARTITIONED, "a.csv")]
+    assert dataclasses.replace(expected, moving=frozenset({"t"})).unchecked_files() == []
+    expected = expected.with_recomputed({("t", UNPARTITIONED, "a.csv"): "ab" * 32})
+    assert d.checksum_algorithm(expected, "t", UNPARTITIONED, "a.csv") == "sha256"
+
+    def seen(digest: str) -> ObservedDatabase:
+        files = {"a.csv": ObservedFile("file:///t/a.csv", 3, digest)}
+        table = ObservedTable(meta, {UNPARTITIONED: files}, {UNPARTITIONED: "file:///t"})
+        return ObservedDatabase("db", 5, (), {"t": table})
+
+    good = compare(expected, seen("AB" * 32))
+    assert good.drifts == () and good.counts.unverified == 0
+    (bad,) = compare(expected, seen("cd" * 32)).drifts
+    assert bad.kind == d.CHECKSUM and "recomputed" in bad.detail
+
+
+def test_tables_changed_after_the_cutoff_are_moving(run: Run) -> None:
+    h = run.history
+    cut = h.event_ids[len(h.event_ids) // 2]
+    dbs = databases(run)
+    got = expected_at(run.events, {db: cut for db in dbs})
+    touched = {(e.db or "").lower(): set() for e in run.events}
+    for e in run.events:
+        if e.event_id > cut and e.db and e.table:
+            touched[e.db.lower()].add(e.table.lower())
+    for db in dbs:
+        assert touched.get(db, set()) <= got[db].moving, db
+    assert any(got[db].moving for db in dbs)

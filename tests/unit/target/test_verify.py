@@ -157,3 +157,25 @@ def test_only_the_databases_asked_for(tmp_path: Path, run: Run) -> None:
     assert [r.db for r in target.verify(databases=[one]).databases] == [one]
     missing = target.verify(databases=["nosuch"])
     assert missing.ok and [r.db for r in missing.databases] == ["nosuch"]
+
+
+def test_without_source_checksums_the_source_files_are_hashed_where_they_cannot_have_moved(
+    tmp_path: Path, run: Run
+) -> None:
+    """A source without checksums (Hive on a filesystem without them): files are copied unverified,
+    and verification hashes the source's copy of files in tables unchanged since the cut-off."""
+    events = [map_refs(e, lambda r: dataclasses.replace(r, checksum=None, checksum_algorithm=None))
+              for e in run.events]
+    target = make_target(tmp_path, dataclasses.replace(run, events=events))
+    target.apply(run.history.last_event_id)
+    report = target.verify()
+    assert report.ok, report.render()
+    assert sum(r.counts.files for r in report.databases) > 10
+    candidates = [f for f in data_files(target) if "delta_" not in str(f) and "base_" not in str(f)]
+    victim = candidates[0]
+    content = victim.read_bytes()
+    victim.write_bytes(bytes([content[0] ^ 1]) + content[1:])  # same size: only a hash tells
+    (drift,) = target.verify().drifts
+    assert drift.kind == d.CHECKSUM and victim.name in drift.obj and "recomputed" in drift.detail
+    sizes_only = target.verify(recompute_source=False)
+    assert sizes_only.ok and sum(r.counts.unverified for r in sizes_only.databases) > 10
