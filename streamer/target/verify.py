@@ -47,6 +47,7 @@ from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.drift import (
     CHECKSUM,
     FILE,
+    KINDS,
     SIZE,
     DatabaseReport,
     ExpectedDatabase,
@@ -125,9 +126,8 @@ def verify(
 
 
 def record_metrics(report: VerifyReport) -> None:
+    """Drift gauges of the verified databases (others keep their last values), run time, duration."""
     counts = report.by_db_kind()
-    from streamer.target.drift import KINDS
-
     for r in report.databases:
         for kind in KINDS:
             metrics.VERIFY_DRIFT_OBJECTS.labels(db=r.db, kind=kind).set(counts.get((r.db, kind), 0))

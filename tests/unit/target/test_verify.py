@@ -179,3 +179,12 @@ def test_without_source_checksums_the_source_files_are_hashed_where_they_cannot_
     assert drift.kind == d.CHECKSUM and victim.name in drift.obj and "recomputed" in drift.detail
     sizes_only = target.verify(recompute_source=False)
     assert sizes_only.ok and sum(r.counts.unverified for r in sizes_only.databases) > 10
+
+
+def test_repair_without_a_warehouse_root_is_a_usage_error(tmp_path: Path) -> None:
+    from streamer.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["verify", "--hms-uri", "thrift://127.0.0.1:1", "--state-dir", str(tmp_path),
+              "--bootstrap-servers", "127.0.0.1:1", "--repair"])
+    assert exited.value.code == 2
