@@ -165,7 +165,6 @@ class _Verifier:
         self.events = events
         self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
         self._expected: dict[tuple[str, int], ExpectedDatabase] = {}
-        self._events: list[Event] | None = None
 
     def target_name(self, db: str) -> str:
         return self.db_map.get(db, db)
@@ -208,17 +207,11 @@ class _Verifier:
         stuck = set(state.halts()) | set(state.pending_replays())
         return replicated_through(positions, consumed, stuck)
 
-    def _history(self, through: int) -> list[Event]:
-        """The topic's events, read once per run (again only when a cut-off lies beyond them)."""
-        if self._events is None or (through > (self._events[-1].event_id if self._events else 0)):
-            self._events = list(self.events())
-        return self._events
-
     def _expect(self, cutoffs: Mapping[str, int]) -> None:
         missing = {db: cut for db, cut in cutoffs.items() if (db, cut) not in self._expected}
         if missing:
-            history = self._history(max(missing.values()))
-            for db, exp in expected_at(history, missing).items():
+            # streamed: memory holds the replayed tables, not the topic (a moved cut-off reads it again)
+            for db, exp in expected_at(self.events(), missing).items():
                 if self.settings.recompute_source:
                     exp = exp.with_recomputed(_source_digests(exp, self.settings.chunk_size))
                 self._expected[(db, exp.event_id)] = exp
