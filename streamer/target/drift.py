@@ -194,6 +194,7 @@ class ObservedFile:
     url: str
     size: int
     digest: str | None = None
+    algorithm: str | None = None  # what ``digest`` was computed with
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,19 @@ reported, never repaired: an operator decides (re-bootstrap the table, or retry 
 
 Interleaving with a running target job. Each database is read in two passes:
 
-1. *optimistic*: its ``repl.last.id``, tables, partitions and file listings are read under
-   ``guard`` (the job's ``BatchApplier.lock`` in ``streamer target run --verify-every``: no batch
-   is being applied meanwhile), then the files are hashed with the lock released;
-2. *confirm*, only for a database where pass 1 found drift or whose position moved: the whole
-   database is read and hashed again under ``guard``, so a file a batch replaced between listing and
-   hashing is not reported. A database that still moves (no guard: a separate process) is reported
-   as unsettled, not drifted.
+1. *optimistic*: its cut-off (``repl.last.id``, progress), tables, partitions and file listings are
+   read under ``guard`` (the job's ``BatchApplier.lock`` in ``streamer target run --verify-every``:
+   no batch is being applied meanwhile); with the lock released, the source's state at that
+   cut-off is computed (reading the topic) and the files are hashed;
+2. *confirm*, only for a database where pass 1 found drift: the database is read *and hashed* again
+   under ``guard``, and compared with the source at its cut-off then, so a file a batch replaced
+   between listing and hashing is not reported.
 
 So the apply waits at most for one database's metadata reads (plus its hashing when it drifted);
 verification never sees a half-applied step in-process. A one-shot ``streamer verify`` against a
-running job has no lock: it relies on reading ``repl.last.id`` before and after (as the consistency
-checker's samplers do) and is exact when the job is stopped.
+running job has no lock: it reads the cut-off before and after reading a database (as the
+consistency checker's samplers do), retries one that moved (then reports it unsettled, not
+drifted), and is exact when the job is stopped.
 """
 
 from __future__ import annotations
@@ -216,38 +217,39 @@ class _Verifier:
                     exp = exp.with_recomputed(_source_digests(exp, self.settings.chunk_size))
                 self._expected[(db, exp.event_id)] = exp
 
-    def _expected_for(self, db: str, position: int) -> ExpectedDatabase:
-        cut = self._cutoffs({db: position})[db]
+    def _expected_at(self, db: str, cut: int) -> ExpectedDatabase:
         self._expect({db: cut})
         return self._expected[(db, cut)]
+
+    def _cut(self, db: str) -> int:
+        return self._cutoffs({db: self._position(db)})[db]
 
     # --- one database ---------------------------------------------------------------------------
     def _database(self, db: str, guard: Guard) -> DatabaseReport:
         """Two passes (see the module docstring): optimistic, then confirmed under the guard.
 
-        The expected state is computed outside the guard (it may read the topic); under the guard
-        the position is checked again, so the target is read at the position it was computed for.
+        The target is read first, under the guard, with its cut-off; the expected state for that
+        cut-off is computed afterwards (it may read the topic), with the guard released.
         """
-        after = -1
+        hint: ExpectedDatabase | None = None  # expected state of the previous pass: hash algorithms
+        cut = -1
         for attempt in range(4):
             confirm = attempt > 0
-            position = self._position(db)
-            expected = self._expected_for(db, position)
             with guard():
-                if self._position(db) != position:
-                    continue
-                observed = self._observe(db, position)
-                if confirm:
-                    observed = self._hash(observed, expected)
-                after = self._position(db)
-            if not confirm:
-                observed = self._hash(observed, expected)
-            if after != position:
+                cut = self._cut(db)
+                observed = self._observe(db, self._position(db))
+                if confirm and hint is not None:
+                    observed = self._hash(observed, hint)
+                moved = self._cut(db) != cut  # never under the job's lock; possible out of process
+            if moved:
                 continue
+            expected = self._expected_at(db, cut)
+            observed = self._hash(observed, expected)  # what the guarded pass did not hash (yet)
             result = compare(expected, observed)
             if confirm or not result.drifts:
                 return result
-        return DatabaseReport(db, position, note=f"unsettled: repl.last.id moved while reading (now {after})")
+            hint = expected
+        return DatabaseReport(db, cut, note="unsettled: the database kept moving while it was read")
 
     def _position(self, db: str) -> int:
         snap = self.catalog.get_database(self.target_name(db))
@@ -308,7 +310,10 @@ class _Verifier:
                 out = {}
                 for path, f in files.items():
                     algo = checksum_algorithm(expected, name, part, path)
-                    out[path] = dataclasses.replace(f, digest=_digest(f.url, algo, self.settings.chunk_size))
+                    if algo is not None and (f.algorithm != algo or f.digest is None):
+                        digest = _digest(f.url, algo, self.settings.chunk_size)
+                        f = dataclasses.replace(f, digest=digest, algorithm=algo)
+                    out[path] = f
                 parts[part] = out
             tables[name] = dataclasses.replace(table, partitions=parts)
         return dataclasses.replace(observed, tables=tables)
@@ -322,7 +327,7 @@ class _Verifier:
         copier = FileCopier(max_workers=4, roots=paths.roots)
         done = []
         with guard():
-            if self._cutoffs({result.db: self._position(result.db)})[result.db] != result.event_id:
+            if self._cut(result.db) != result.event_id:
                 log.warning("%s moved since it was verified; not repairing it now", result.db)
                 return []
             for d in result.drifts:

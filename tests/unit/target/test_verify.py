@@ -3,6 +3,7 @@ catalog and real directories, then verified, damaged behind its back, verified, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamer import metrics
-from streamer.events.model import Event
+from streamer.events.model import DropPartitionPayload, DropTablePayload, Event, InsertPayload
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref, map_refs
 from streamer.target import drift as d
 from streamer.target.apply import Applier, run_plan
@@ -188,3 +189,33 @@ def test_repair_without_a_warehouse_root_is_a_usage_error(tmp_path: Path) -> Non
         main(["verify", "--hms-uri", "thrift://127.0.0.1:1", "--state-dir", str(tmp_path),
               "--bootstrap-servers", "127.0.0.1:1", "--repair"])
     assert exited.value.code == 2
+
+
+def test_a_batch_applied_between_listing_and_hashing_is_not_drift(tmp_path: Path, run: Run) -> None:
+    """The job applies a batch as soon as the verifier releases its lock after listing a database:
+    files hashed afterwards may be gone or replaced, so the drift is confirmed under the lock, at the
+    new cut-off, and is not reported."""
+    target = make_target(tmp_path, run)
+    # just before an event that removes files the replica holds: hashing after it finds them gone
+    destructive = next(
+        e for e in run.events
+        if e.event_id > run.history.event_ids[10] and (
+            isinstance(e.payload, DropTablePayload | DropPartitionPayload)
+            or (isinstance(e.payload, InsertPayload) and e.payload.replace))
+    )
+    cut = destructive.event_id - 1
+    target.apply(cut)
+    acquired: list[int] = []
+
+    @contextlib.contextmanager
+    def job_lock() -> Iterator[None]:
+        acquired.append(1)
+        yield
+        if len(acquired) == 1:  # the job's next micro-batch, right after the first guarded read
+            target.apply(run.history.last_event_id)
+
+    report = verify(target.settings(), catalog=target.catalog, events=target.history, guard=job_lock)
+    assert report.ok, report.render()
+    judged = {r.db: r.event_id for r in report.databases}
+    assert judged[(destructive.db or "").lower()] == run.history.last_event_id  # confirmed after the batch
+    assert len(acquired) > len(report.databases)  # that database needed its confirming pass
