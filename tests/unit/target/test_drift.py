@@ -271,3 +271,42 @@ def test_tables_changed_after_the_cutoff_are_moving(run: Run) -> None:
     for db in dbs:
         assert touched.get(db, set()) <= got[db].moving, db
     assert any(got[db].moving for db in dbs)
+
+
+def test_a_bootstrap_then_events_gives_the_same_state_as_the_whole_history(tmp_path: Path) -> None:
+    """A topic that starts with a bootstrap (no history before it) verifies like one with history."""
+    from streamer.hive.decode import decode_row
+    from streamer.source.bootstrap import records, snapshot
+    from streamer.source.enrich import EnrichSettings
+    from streamer.source.policy import PolicySet
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.source.warehouse_catalog import WarehouseCatalog
+    from streamer.warehouse import Warehouse
+    from streamer.warehouse.workload import Workload
+    from tests.unit.testing.replicas import with_txn_writes
+
+    wh = Warehouse.open(str(tmp_path / "m.sqlite"), root=tmp_path / "wh", cmroot=tmp_path / "cm",
+                        source_id="s")
+    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
+    try:
+        load = Workload(wh, seed=7, txn_share=0.15)
+        load.run(60)
+        enrich = EnrichSettings(cmroot=str(tmp_path / "cm"))
+        state = snapshot(WarehouseCatalog(wh), reader, PolicySet.parse(["*"]), "s", enrich=enrich)
+        dumped = records(state, "s")
+        load.run(40)
+        events = [with_txn_writes(decode_row(row, "s"), wh) for row in wh.notifications()]
+    finally:
+        reader.close()
+        wh.close()
+    after = [e for e in events if e.event_id > state.event_id]
+    dbs = sorted({e.db.lower() for e in events if e.db})
+    last = events[-1].event_id
+    for cut in (state.event_id, last):
+        whole = expected_at(events, {db: cut for db in dbs})
+        booted = expected_at([*dumped, *after], {db: cut for db in dbs})
+        for db in dbs:
+            assert dict(booted[db].tables) == dict(whole[db].tables), (db, cut)
+            assert booted[db].parameters == whole[db].parameters, (db, cut)
+        assert sum(len(e.refs) for e in booted.values()) > 5
+        assert any(s.meta.transactional for e in booted.values() for s in e.tables.values())
