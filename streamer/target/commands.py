@@ -290,7 +290,8 @@ def verify_cmd(
     The source's state at that event is rebuilt from the topic's events (snapshots and checksums),
     so a source that moved on since is not drift. Reports databases, tables, schemas, parameters,
     partitions, data files, checksums (sizes where the source has no checksum) and ACID write ids.
-    Exit codes: 0 no drift, 1 drift found, 2 usage error.
+    Exit codes: 0 no drift, 1 drift found (or a failure to verify: an error on stderr, no report),
+    2 usage error.
     """
     import sys
 
