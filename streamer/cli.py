@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hms": ("streamer.hms.commands:hms", "Run an embedded Hive Metastore (from PySpark's jars)."),
     "target": ("streamer.target.commands:target", "Run the target job and operate halted databases."),
     "status": ("streamer.target.commands:status", "Show replication status per target database."),
+    "verify": ("streamer.target.commands:verify_cmd", "Compare a replica with its source; report drift."),
     "demo": ("streamer.demo:demo", "Run the whole pipeline on embedded services and compare."),
     "bootstrap": ("streamer.source.bootstrap_commands:bootstrap", "Dump a source's policy into the topic."),
 }

@@ -117,6 +117,26 @@ TARGET_OPEN_TXNS = Gauge(
     "streamer_target_open_txns", "Source transactions buffered on the target", registry=REGISTRY
 )
 
+# --- verification (streamer verify, streamer target run --verify-every) ---
+VERIFY_DRIFT_OBJECTS = Gauge(
+    "streamer_verify_drift_objects",
+    "Objects of the replica that differ from the source at its repl.last.id, at the last verification",
+    ["db", "kind"], registry=REGISTRY,
+)
+VERIFY_LAST_RUN = Gauge(
+    "streamer_verify_last_run_timestamp_seconds", "When the last verification started (Unix time)",
+    registry=REGISTRY,
+)
+VERIFY_SECONDS = Histogram(
+    "streamer_verify_duration_seconds", "Duration of one verification of every replicated database",
+    buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+)
+VERIFY_FAILURES = Counter(
+    "streamer_verify_failures_total",
+    "Verifications that failed to run (metastore, topic or files unreadable)",
+    registry=REGISTRY,
+)
+
 
 @dataclass(frozen=True)
 class MetricsEndpoint:

@@ -1,7 +1,8 @@
 """The target job: plans and applies a source's events onto a target warehouse.
 
 ``read_table(spark, "db.table")`` reads a replica as a consistent snapshot (ACID replicas: exactly
-the committed rows); see ``streamer.target.reader``.
+the committed rows); see ``streamer.target.reader``. ``streamer.target.verify.verify`` compares a
+replica with the source at its ``repl.last.id`` and returns a ``VerifyReport`` of drift.
 """
 
 from __future__ import annotations

@@ -84,6 +84,15 @@ def target() -> None:
     show_default=True,
     help="Scheme and authority of the source filesystem, for the external sync (hdfs://nn:8020, s3://b).",
 )
+@click.option(
+    "--verify-every",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Verify the replica against the source (as `streamer verify`) in this process, SECONDS after "
+    "the previous verification ended; each database is read between micro-batches (0 = off).",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -111,6 +120,7 @@ def run_cmd(
     copy_workers: int,
     external_sync_seconds: float,
     external_source_prefix: str,
+    verify_every: float,
     metrics_port: int,
     metrics_addr: str,
     metrics_tls_cert: str | None,
@@ -140,6 +150,7 @@ def run_cmd(
         copy_workers=copy_workers,
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
+        verify_every=verify_every,
     )
     metrics.serve(
         metrics.MetricsEndpoint(
@@ -225,3 +236,87 @@ def status(
             f"{r['db']:<24} {r['last_applied_event_id']:>10} {r['source_head_event_id'] or '-':>10} "
             f"{r['lag_events'] if r['lag_events'] is not None else '-':>8} {lag_s:>8}  {halt_text}"
         )
+
+
+@click.command("verify")
+@click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
+@hms_auth_options()
+@_state_dir_option
+@click.option("--bootstrap-servers", required=True, help="Kafka bootstrap servers: the source's history.")
+@click.option(
+    "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
+)
+@click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
+@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--db", "db", multiple=True, help="Source database to check; repeatable. [default: all]")
+@click.option("--db-map", multiple=True, metavar="SRC:DST", help="As given to `target run`; repeatable.")
+@click.option(
+    "--warehouse-root", default=None, help="Target warehouse root (needed for ACID replicas and --repair)."
+)
+@click.option("--external-base-dir", default=None, help="Target base dir of external tables (for --repair).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Re-copy drifted or missing data files of existing partitions from the source (or cmroot), "
+    "verified against the event's checksum, then verify again. Metadata drift is only reported.",
+)
+@click.option(
+    "--recompute-source/--no-recompute-source",
+    default=True,
+    show_default=True,
+    help="Hash source files whose events recorded no checksum, in tables unchanged since the replica's "
+    "event id (else such files are compared by size only).",
+)
+def verify_cmd(
+    hms_uri: str,
+    hms_auth: str,
+    hms_kerberos_principal: str | None,
+    hms_client_principal: str | None,
+    hms_client_keytab: str | None,
+    state_dir: Path,
+    bootstrap_servers: str,
+    kafka_setting: tuple[str, ...],
+    source_id: str,
+    topic: str | None,
+    db: tuple[str, ...],
+    db_map: tuple[str, ...],
+    warehouse_root: str | None,
+    external_base_dir: str | None,
+    output: str,
+    repair: bool,
+    recompute_source: bool,
+) -> None:
+    """Compare the replica with the source at each database's repl.last.id; exit 1 on drift.
+
+    The source's state at that event is rebuilt from the topic's events (snapshots and checksums),
+    so a source that moved on since is not drift. Reports databases, tables, schemas, parameters,
+    partitions, data files, checksums (sizes where the source has no checksum) and ACID write ids.
+    Exit codes: 0 no drift, 1 drift found (or a failure to verify: an error on stderr, no report),
+    2 usage error.
+    """
+    import sys
+
+    from streamer.target.verify import VerifySettings, verify
+
+    if repair and not warehouse_root:
+        raise click.UsageError("--repair needs --warehouse-root (copies stay inside the target roots)")
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    settings = VerifySettings(
+        hms_uri=hms_uri,
+        state_dir=str(state_dir),
+        bootstrap_servers=bootstrap_servers,
+        topic=topic or f"streamer.{source_id}.events",
+        source_id=source_id,
+        kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
+        databases=db,
+        db_map=_pairs(db_map, "--db-map", ":"),
+        warehouse_root=warehouse_root,
+        external_base_dir=external_base_dir,
+        hms_auth=auth,
+        recompute_source=recompute_source,
+    )
+    report = verify(settings, repair=repair)
+    click.echo(report.dumps() if output == "json" else report.render())
+    if not report.ok:
+        sys.exit(1)

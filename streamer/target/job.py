@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streamer.target.verify import VerifyLoop
+
 log = logging.getLogger(__name__)
 
 
@@ -63,6 +65,7 @@ class TargetSettings:
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
+    verify_every: float = 0.0  # 0 = off; see streamer.target.verify.VerifyLoop
 
 
 class BatchApplier:
@@ -319,6 +322,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
     external_sync = start_background(settings, batch_applier.lock)
+    verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
     try:
         failure: str | None = None
         try:
@@ -333,10 +337,31 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
         if failure is not None:
             raise query_failure(settings, failure)
     finally:
+        if verifier is not None:
+            verifier.stop()
         if external_sync is not None:
             external_sync.stop()
         query.stop()
         catalog.close()
+
+
+def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyLoop:
+    """Continuous verification in this process, between micro-batches (``--verify-every``)."""
+    from streamer.target.verify import VerifyLoop, VerifySettings
+
+    verify_settings = VerifySettings(
+        hms_uri=settings.hms_uri,
+        state_dir=settings.state_dir,
+        bootstrap_servers=settings.bootstrap_servers,
+        topic=settings.topic,
+        source_id=settings.source_id,
+        kafka_settings=dict(settings.kafka_settings),
+        db_map=dict(settings.db_map),
+        warehouse_root=settings.warehouse_root,
+        external_base_dir=settings.external_base_dir,
+        hms_auth=settings.hms_auth,
+    )
+    return VerifyLoop(verify_settings, settings.verify_every, lock).start()
 
 
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:

@@ -26,6 +26,8 @@ from streamer.events.model import (
     AlterPartitionPayload,
     AlterPartitionsPayload,
     AlterTablePayload,
+    BootstrapKind,
+    BootstrapObjectPayload,
     CommitTxnPayload,
     CreateTablePayload,
     DatabasePayload,
@@ -73,6 +75,9 @@ class _Live:
     files: dict[str, dict[str, str]] = field(default_factory=dict)  # partition -> path -> checksum
     locations: dict[str, str | None] = field(default_factory=dict)
     write_ids: set[int] = field(default_factory=set)  # committed, for transactional tables
+    # (partition, relative path) -> the reference that put the file there (sizes, algorithms, cm
+    # copies: what verification and repair need; entries of removed files may linger, unread)
+    refs: dict[tuple[str, str], FileRef] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: TableSnapshot) -> _Live:
@@ -97,6 +102,11 @@ class _Live:
         for ref in refs:
             path, checksum = file_key(ref, base or self.base(name))
             files[path] = checksum
+            self.refs[(name, path)] = ref
+
+    def ref(self, name: str, path: str) -> FileRef | None:
+        """The reference of a file the table holds now (None when it holds no such file)."""
+        return self.refs.get((name, path)) if path in self.files.get(name, {}) else None
 
 
 class SourceStateMachine:
@@ -110,6 +120,11 @@ class SourceStateMachine:
     def state(self, key: str) -> TableState | None:
         live = self.tables.get(key)
         return live.state() if live else None
+
+    def file_ref(self, key: str, partition: str, path: str) -> FileRef | None:
+        """The event's reference of a file table ``key`` holds now (checksum, algorithm, size, cm copy)."""
+        live = self.tables.get(key)
+        return live.ref(partition, path) if live else None
 
     def apply(self, event: Event) -> set[str]:
         p = event.payload
@@ -140,6 +155,8 @@ class SourceStateMachine:
             return {key}
         if isinstance(p, InsertPayload):
             return self._insert(event, p)
+        if isinstance(p, BootstrapObjectPayload):
+            return self._bootstrap(p)
         if isinstance(p, AllocWriteIdPayload):
             for txn in p.txn_write_ids:
                 self._allocated.setdefault(txn.txn_id, []).append((table_key(p.db, p.table), txn.write_id))
@@ -220,6 +237,34 @@ class SourceStateMachine:
         if p.replace:
             files.clear()
         live.add(name, p.files)
+        return {key}
+
+    def _bootstrap(self, p: BootstrapObjectPayload) -> set[str]:
+        """A bootstrap record: the source's object as of the bootstrap's event id (a TABLE record
+        replaces any table of that name, as the target's bootstrap does)."""
+        if p.table is None:
+            return set()
+        key = table_key(p.table.db, p.table.name)
+        if p.kind is BootstrapKind.DROP_TABLE:
+            self.tables.pop(key, None)
+            return {key}
+        if p.kind is BootstrapKind.TABLE or key not in self.tables:
+            self.tables[key] = _Live.of(p.table)
+        live = self.tables[key]
+        if p.kind not in (BootstrapKind.TABLE, BootstrapKind.PARTITIONS):
+            return {key}
+        if live.meta.transactional:
+            live.write_ids.update(p.write_ids)
+        names = []
+        for part in p.partitions:
+            name = self._name(live, part.values)
+            live.partition(name, part.sd.location)
+            names.append(name)
+        for ref in p.files:
+            if not live.meta.partition_keys:
+                live.add(UNPARTITIONED, [ref])
+            else:
+                live.add(ref.partition or (names[0] if len(names) == 1 else UNPARTITIONED), [ref])
         return {key}
 
     def _commit(self, p: CommitTxnPayload) -> set[str]:
