@@ -23,7 +23,13 @@ from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
 from streamer.warehouse import Warehouse
 from streamer.warehouse.workload import COLUMNS
-from tests.integration.target.helpers import Source, TargetProcess, TargetStack, seed_databases, wait_converged
+from tests.integration.target.helpers import (
+    Source,
+    TargetProcess,
+    TargetStack,
+    seed_databases,
+    wait_converged,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -65,8 +71,8 @@ def test_unknown_types_halt_only_their_database_and_other_catalogs_never_reach_t
     wh.create_table(a, "t", COLUMNS, [])
     wh.create_table(b, "t", COLUMNS, [])
     # HDP keeps Spark's tables in catalog "spark", with database names that clash with Hive's
-    with Warehouse.open(str(tmp_path / "spark.sqlite"), root=tmp_path / "spark-wh", cmroot=tmp_path / "spark-cm",
-                        source_id="spark") as other:
+    with Warehouse.open(str(tmp_path / "spark.sqlite"), root=tmp_path / "spark-wh",
+                        cmroot=tmp_path / "spark-cm", source_id="spark") as other:
         other.create_database(a, {})
         other.create_table(a, "spark_only", COLUMNS, [])
         spark_row = other.notifications()[-1]
