@@ -10,9 +10,11 @@ of the event) is stored in the target state, the database's later events are hel
 databases go on. After ``streamer target retry`` the job re-reads the held range from Kafka.
 
 Before anything of a batch is applied, its records are checked against the event-id chain
-(``streamer.target.chain``): records missing from the topic (purged, or a recreated topic refilled
-past the checkpoint) stop the job with ``EventChainError`` and ``streamer_target_data_loss`` = 1;
-the records before the break are applied, nothing after it is.
+(``streamer.target.chain``): when records are missing from the topic (purged, or a recreated topic
+refilled past the checkpoint) the records before the break are applied, nothing after it is, the
+query stops and the job halts: ``streamer_target_data_loss`` = 1 on ``/metrics`` until the job is
+stopped, which then exits with ``EventChainError``. A restart finds the same break again (the
+checkpoint stays before it) until an operator rebuilds the target or runs ``reset-chain``.
 """
 
 from __future__ import annotations
@@ -350,7 +352,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure
             failure = str(raised)
         if batch_applier.chain_error is not None:
-            raise batch_applier.chain_error
+            _halt_on_data_loss(batch_applier.chain_error, until)
         if failure is not None:
             raise query_failure(settings, failure)
     finally:
@@ -358,6 +360,16 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
             external_sync.stop()
         query.stop()
         catalog.close()
+
+
+def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None) -> None:
+    """Stay up, applying nothing, so that ``/metrics`` keeps showing ``streamer_target_data_loss`` 1
+    (an exited job shows nothing); then fail with the error. Stopped by SIGTERM/SIGINT or ``until``."""
+    log.error("target halted on data loss; nothing more is read or applied, /metrics stays up until the "
+              "job is stopped: %s", error)
+    while until is None or not until():
+        time.sleep(1.0)
+    raise error
 
 
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:

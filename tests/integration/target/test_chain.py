@@ -99,8 +99,13 @@ def test_recreated_topic_refilled_past_the_checkpoint_stops_the_target(
     assert agent.last_id == newest
 
     deadline = time.monotonic() + 120
+
+    def seen() -> bool:  # the job halts on the loss, serving the metric, until it is stopped
+        loss = metrics.REGISTRY.get_sample_value("streamer_target_data_loss")
+        return loss == 1 or time.monotonic() > deadline
+
     with pytest.raises(EventChainError) as broken:
-        job.run(settings, until=lambda: time.monotonic() > deadline)
+        job.run(settings, until=seen)
     error = broken.value
     assert error.expected_prev == last and error.found_prev > last
     assert error.offset > anchor.offset and error.last_offset == anchor.offset
