@@ -140,3 +140,16 @@ def test_the_agent_prepares_opaque_skipped_and_other_catalog_events_and_chains_t
     assert [(e.event_id, e.event_type, e.prev_event_id) for e in published] == [
         (11, EventType.CREATE_DATABASE, 10), (14, EventType.UNKNOWN, 11), (15, EventType.CREATE_DATABASE, 14)]
     assert prepared[3].opaque_db == "sales"
+
+
+def test_thrift_events_without_a_catalog_belong_to_every_catalog() -> None:
+    """pyspark's Hive 2.3 bindings have no ``catName``; Hive 3+ servers send one."""
+    from types import SimpleNamespace
+
+    from streamer.source.thrift_reader import _row as thrift_row
+
+    old = SimpleNamespace(eventId=3, eventTime=1, eventType="CREATE_TABLE", dbName="a", tableName="t",
+                          message="{}", messageFormat="json-0.2")
+    assert thrift_row(old).cat_name is None and in_catalog(thrift_row(old), "hive")
+    spark = SimpleNamespace(**vars(old), catName="spark")
+    assert not in_catalog(thrift_row(spark), "hive") and in_catalog(thrift_row(spark), "spark")
