@@ -91,3 +91,43 @@ class PathEscapeError(ApplyError):
 
 class DataLossError(StreamerError):
     """Records the consumer needed are gone from the topic (purged, trimmed, or broker restarted)."""
+
+
+class EventChainError(DataLossError):
+    """A record does not continue from the last one consumed: records between them are gone.
+
+    Each record names the event id of the record before it in the topic (``prev_event_id``); a
+    topic that was purged or recreated and refilled past the consumer's offset breaks that chain.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        expected_prev: int,
+        found_prev: int,
+        event_id: int,
+        event_type: str,
+        offset: int,
+        last_offset: int,
+        same_offset: bool = False,
+    ) -> None:
+        self.topic = topic
+        self.expected_prev = expected_prev
+        self.found_prev = found_prev
+        self.event_id = event_id
+        self.event_type = event_type
+        self.offset = offset
+        self.last_offset = last_offset
+        found = (
+            f"is event {event_id} {event_type}, not event {expected_prev} consumed there before"
+            if same_offset
+            else f"(event {event_id} {event_type}) follows event {found_prev}, but the last record consumed "
+            f"(offset {last_offset}) was event {expected_prev}"
+        )
+        super().__init__(
+            f"event chain broken on topic {topic!r}: the record at offset {offset} {found}; records "
+            "between them are gone (the topic was purged or recreated and refilled). Nothing after the "
+            "break was applied. Rebuild the target from a bootstrap, or accept the loss with "
+            "`streamer target reset-chain`."
+        )

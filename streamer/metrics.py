@@ -48,6 +48,16 @@ SOURCE_EVENTS_FILTERED = Counter(
     "streamer_source_events_filtered_total", "Events passed over by the replication policy",
     registry=REGISTRY,
 )
+SOURCE_EVENTS_SKIPPED = Counter(
+    "streamer_source_events_skipped_total",
+    "Source events of an unknown type that name no database: not published (logged with their id)",
+    ["event_type"], registry=REGISTRY,
+)
+SOURCE_EVENTS_OTHER_CATALOG = Counter(
+    "streamer_source_events_other_catalog_total",
+    "Events of another metastore catalog than --catalog: passed over (also counted as filtered)",
+    registry=REGISTRY,
+)
 SOURCE_PUBLISH_SECONDS = Histogram(
     "streamer_source_publish_seconds", "Time to publish and commit one batch", buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
@@ -98,6 +108,11 @@ TARGET_NONATOMIC_PUBLISHES = Counter(
 )
 TARGET_HALTED = Gauge(
     "streamer_target_halted", "1 while a database is halted on an event", ["db"], registry=REGISTRY
+)
+TARGET_DATA_LOSS = Gauge(
+    "streamer_target_data_loss",
+    "1 once the job found records missing from the topic (event chain broken, offsets purged)",
+    registry=REGISTRY,
 )
 TARGET_BATCH_SECONDS = Histogram(
     "streamer_target_batch_seconds", "Duration of one micro-batch apply", buckets=_LATENCY_BUCKETS,

@@ -129,6 +129,7 @@ def events(
         db=draw(st.none() | st.just(db)) if event_type in _NO_OBJECT else db,
         table=None if no_table else table,
         ts_ms=draw(st.none() | st.integers(min_value=0, max_value=2**45)),
+        prev_event_id=draw(st.none() | st.integers(min_value=0, max_value=2**62)),
     )
 
 

@@ -55,6 +55,8 @@ class EventType(StrEnum):
     PROGRESS = "STREAMER_PROGRESS"
     BOOTSTRAP = "STREAMER_BOOTSTRAP"
     BOOTSTRAP_END = "STREAMER_BOOTSTRAP_END"
+    # a source event of a type this streamer does not know, carried opaquely (``UnknownPayload``)
+    UNKNOWN = "STREAMER_UNKNOWN"
 
 
 # --- object snapshots -------------------------------------------------------------------------
@@ -443,6 +445,26 @@ class ProgressPayload:
     policy: str | None = None  # the agent's policies (``PolicySet`` text): a restart detects a change
 
 
+@dataclass(frozen=True)
+class UnknownPayload:
+    """A source event of a type this streamer does not know, kept as Hive stored it.
+
+    The agent publishes it instead of stopping (it halts only the database it names on each target)
+    so that an operator sees exactly what the source wrote and a later streamer that knows the type
+    can decode ``message`` (the stored text, UTF-8; gzip messages stay base64 text) and apply it.
+    """
+
+    hive_event_type: str  # NOTIFICATION_LOG.EVENT_TYPE as stored
+    message: bytes = b""
+    message_format: str | None = None
+    catalog: str | None = None  # NOTIFICATION_LOG.CAT_NAME
+
+    @property
+    def text(self) -> str:
+        """The message as text (undecodable bytes replaced), for operators' eyes."""
+        return self.message.decode("utf-8", errors="replace")
+
+
 class BootstrapKind(StrEnum):
     """What one bootstrap record carries."""
 
@@ -524,6 +546,7 @@ Payload = (
     | ProgressPayload
     | BootstrapObjectPayload
     | BootstrapMarkerPayload
+    | UnknownPayload
 )
 
 
@@ -547,7 +570,8 @@ class Event:
 
     For renames they are the *new* names (as NOTIFICATION_LOG stores them); the payload's
     before/after snapshots carry both. ``ts_ms`` is when streamer processed the event, so
-    ``ts_ms - event_time*1000`` is the lag at that point.
+    ``ts_ms - event_time*1000`` is the lag at that point. ``prev_event_id`` is the event id of the
+    record before this one in the topic, so a consumer can tell that it missed none.
     """
 
     source: Source
@@ -556,6 +580,8 @@ class Event:
     db: str | None = None
     table: str | None = None
     ts_ms: int | None = None
+    # None in records written before streamer kept the chain (``streamer.target.chain``)
+    prev_event_id: int | None = None
 
     @property
     def event_id(self) -> int:
@@ -599,6 +625,7 @@ PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
     ProgressPayload: (EventType.PROGRESS,),
     BootstrapObjectPayload: (EventType.BOOTSTRAP,),
     BootstrapMarkerPayload: (EventType.BOOTSTRAP_END,),
+    UnknownPayload: (EventType.UNKNOWN,),
 }
 """The event types that carry each payload type (every EventType appears exactly once)."""
 

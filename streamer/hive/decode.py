@@ -45,6 +45,7 @@ from streamer.events.model import (
     Source,
     TableSnapshot,
     TxnWriteId,
+    UnknownPayload,
     UpdateColumnStatsPayload,
 )
 from streamer.hive import objects
@@ -90,6 +91,42 @@ def decode_row(row: NotificationRow, source_id: str = "hive") -> Event:
         payload=payload,
         db=_name(row.db_name) or db,
         table=table_name or table,
+    )
+
+
+def is_known_type(event_type: str) -> bool:
+    """Whether ``decode_row`` knows rows of this stored ``EVENT_TYPE`` (streamer's own types excluded)."""
+    try:
+        return EventType(event_type) in _HANDLERS
+    except ValueError:
+        return False
+
+
+def opaque_event(row: NotificationRow, source_id: str = "hive") -> Event:
+    """The row as an ``UNKNOWN`` event carrying it unchanged: for a type this streamer cannot decode.
+
+    Nothing of the message is parsed, so any message (any format, gzip, not even JSON) fits; the
+    envelope names the row's database and table so a target halts exactly that database.
+    """
+    raw: str | bytes = row.message or ""
+    message = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+    return Event(
+        source=Source(
+            source_id=source_id,
+            event_id=row.event_id,
+            event_time=row.event_time,
+            message_format=row.message_format,
+            catalog=_name(row.cat_name),
+        ),
+        event_type=EventType.UNKNOWN,
+        payload=UnknownPayload(
+            hive_event_type=str(row.event_type),
+            message=message,
+            message_format=row.message_format,
+            catalog=_name(row.cat_name),
+        ),
+        db=_name(row.db_name),
+        table=_name(row.table_name),
     )
 
 

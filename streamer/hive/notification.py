@@ -23,6 +23,19 @@ class NotificationRow:
     cat_name: str | None = None
 
 
+DEFAULT_CATALOG = "hive"
+"""Hive 3+'s default metastore catalog; others (HDP's ``spark``) hold databases of the same names."""
+
+
+def in_catalog(row: NotificationRow, catalog: str) -> bool:
+    """Whether a row belongs to ``catalog``: rows naming none (Hive 2, transaction events, Thrift
+    bindings without ``catName``) belong to every catalog; names compare case-insensitively."""
+    name = row.cat_name
+    if name is None or not name.strip() or name == "null":
+        return True
+    return name.strip().lower() == catalog.strip().lower()
+
+
 @dataclass(frozen=True)
 class TxnWriteNotificationRow:
     """One ``TXN_WRITE_NOTIFICATION_LOG`` row: the files of one ACID write (Hive 4)."""

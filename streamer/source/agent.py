@@ -8,7 +8,16 @@ with the same ``transactional.id`` and reads the topic's last committed record. 
 point therefore neither loses nor duplicates an event id in the read_committed stream.
 
 An event that cannot be decoded, enriched or encoded halts the agent at that event: the events
-before it are published, nothing after it is.
+before it are published, nothing after it is. An event of a type this streamer does not know (a
+newer Hive's) is no such failure: it is published as an opaque ``UNKNOWN`` event that halts only
+the database it names on each target; one that names no database (a catalog-level object such as
+Hive 4's data connectors) has nothing to halt and nothing streamer replicates, so it is passed
+over with a WARNING naming its id and type and counted in ``streamer_source_events_skipped_total``.
+Events of another metastore catalog than ``AgentConfig.catalog`` (``CAT_NAME``, e.g. HDP's
+``spark``) are passed over like filtered ones: they never reach a same-named database of a target.
+
+Every record names the event id of the record before it in the topic (``Event.prev_event_id``),
+so a target can tell that none is missing (``streamer.target.chain``).
 """
 
 from __future__ import annotations
@@ -28,8 +37,8 @@ from streamer import metrics
 from streamer.errors import CodecError, ConfigError, DecodeError, StreamerError
 from streamer.events.codec import EventDeserializer, EventSerializer
 from streamer.events.model import BootstrapObjectPayload, Event, EventType, ProgressPayload, Source
-from streamer.hive.decode import decode_row
-from streamer.hive.notification import NotificationRow
+from streamer.hive.decode import decode_row, is_known_type, opaque_event
+from streamer.hive.notification import DEFAULT_CATALOG, NotificationRow, in_catalog
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import masked, with_overrides
 from streamer.kafka.topics import ensure_topic, read_tail
@@ -61,6 +70,7 @@ class AgentConfig:
     start_after: int | None = None
     kafka_timeout: float = 30.0
     max_backoff: float = 30.0
+    catalog: str = DEFAULT_CATALOG  # events of other metastore catalogs are passed over
 
     @property
     def topic_name(self) -> str:
@@ -76,7 +86,9 @@ class _Prepared:
     event_id: int
     event_type: str
     key: bytes | None
-    value: bytes | None  # None: filtered by the policy
+    value: bytes | None  # None: passed over (``passed`` says why)
+    passed: str | None = None  # "policy", "catalog" (another metastore catalog), "unknown" (no database)
+    opaque_db: str | None = None  # published as UNKNOWN: the database it halts on targets
 
 
 class ProducerFencedError(StreamerError):
@@ -224,27 +236,47 @@ class SourceAgent:
     # --- internals ---
 
     def _prepare(self, rows: list[NotificationRow]) -> tuple[list[_Prepared], StreamerError | None]:
-        """Decode, enrich, filter and encode rows, stopping at the first one that fails."""
+        """Decode, enrich, filter and encode rows, stopping at the first one that fails.
+
+        Each published record names the id of the one published before it (``prev_event_id``): the
+        last id already in the topic for the first, PROGRESS included (its id is ``self.last_id``)."""
         out: list[_Prepared] = []
         now_ms = int(self._clock() * 1000)
+        prev = self.last_id
         for row in rows:
+            if not in_catalog(row, self.config.catalog):
+                out.append(_Prepared(row.event_id, row.event_type, None, None, "catalog"))
+                continue
             try:
-                event = replace(decode_row(row, self.config.source_id), ts_ms=now_ms)
-                event = self.enricher(event)
-                selected = self.policy.select(event)
+                if is_known_type(row.event_type):
+                    event = self.enricher(decode_row(row, self.config.source_id))
+                else:
+                    event = opaque_event(row, self.config.source_id)
+                    if event.db is None:
+                        out.append(_Prepared(row.event_id, row.event_type, None, None, "unknown"))
+                        continue
+                selected = self.policy.select(replace(event, ts_ms=now_ms))
+                if selected is not None:
+                    selected = replace(selected, prev_event_id=prev)
                 value = None if selected is None else self.serializer(selected, self._ctx)
             except DecodeError as exc:
                 return out, exc
             except CodecError as exc:
                 return out, DecodeError(f"cannot encode: {exc}", event_id=row.event_id,
                                         event_type=row.event_type, obj=_obj(row))
-            key = None if selected is None or not selected.db else selected.db.encode()
-            out.append(_Prepared(row.event_id, row.event_type, key, value))
+            if selected is None:
+                out.append(_Prepared(row.event_id, row.event_type, None, None, "policy"))
+                continue
+            key = selected.db.encode() if selected.db else None
+            opaque_db = selected.db if selected.event_type is EventType.UNKNOWN else None
+            out.append(_Prepared(row.event_id, row.event_type, key, value, opaque_db=opaque_db))
+            prev = row.event_id
         return out, None
 
     def _publish(self, prepared: list[_Prepared], head: int) -> None:
         producer = self._producer_now()
         last = prepared[-1].event_id if prepared else self.last_id
+        prev = next((p.event_id for p in reversed(prepared) if p.value is not None), self.last_id)
         started = time.monotonic()
         producer.begin_transaction()
         for item in prepared:
@@ -255,15 +287,27 @@ class SourceAgent:
             event_type=EventType.PROGRESS,
             payload=ProgressPayload(last, head, policy_record(self.policy)),
             ts_ms=int(self._clock() * 1000),
+            prev_event_id=prev,
         )
         self._produce(producer, None, self.serializer(progress, self._ctx))
         producer.commit_transaction(self.config.kafka_timeout)
         metrics.SOURCE_PUBLISH_SECONDS.observe(time.monotonic() - started)
         published = 0
         for item in prepared:
-            if item.value is None:
+            if item.passed == "unknown":
+                metrics.SOURCE_EVENTS_SKIPPED.labels(item.event_type).inc()
+                log.warning("event %d: unknown event type %r names no database; passed over (nothing to "
+                            "halt, and streamer replicates no catalog-level objects)",
+                            item.event_id, item.event_type)
+            elif item.value is None:
                 metrics.SOURCE_EVENTS_FILTERED.inc()
+                if item.passed == "catalog":
+                    metrics.SOURCE_EVENTS_OTHER_CATALOG.inc()
             else:
+                if item.opaque_db is not None:
+                    log.warning("event %d: unknown event type %r published as %s; targets halt database "
+                                "%s at it (retry after an upgrade, or skip)", item.event_id,
+                                item.event_type, EventType.UNKNOWN.value, item.opaque_db)
                 metrics.SOURCE_EVENTS_PUBLISHED.labels(item.event_type).inc()
                 published += 1
         self.last_id = last

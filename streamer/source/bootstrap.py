@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.events.model import (
     BootstrapKind,
@@ -36,8 +37,9 @@ from streamer.events.model import (
     Source,
     TableSnapshot,
 )
-from streamer.hive.decode import decode_row
+from streamer.hive.decode import decode_row, is_known_type
 from streamer.hive.files import parse_partition_name, partition_name
+from streamer.hive.notification import DEFAULT_CATALOG, in_catalog
 from streamer.source.consolidate import Consolidated, Dump, TableDump, Values, consolidate, key
 from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_event
 from streamer.source.gaps import ContiguousReader
@@ -168,8 +170,14 @@ def read_dump(source: SourceCatalog, scope: Scope, on_object: ObjectCallback | N
 
 
 def source_events(reader: NotificationReader, source_id: str, enrich: EnrichSettings,
-                  after: int, until: int, batch: int = 1000) -> Iterator[Event]:
-    """Decoded, enriched events ``after < id <= until`` (contiguous, as the agent reads them)."""
+                  after: int, until: int, batch: int = 1000,
+                  catalog_name: str = DEFAULT_CATALOG) -> Iterator[Event]:
+    """Decoded, enriched events ``after < id <= until`` (contiguous, as the agent reads them).
+
+    Events of other metastore catalogs are passed over, as the agent does. An event of a type this
+    streamer does not know cannot be consolidated: it is passed over with a WARNING and counted in
+    ``streamer_source_events_skipped_total`` (the dump read the objects' state from the source, which
+    includes its effect when the object was read after it)."""
     contiguous = ContiguousReader(reader)
     enricher = Enricher(enrich, reader)
     last = after
@@ -178,6 +186,14 @@ def source_events(reader: NotificationReader, source_id: str, enrich: EnrichSett
         if not rows:
             return
         for row in rows:
+            if not in_catalog(row, catalog_name):
+                continue
+            if not is_known_type(row.event_type):
+                metrics.SOURCE_EVENTS_SKIPPED.labels(row.event_type).inc()
+                log.warning("bootstrap: event %d of unknown type %r (%s) cannot be consolidated; passed "
+                            "over", row.event_id, row.event_type,
+                            ".".join(n for n in (row.db_name, row.table_name) if n) or "no database")
+                continue
             yield enricher(decode_row(row, source_id))
         last = rows[-1].event_id
 
@@ -192,12 +208,13 @@ def snapshot(
     at_least: int = 0,
     max_rounds: int = 20,
     on_object: ObjectCallback | None = None,
+    catalog_name: str = DEFAULT_CATALOG,
 ) -> Consolidated:
     """The policy's objects as of one event id E1 >= ``at_least`` (see the module docstring)."""
     start = source.current_event_id()
     dump = read_dump(source, scope, on_object)
     return settle(source, reader, scope, source_id, start, dump, enrich=enrich, at_least=at_least,
-                  max_rounds=max_rounds, on_object=on_object)
+                  max_rounds=max_rounds, on_object=on_object, catalog_name=catalog_name)
 
 
 def settle(
@@ -212,13 +229,14 @@ def settle(
     at_least: int = 0,
     max_rounds: int = 20,
     on_object: ObjectCallback | None = None,
+    catalog_name: str = DEFAULT_CATALOG,
 ) -> Consolidated:
     """Consolidate ``dump`` (read after event ``start``) up to the newest event, re-reading torn and
     unresolved tables until the result is complete."""
     settings = enrich or EnrichSettings()
     for _ in range(max_rounds):
         until = max(source.current_event_id(), reader.head_event_id(), at_least)
-        events = list(source_events(reader, source_id, settings, start, until))
+        events = list(source_events(reader, source_id, settings, start, until, catalog_name=catalog_name))
         result = consolidate(dump, events, scope, until)
         if result.complete:
             log.info("bootstrap dump: %d databases, %d tables, %d functions as of event %d (read from %d)",

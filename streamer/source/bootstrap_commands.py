@@ -60,6 +60,10 @@ def _env(name: str) -> dict[str, Any]:
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax; repeatable. Default: every database. "
                    "Give the agent the same policies.")
+@click.option("--catalog", default="hive", show_default=True, **_env("CATALOG"),
+              help="Metastore catalog to replicate (NOTIFICATION_LOG.CAT_NAME, Hive 3+); events of other "
+                   "catalogs (e.g. HDP's spark) are passed over like filtered ones. Events naming no "
+                   "catalog belong to every one.")
 @click.option("--bootstrap-servers", required=True, **_env("BOOTSTRAP_SERVERS"),
               help="Kafka bootstrap servers, host:port[,host:port].")
 @click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
@@ -93,6 +97,7 @@ def bootstrap(
     hms_client_principal: str | None,
     hms_client_keytab: str | None,
     policies: tuple[str, ...],
+    catalog: str,
     bootstrap_servers: str,
     kafka_settings: tuple[str, ...],
     topic: str | None,
@@ -132,7 +137,7 @@ def bootstrap(
     scope = PolicySet.parse(policies)
     enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
     kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
-    config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich)
+    config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich, catalog=catalog)
     if hms_uri:
         checker = ThriftNotificationReader(str(hms_uri), auth=auth)
         try:
@@ -141,20 +146,20 @@ def bootstrap(
             checker.close()
     with contextlib.ExitStack() as resources:
         reader: NotificationReader
-        catalog: SourceCatalog
+        source_catalog: SourceCatalog
         if warehouse_url:
             reader = SqlNotificationReader(warehouse_url)
             resources.callback(reader.close)
             wh = Warehouse.open(warehouse_url, source_id=source_id)
             resources.callback(wh.close)
-            catalog = WarehouseCatalog(wh)
+            source_catalog = WarehouseCatalog(wh)
         else:
             reader = SqlNotificationReader(notification_db) if notification_db else (
                 ThriftNotificationReader(str(hms_uri), auth=auth))
             resources.callback(reader.close)
             hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
             resources.callback(hms.close)
-            catalog = hms
+            source_catalog = hms
         work = BootstrapWork(work_dir, source_id, config.topic_name) if work_dir else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, transient=False) as bars:
@@ -168,7 +173,7 @@ def bootstrap(
                 bars.update(sending, total=total, completed=done, visible=True)
 
             summary = run_bootstrap(
-                config, reader, catalog, scope, work=work, force=force,
+                config, reader, source_catalog, scope, work=work, force=force,
                 records_per_transaction=records_per_transaction, partitions_per_record=partitions_per_record,
                 max_rounds=max_rounds, on_object=lambda kind, name: bars.advance(dumping), on_dumped=dumped,
                 on_publishing=publishing, on_published=lambda n: bars.advance(sending, n),
@@ -207,7 +212,7 @@ def run_bootstrap(
     if pending is None:
         published = SourceAgent(config, reader, scope).recover_last_id()
         state = snapshot(catalog, reader, scope, config.source_id, enrich=config.enrich, at_least=published,
-                         max_rounds=max_rounds, on_object=on_object)
+                         max_rounds=max_rounds, on_object=on_object, catalog_name=config.catalog)
         recs = records(state, config.source_id, policy=policy, event_time=int(time.time()),
                        limits=RecordLimits(partitions=partitions_per_record))
         recs = enrich_records(recs, config.enrich)

@@ -37,6 +37,10 @@ def source() -> None:
 @click.option("--policy", "policies", multiple=True, **_env("POLICY"),
               help="Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable "
                    "(env: space-separated). Default: every database.")
+@click.option("--catalog", default="hive", show_default=True, **_env("CATALOG"),
+              help="Metastore catalog to replicate (NOTIFICATION_LOG.CAT_NAME, Hive 3+); events of other "
+                   "catalogs (e.g. HDP's spark) are passed over like filtered ones. Events naming no "
+                   "catalog belong to every one.")
 @click.option("--bootstrap-servers", required=True, **_env("BOOTSTRAP_SERVERS"),
               help="Kafka bootstrap servers, host:port[,host:port].")
 @click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
@@ -83,6 +87,7 @@ def run(
     hms_client_principal: str | None,
     hms_client_keytab: str | None,
     policies: tuple[str, ...],
+    catalog: str,
     bootstrap_servers: str,
     kafka_settings: tuple[str, ...],
     topic: str | None,
@@ -127,6 +132,7 @@ def run(
         gap_settle_seconds=gap_settle_seconds,
         enrich=EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot),
         start_after=start_after,
+        catalog=catalog,
     )
     reader: NotificationReader = (
         SqlNotificationReader(notification_db)

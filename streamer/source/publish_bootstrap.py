@@ -64,20 +64,24 @@ def publish_records(
     ctx = SerializationContext(config.topic_name, MessageField.VALUE)
     producer = Producer(with_overrides(config.kafka, transactional_id=config.transactional_id,
                                        enable_idempotence=True, acks="all", linger_ms=5))
-    producer.init_transactions(config.kafka_timeout)
+    producer.init_transactions(config.kafka_timeout)  # fences the agent: the tail read next is final
     bootstrap_id = records[-1].event_id
+    prev = tail_event_id(config)
     try:
         for start in range(0, len(records), per_transaction):
             chunk = records[start : start + per_transaction]
             producer.begin_transaction()
             for event in chunk:
-                _produce(producer, config.topic_name, event.db, serializer(event, ctx))
+                chained = dataclasses.replace(event, prev_event_id=prev)
+                _produce(producer, config.topic_name, event.db, serializer(chained, ctx))
+                prev = event.event_id
             if start + per_transaction >= len(records):
                 progress = Event(
                     Source(config.source_id, bootstrap_id, int(clock())),
                     EventType.PROGRESS,
                     ProgressPayload(bootstrap_id, max(head, bootstrap_id), policy),
                     ts_ms=int(clock() * 1000),
+                    prev_event_id=prev,
                 )
                 _produce(producer, config.topic_name, None, serializer(progress, ctx))
             producer.commit_transaction(config.kafka_timeout)
@@ -86,6 +90,15 @@ def publish_records(
     finally:
         producer.flush(config.kafka_timeout)
     log.info("published bootstrap %d: %d records to %s", bootstrap_id, len(records), config.topic_name)
+
+
+def tail_event_id(config: AgentConfig) -> int:
+    """The event id of the topic's last committed record (0 for an empty topic): what the next
+    record published continues from (``Event.prev_event_id``)."""
+    tail = read_tail(config.kafka, config.topic_name, n=1, timeout=config.kafka_timeout)
+    if not tail or tail[-1].value is None:
+        return 0
+    return EventDeserializer()(tail[-1].value).event_id
 
 
 def _produce(producer: Producer, topic: str, db: str | None, value: bytes) -> None:

@@ -118,7 +118,7 @@ def replace_policy(
     catch_up.start()
     try:
         state = snapshot(source, reader, _Changed(old, new), config.source_id, enrich=config.enrich,
-                         at_least=catch_up.last_id)
+                         at_least=catch_up.last_id, catalog_name=config.catalog)
         e1 = state.event_id
         while catch_up.last_id < e1:  # the old policy's events up to E1, exactly
             catch_up.config = replace(config, batch_size=min(config.batch_size, e1 - catch_up.last_id))

@@ -74,6 +74,7 @@ from streamer.events.model import (
     PartitionSnapshot,
     ReloadPayload,
     TableSnapshot,
+    UnknownPayload,
     UpdateColumnStatsPayload,
 )
 from streamer.filesystems import atomic_rename
@@ -715,6 +716,18 @@ class Applier:
         if payload.partitions:
             self._alter_partition_list(event, desired, payload.table, payload.partitions, truncate=False)
 
+    def _unknown(self, event: Event) -> None:
+        """An event the source agent could not decode: its database halts here, by design."""
+        payload = _payload(event, UnknownPayload)
+        fmt = payload.message_format or "no format"
+        raise ApplyError(
+            f"unknown source event type {payload.hive_event_type!r} ({fmt}, {len(payload.message)} bytes): "
+            "this streamer cannot apply it; apply its change on the target by hand and `streamer target "
+            "skip` it, or `streamer target retry` with a streamer that knows the type",
+            event_type=payload.hive_event_type,
+            obj=_obj(event),
+        )
+
 
 _HANDLERS: dict[EventType, Callable[[Applier, Event], None]] = {
     EventType.CREATE_DATABASE: Applier._create_database,
@@ -746,6 +759,7 @@ _HANDLERS: dict[EventType, Callable[[Applier, Event], None]] = {
     EventType.DELETE_TABLE_COLUMN_STAT: Applier._delete_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: Applier._delete_stats,
     EventType.RELOAD: Applier._reload,
+    EventType.UNKNOWN: Applier._unknown,
 }
 
 

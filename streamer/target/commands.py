@@ -186,6 +186,24 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
     click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
 
 
+@target.command("reset-chain")
+@_state_dir_option
+def reset_chain_cmd(state_dir: Path) -> None:
+    """Accept a broken event chain: forget the last record consumed, so the next one starts a new chain.
+
+    Only after `streamer target run` stopped with EventChainError and you decided to keep the target
+    although the records between the two were lost (otherwise rebuild it from a bootstrap).
+    """
+    from streamer.target.chain import reset_anchor
+
+    anchor = reset_anchor(state_dir)
+    if anchor is None:
+        click.echo("no event chain recorded; nothing to reset")
+        return
+    click.echo(f"event chain reset (it ended at offset {anchor.offset}, event {anchor.event_id} of "
+               f"{anchor.topic}); the job accepts the next record it reads")
+
+
 @click.command("status")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
 @hms_auth_options()

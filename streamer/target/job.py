@@ -8,6 +8,13 @@ file copies fan out to a thread pool.
 An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
 of the event) is stored in the target state, the database's later events are held, and other
 databases go on. After ``streamer target retry`` the job re-reads the held range from Kafka.
+
+Before anything of a batch is applied, its records are checked against the event-id chain
+(``streamer.target.chain``): when records are missing from the topic (purged, or a recreated topic
+refilled past the checkpoint) the records before the break are applied, nothing after it is, the
+query stops and the job halts: ``streamer_target_data_loss`` = 1 on ``/metrics`` until the job is
+stopped, which then exits with ``EventChainError``. A restart finds the same break again (the
+checkpoint stays before it) until an operator rebuilds the target or runs ``reset-chain``.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer import metrics
-from streamer.errors import StreamerError
+from streamer.errors import EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
 from streamer.hms.transport import HmsAuth
 from streamer.target.apply import Applier, run_plan
 from streamer.target.catalog import Catalog
+from streamer.target.chain import check_chain, read_anchor, write_anchor
 from streamer.target.files import FileCopier
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
@@ -100,15 +108,31 @@ class BatchApplier:
         self._applied_times: dict[str, tuple[int, int]] = {
             db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
         }
+        self.anchor = read_anchor(settings.state_dir)  # the last record consumed (the event chain)
+        self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
         self.batches = 0  # micro-batches processed by this instance
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
     def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
-        """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
+        """Apply one batch of ``(offset, value)`` records; returns the plan that was executed.
+
+        Raises ``EventChainError`` (after applying the records before it) when the batch does not
+        continue the event chain, and on every batch after that."""
+        if self.chain_error is not None:
+            raise self.chain_error
         started = time.monotonic()
         self._reload_state()
+        decoded = [(offset, self.deserialize(value)) for offset, value in records]
+        chain = check_chain(self.settings.topic, decoded, self.anchor)
+        if chain.error is not None:
+            self.chain_error = chain.error
+            metrics.TARGET_DATA_LOSS.set(1)
+            log.error("%s", chain.error)
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
-        events = self._decode(records, offsets)
+        events = []
+        for offset, event in decoded[: chain.intact]:
+            offsets[event.event_id] = offset
+            events.append(event)
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
         the_plan = plan(events, self.applier.progress, set(self.state.halts()))
@@ -135,8 +159,13 @@ class BatchApplier:
             metrics.TARGET_LAG_EVENTS.set(
                 lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
             )
+        if chain.anchor is not None and chain.anchor != self.anchor:
+            write_anchor(self.settings.state_dir, chain.anchor)
+            self.anchor = chain.anchor
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
+        if chain.error is not None:
+            raise chain.error
         return the_plan
 
     def _reload_state(self) -> None:
@@ -146,14 +175,6 @@ class BatchApplier:
         self.applier.state = self.state
         for db in before - set(self.state.halts()):
             metrics.TARGET_HALTED.labels(db=db).set(0)
-
-    def _decode(self, records: Iterable[tuple[int, bytes]], offsets: dict[int, int]) -> list[Event]:
-        events = []
-        for offset, value in records:
-            event = self.deserialize(value)
-            offsets[event.event_id] = offset
-            events.append(event)
-        return events
 
     def _replays(self, before_offset: int | None, offsets: dict[int, int]) -> tuple[list[Event], list[str]]:
         """Held events of databases an operator released (retry/skip), re-read from the topic."""
@@ -334,6 +355,8 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
             failure = None if exc is None else str(exc)
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure
             failure = str(raised)
+        if batch_applier.chain_error is not None:
+            _halt_on_data_loss(batch_applier.chain_error, until)
         if failure is not None:
             raise query_failure(settings, failure)
     finally:
@@ -364,6 +387,16 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
     return VerifyLoop(verify_settings, settings.verify_every, lock).start()
 
 
+def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None) -> None:
+    """Stay up, applying nothing, so that ``/metrics`` keeps showing ``streamer_target_data_loss`` 1
+    (an exited job shows nothing); then fail with the error. Stopped by SIGTERM/SIGINT or ``until``."""
+    log.error("target halted on data loss; nothing more is read or applied, /metrics stays up until the "
+              "job is stopped: %s", error)
+    while until is None or not until():
+        time.sleep(1.0)
+    raise error
+
+
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
     """The error a failed query stops the job with. Records the checkpoint points at that the topic
     no longer holds (a recreated topic, a broker that lost its data) make it ``DataLossError``, also
@@ -376,6 +409,8 @@ def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
     from streamer.target.checkpoint import resume_offset
 
     kind = DataLossError if "DataLossError" in failure else StreamerError
+    if kind is DataLossError:
+        metrics.TARGET_DATA_LOSS.set(1)
     generic = kind(f"target query failed: {failure}")
     offset = resume_offset(settings.checkpoint_dir)
     if offset is None or offset.get("topic") != settings.topic:
@@ -393,6 +428,7 @@ def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
         check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
     except DataLossError as loss:
         first_line = failure.strip().splitlines()[0] if failure.strip() else failure
+        metrics.TARGET_DATA_LOSS.set(1)
         return DataLossError(f"{loss} (the query failed with: {first_line})")
     except KafkaClientError as unreachable:
         log.warning("could not check the topic after the query failed: %s", unreachable)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import BootstrapMarkerPayload, BootstrapObjectPayload, Column, Event
+from streamer.events.model import BootstrapMarkerPayload, BootstrapObjectPayload, Column, Event, EventType
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
 from streamer.source.agent import AgentConfig, SourceAgent
@@ -24,6 +24,7 @@ from streamer.source.publish_bootstrap import BootstrapResumeError, BootstrapWor
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
 from streamer.target.catalog import LAST_ID_PARAM
+from streamer.target.chain import check_chain
 from streamer.target.memory_catalog import MemoryCatalog
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
@@ -122,6 +123,10 @@ def test_interrupted_bootstrap_publishes_each_record_once(
             assert agent.last_id == kept.bootstrap_id
         finally:
             agent.close()
+        # the interrupted and the resumed publishing, and the agent after them, form one event chain
+        chain = _topic_events(config)
+        assert chain[0].prev_event_id == 0 and chain[-1].event_type is EventType.PROGRESS
+        assert check_chain(topic, list(enumerate(chain)), None).error is None
     finally:
         reader.close()
         wh.close()

@@ -66,6 +66,14 @@ def _agent(broker: EmbeddedBroker, url: str, topic: str, tmp_path: Path, policy:
     return agent
 
 
+def assert_chained(events: list[Event], first_prev: int = 0) -> None:
+    """Every record names the event id of the record before it in the topic (targets check this)."""
+    prev = first_prev
+    for offset, event in enumerate(events):
+        assert event.prev_event_id == prev, f"record {offset} (event {event.event_id}) follows {prev}"
+        prev = event.event_id
+
+
 def _data_events(events: list[Event]) -> list[Event]:
     return [e for e in events if e.event_type is not EventType.PROGRESS]
 
@@ -101,8 +109,10 @@ def test_workload_arrives_exactly_once_in_order(
     assert again.run_once() == 0
     Workload(warehouse, seed=8).run(5)
     again.run(once=True)
-    data = _data_events(topic_events(broker.client_settings(), topic))
+    events = topic_events(broker.client_settings(), topic)
+    data = _data_events(events)
     assert [e.event_id for e in data] == list(range(1, warehouse.current_event_id() + 1))
+    assert_chained(events)
 
 
 def warehouse_url(warehouse: Warehouse) -> str:
@@ -219,9 +229,11 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
     wh = Warehouse.open(url)
     last = wh.current_event_id()
     wh.close()
-    ids = [e.event_id for e in _data_events(topic_events(broker.client_settings(), topic))]
+    events = topic_events(broker.client_settings(), topic)
+    ids = [e.event_id for e in _data_events(events)]
     assert last >= 200
     assert ids == list(range(1, last + 1)), f"{kills} kills; duplicates or holes in the topic"
+    assert_chained(events)  # aborted transactions leave no trace in the chain either
 
 
 def test_a_second_agent_fences_the_first(

@@ -100,10 +100,10 @@ def test_trailing_bytes_are_rejected() -> None:
 def test_huge_collection_counts_fail_fast(count: int) -> None:
     """A forged array count must hit the end of the record, not allocate or loop for it."""
     empty = encode_event(Event(Source("s", 1, 1), EventType.OPEN_TXN, OpenTxnPayload(txn_ids=[])))
-    # The body ends: txn_ids block terminator, then null db, table, ts_ms (one byte each).
-    assert empty.endswith(b"\x00\x00\x00\x00")
+    # The body ends: txn_ids block terminator, then null db, table, ts_ms, prev_event_id (one byte each).
+    assert empty.endswith(b"\x00\x00\x00\x00\x00")
     with pytest.raises(CodecError, match="ends early"):
-        decode_event(empty[:-4] + _zigzag(count))
+        decode_event(empty[:-5] + _zigzag(count))
 
 
 @pytest.mark.parametrize("length", [-3, 2**62])

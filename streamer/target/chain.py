@@ -1,0 +1,123 @@
+"""The event-id chain of a topic: proof that a target consumed every record the source published.
+
+Every record names the event id of the record published before it in the topic
+(``Event.prev_event_id``; PROGRESS and bootstrap records included, filtered event ids never, so the
+rule is not ``id == last + 1``). A target keeps the last record it consumed (its offset and event
+id, the *anchor*) under ``--state-dir`` and checks each later record against it:
+
+- a record at an offset after the anchor must name the anchor's event id as its predecessor;
+- a record at the anchor's offset must be the anchor's event (Spark delivers a batch again when its
+  commit was lost, so records at or before the anchor arrive twice: they were checked the first time);
+- a record without ``prev_event_id`` (written before streamer kept the chain) is accepted as is.
+
+A topic that was purged or recreated and refilled past the target's checkpoint offset breaks the
+rule at the first record the target reads from it: ``EventChainError``. The check is pure; reading
+and writing the anchor file are the only I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamer.errors import EventChainError, StreamerError
+from streamer.events.model import Event
+
+log = logging.getLogger(__name__)
+
+CHAIN_FILE = "chain.json"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The last record a target consumed from ``topic``."""
+
+    topic: str
+    offset: int
+    event_id: int
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """The outcome for one batch: ``records[:intact]`` continue the chain; ``anchor`` is the last of
+    them (to persist once they are applied); ``error`` is the break, if there is one."""
+
+    intact: int
+    anchor: Anchor | None
+    error: EventChainError | None = None
+
+
+def check_chain(topic: str, records: Sequence[tuple[int, Event]], anchor: Anchor | None) -> ChainCheck:
+    """Check ``(offset, event)`` records, in offset order, against the last consumed one."""
+    if anchor is not None and anchor.topic != topic:
+        anchor = None
+    for index, (offset, event) in enumerate(records):
+        if anchor is not None:
+            if offset < anchor.offset:
+                continue  # delivered again: it was checked when first consumed
+            if offset == anchor.offset:
+                if event.event_id != anchor.event_id:
+                    return ChainCheck(index, anchor, _error(topic, anchor, offset, event, event.event_id))
+                continue
+            if event.prev_event_id is not None and event.prev_event_id != anchor.event_id:
+                return ChainCheck(index, anchor, _error(topic, anchor, offset, event, event.prev_event_id))
+        anchor = Anchor(topic, offset, event.event_id)
+    return ChainCheck(len(records), anchor)
+
+
+def _error(topic: str, anchor: Anchor, offset: int, event: Event, found: int) -> EventChainError:
+    return EventChainError(
+        topic,
+        expected_prev=anchor.event_id,
+        found_prev=found,
+        event_id=event.event_id,
+        event_type=str(event.event_type),
+        offset=offset,
+        last_offset=anchor.offset,
+        same_offset=offset == anchor.offset,
+    )
+
+
+# --- the anchor file ----------------------------------------------------------------------------
+
+
+def read_anchor(state_dir: str | Path) -> Anchor | None:
+    """The anchor kept in ``<state_dir>/chain.json`` (None before the first batch)."""
+    path = Path(state_dir) / CHAIN_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return Anchor(str(raw["topic"]), int(raw["offset"]), int(raw["event_id"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StreamerError(f"cannot read the event chain anchor {path}: {exc}; remove it with "
+                            "`streamer target reset-chain` to start a new chain") from exc
+
+
+def write_anchor(state_dir: str | Path, anchor: Anchor) -> None:
+    """Replace the anchor atomically (a crash leaves the old one, which a redelivery passes)."""
+    directory = Path(state_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{CHAIN_FILE}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"topic": anchor.topic, "offset": anchor.offset, "event_id": anchor.event_id}, fh)
+        os.replace(tmp, directory / CHAIN_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def reset_anchor(state_dir: str | Path) -> Anchor | None:
+    """Forget the anchor (an operator accepts a loss): the next record consumed starts a new chain."""
+    anchor = read_anchor(state_dir)
+    (Path(state_dir) / CHAIN_FILE).unlink(missing_ok=True)
+    if anchor is not None:
+        log.warning("event chain reset: the anchor was offset %d, event %d of topic %s",
+                    anchor.offset, anchor.event_id, anchor.topic)
+    return anchor
