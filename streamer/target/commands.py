@@ -82,6 +82,18 @@ def target() -> None:
     show_default=True,
     help="Scheme and authority of the source filesystem, for the external sync (hdfs://nn:8020, s3://b).",
 )
+@click.option(
+    "--until-event",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Apply source events up to this id, then stop (a later run continues with the next one).",
+)
+@click.option(
+    "--mark-readonly",
+    is_flag=True,
+    help="Also set readonly=true on replicated databases (Hive's EnforceReadOnlyDatabaseHook refuses "
+    "writes to them); `streamer failover` removes it.",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -109,6 +121,8 @@ def run_cmd(
     copy_workers: int,
     external_sync_seconds: float,
     external_source_prefix: str,
+    until_event: int | None,
+    mark_readonly: bool,
     metrics_port: int,
     metrics_addr: str,
     metrics_tls_cert: str | None,
@@ -138,6 +152,8 @@ def run_cmd(
         copy_workers=copy_workers,
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
+        until_event=until_event,
+        mark_readonly=mark_readonly,
     )
     metrics.serve(
         metrics.MetricsEndpoint(
@@ -145,7 +161,8 @@ def run_cmd(
             metrics_basic_auth_user, metrics_basic_auth_password,
         )
     )
-    run(settings)
+    stopped = run(settings)
+    click.echo(f"target job {stopped}")
 
 
 @target.command("retry")

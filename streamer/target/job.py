@@ -8,6 +8,10 @@ file copies fan out to a thread pool.
 An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
 of the event) is stored in the target state, the database's later events are held, and other
 databases go on. After ``streamer target retry`` the job re-reads the held range from Kafka.
+
+``until_event`` bounds the job (``streamer.target.bounded``): it applies events up to that id and
+stops without committing a batch that holds later ones. A failover (``streamer.target.failover``)
+fences the job: it stops before its next batch and refuses to start again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
 from streamer.hms.transport import HmsAuth
 from streamer.target.apply import Applier, run_plan
+from streamer.target.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.catalog import Catalog
+from streamer.target.failover import JobLock, read_record, refuse_if_failed_over
 from streamer.target.files import FileCopier
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
@@ -63,6 +69,8 @@ class TargetSettings:
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
+    until_event: int | None = None  # apply events up to this id, then stop (streamer.target.bounded)
+    mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
 
 
 class BatchApplier:
@@ -87,6 +95,7 @@ class BatchApplier:
             db_map=dict(settings.db_map),
             allow_existing_db=settings.allow_existing_db,
             state=self.state,
+            mark_readonly=settings.mark_readonly,
         )
         self.applier.load_progress()
         self.deserialize = EventDeserializer()
@@ -98,17 +107,20 @@ class BatchApplier:
             db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
         }
         self.batches = 0  # micro-batches processed by this instance
+        self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
     def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
         started = time.monotonic()
+        refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
         self._reload_state()
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = self._decode(records, offsets)
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
-        the_plan = plan(events, self.applier.progress, set(self.state.halts()))
+        bounded = split_at(events, self.settings.until_event)
+        the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         report = run_plan(self.applier, the_plan, self.state)
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
@@ -123,7 +135,7 @@ class BatchApplier:
                 if self._on_applied is not None:
                     for event in step.events:
                         self._on_applied(event, now)
-        consumed = max(offsets, default=0)
+        consumed = consumed_through(bounded, max(offsets, default=0), self.settings.until_event)
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
@@ -134,7 +146,18 @@ class BatchApplier:
             )
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
+        if bounded.straddles:
+            assert self.settings.until_event is not None and bounded.first_held is not None
+            # the prefix is applied; raising keeps Spark from committing the batch (see bounded.py)
+            self.stopped_at_until = UntilReached(self.settings.until_event, bounded.first_held)
+            log.info("%s", self.stopped_at_until)
+            raise self.stopped_at_until
         return the_plan
+
+    @property
+    def reached_until(self) -> bool:
+        """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
+        return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
 
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
@@ -305,33 +328,53 @@ def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tupl
     return replay
 
 
-def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> None:
-    """Run the target job in the foreground until stopped (or ``until()`` is true)."""
+def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
+    """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
+    ``settings.until_event``, or the target was failed over); returns why it stopped."""
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    refuse_if_failed_over(settings.state_dir)
+    with JobLock(settings.state_dir).held(what=" (two target jobs must not share a state dir)"):
+        return _run(settings, until)
+
+
+def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     from pyspark.errors import StreamingQueryException
 
     from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
 
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     spark = spark_session(settings)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
     external_sync = start_background(settings, batch_applier.lock)
+    stopped = "stopped"
     try:
         failure: str | None = None
         try:
             while query.isActive:
                 if until is not None and until():
                     break
+                if batch_applier.reached_until:
+                    stopped = f"reached --until-event {settings.until_event}"
+                    break
+                if read_record(settings.state_dir) is not None:
+                    stopped = "failed over: this target no longer applies events"
+                    break
                 query.awaitTermination(1)
             exc: Any = query.exception()
             failure = None if exc is None else str(exc)
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure
             failure = str(raised)
-        if failure is not None:
+        if failure is not None and batch_applier.stopped_at_until is not None:
+            stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
+        elif failure is not None and read_record(settings.state_dir) is not None:
+            stopped = "failed over: this target no longer applies events"
+        elif failure is not None:
             raise query_failure(settings, failure)
+        log.info("target job %s", stopped)
+        return stopped
     finally:
         if external_sync is not None:
             external_sync.stop()
