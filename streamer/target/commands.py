@@ -225,9 +225,17 @@ def status(
         config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
+    from streamer.target.failover import read_record
+
+    failed_over = read_record(state_dir)
     if output == "json":
-        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None}))
+        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None,
+                               "failover": failed_over.to_json() if failed_over else None}))
         return
+    if failed_over is not None:
+        at = f" at source event {failed_over.cut.event_id}" if failed_over.cut else ""
+        click.echo(f"failed over{at} ({failed_over.state} since {failed_over.started}): "
+                   "no target job applies here")
     if not rows:
         click.echo("no replicated databases on this target")
         return

@@ -50,6 +50,10 @@ class FailedOverError(StreamerError):
     """The target was failed over: it is a primary now and no target job applies to it."""
 
 
+class FailoverError(StreamerError):
+    """The failover cannot be done as asked (nothing replicated from that source)."""
+
+
 class JobRunningError(StreamerError):
     """Another target job holds this state dir."""
 
@@ -283,6 +287,12 @@ def failover(
     record = read_record(state_dir)
     if record is not None and record.state == "done":
         return record
+    if record is None and not replicated_databases(catalog, source_id):
+        owners = sorted({p[REPL_SOURCE_PARAM] for p in replicated_databases(catalog, None).values()})
+        raise FailoverError(
+            f"no database on this target is replicated from source {source_id!r} "
+            f"(sources found: {', '.join(owners) or 'none'}); check --source-id"
+        )
     started = record.started if record is not None else _now()
     write_record(state_dir, FailoverRecord("pending", started))
     with JobLock(state_dir).held(wait_seconds, f" after {wait_seconds:.0f} s"):

@@ -121,6 +121,9 @@ def test_bounded_replication_failover_and_failback_check(
     state = str(target_stack.state_dir)
     again = streamer("failover", "--state-dir", state, "--hms-uri", target_stack.hms.uri)
     assert again.returncode == 0 and "already failed over" in again.stdout, again.stderr
+    status = streamer("status", "--hms-uri", target_stack.hms.uri, "--state-dir", state, "--output", "json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["failover"]["cut"]["event_id"] == last
     refused = streamer("target", "run", "--bootstrap-servers", broker.bootstrap_servers, "--source-id",
                        source.source_id, "--topic", source.topic, "--hms-uri", target_stack.hms.uri,
                        "--warehouse-root", target_stack.warehouse_root.as_uri(),

@@ -21,6 +21,7 @@ from streamer.target.catalog import (
 )
 from streamer.target.failover import (
     FailedOverError,
+    FailoverError,
     JobLock,
     JobRunningError,
     compute_cut,
@@ -90,6 +91,14 @@ def test_failover_promotes_records_and_is_idempotent(tmp_path: Path) -> None:
     assert again == done == read_record(tmp_path)  # the first cut stands
     with pytest.raises(FailedOverError, match="failed over at source event 11"):
         refuse_if_failed_over(tmp_path)
+
+
+def test_failover_of_an_unknown_source_is_refused(tmp_path: Path) -> None:
+    catalog = MemoryCatalog()
+    replica(catalog, "a", 4)
+    with pytest.raises(FailoverError, match=f"sources found: {b.SOURCE_ID}"):
+        failover(tmp_path, catalog, source_id="other")
+    assert read_record(tmp_path) is None  # nothing fenced
 
 
 def test_an_interrupted_failover_finishes_with_its_first_cut(tmp_path: Path) -> None:
