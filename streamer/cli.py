@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("streamer.target.commands:verify_cmd", "Compare a replica with its source; report drift."),
     "demo": ("streamer.demo:demo", "Run the whole pipeline on embedded services and compare."),
     "bootstrap": ("streamer.source.bootstrap_commands:bootstrap", "Dump a source's policy into the topic."),
+    "failover": ("streamer.target.failover_commands:failover", "Promote a replica at a recorded cut."),
+    "failback": ("streamer.target.failover_commands:failback", "Check the old source before it rejoins."),
 }
 
 

@@ -162,13 +162,28 @@ class SourceAgent:
     def recover_last_id(self, *, refuse_unfinished_bootstrap: bool = False) -> int:
         """The last event id in the topic's committed tail (0, or ``start_after``, if it is empty).
 
+        ``start_after`` is for an empty topic: a topic that already holds events past it is continued
+        (a restarted agent keeps its setting); one that ends before it is refused (``ConfigError``),
+        since the events in between would never be published.
+
         With ``refuse_unfinished_bootstrap`` a tail inside a bootstrap (records, no marker yet: a
         ``streamer bootstrap`` was interrupted) raises ``UnfinishedBootstrapError``.
         """
         tail = read_tail(self.config.kafka, self.config.topic_name, n=1, timeout=self.config.kafka_timeout)
         if not tail:
             return self.config.start_after or 0
-        record = tail[-1]
+        last = self._tail_id(tail[-1], refuse_unfinished_bootstrap)
+        start_after = self.config.start_after
+        if start_after is not None and last < start_after:
+            raise ConfigError(
+                f"topic {self.config.topic_name} already ends at event {last}, before --start-after "
+                f"{start_after}: events {last + 1}..{start_after} would never be published. --start-after "
+                "only applies to an empty topic; publish to a new topic, or drop --start-after to "
+                f"continue after {last}"
+            )
+        return last
+
+    def _tail_id(self, record: Any, refuse_unfinished_bootstrap: bool) -> int:
         if record.value is None:
             raise KafkaClientError(f"topic {self.config.topic_name}: last record at offset {record.offset} "
                                    "has no value; is this topic streamer's?")

@@ -64,7 +64,8 @@ def source() -> None:
 @click.option("--cmroot", **_env("CMROOT"),
               help="The source's change-manager root, for file references that do not name one.")
 @click.option("--start-after", type=click.IntRange(0), **_env("START_AFTER"),
-              help="Event id to continue after when the topic is empty (hand-over from a bootstrap).")
+              help="Event id to continue after when the topic is empty (hand-over from a bootstrap, or "
+                   "a reverse stream from a failover's cut). A topic that ends before it is refused.")
 @click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
               **_env("METRICS_PORT"), help="Serve /metrics on this port (0: off).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, **_env("METRICS_HOST"),

@@ -80,7 +80,14 @@ from streamer.events.model import (
 from streamer.filesystems import atomic_rename
 from streamer.target import functions
 from streamer.target.acid import TxnState, VisibilityStore, table_key, target_parameters
-from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.target.catalog import (
+    FAILOVER_CUT_PARAM,
+    LAST_ID_PARAM,
+    READONLY_PARAM,
+    REPL_SOURCE_PARAM,
+    REPL_TARGET_PARAM,
+    Catalog,
+)
 from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, link_dir, move_dir, remove_tree
 from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.plan import GLOBAL_DB, Plan, Step, StepKind
@@ -119,8 +126,10 @@ class Applier:
         state: TargetState | None = None,
         clock: Callable[[], float] = time.time,
         acid: VisibilityStore | None = None,
+        mark_readonly: bool = False,
     ) -> None:
         self.catalog = catalog
+        self.mark_readonly = mark_readonly
         self.copier = copier
         self.paths = paths
         self.source_id = source_id
@@ -205,14 +214,17 @@ class Applier:
             self._record_off_catalog(step.db, last)
             return
         marker = _marker(db)
-        if marker is not None and marker >= last and db.parameters.get(REPL_SOURCE_PARAM) == self.source_id:
+        params = {**db.parameters, LAST_ID_PARAM: str(max(marker or 0, last)), **self._replica_marks()}
+        if marker is not None and marker >= last and params == db.parameters:
             return
-        params = {
-            **db.parameters,
-            LAST_ID_PARAM: str(max(marker or 0, last)),
-            REPL_SOURCE_PARAM: self.source_id,
-        }
         self.catalog.alter_database(name, dataclasses.replace(db, parameters=params))
+
+    def _replica_marks(self) -> dict[str, str]:
+        """Parameters every replicated database carries until ``streamer failover`` removes them."""
+        marks = {REPL_SOURCE_PARAM: self.source_id, REPL_TARGET_PARAM: self.source_id}
+        if self.mark_readonly:
+            marks[READONLY_PARAM] = "true"
+        return marks
 
     def _record_off_catalog(self, db: str, event_id: int) -> None:
         if self.state is None:
@@ -222,6 +234,13 @@ class Applier:
     def _check_owned(self, name: str) -> DatabaseSnapshot | None:
         """The target database (None if absent); refuses one this source does not own."""
         db = self.catalog.get_database(name)
+        if db is not None and FAILOVER_CUT_PARAM in db.parameters:
+            raise ApplyError(
+                f"target database {name!r} was failed over at source event "
+                f"{db.parameters[FAILOVER_CUT_PARAM]} and is a primary now; refusing to replicate into "
+                "it (see docs/failover.md: fail back first)",
+                obj=name,
+            )
         if db is None or self.allow_existing_db:
             return db
         owner = db.parameters.get(REPL_SOURCE_PARAM)
@@ -254,7 +273,7 @@ class Applier:
             name=name,
             location=self.paths.database_location(name),
             managed_location=None,
-            parameters={**snap.parameters, REPL_SOURCE_PARAM: self.source_id, LAST_ID_PARAM: str(marker)},
+            parameters={**snap.parameters, **self._replica_marks(), LAST_ID_PARAM: str(marker)},
         )
 
     def _create_database(self, event: Event) -> None:

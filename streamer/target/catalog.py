@@ -22,6 +22,13 @@ from streamer.events.model import (
 LAST_ID_PARAM = "repl.last.id"
 # Set on every database/table streamer creates, naming the source; foreign objects are never touched.
 REPL_SOURCE_PARAM = "streamer.source.id"
+# Marks a database as a replica (Hive's REPL LOAD sets the same key); ``streamer failover`` removes it.
+REPL_TARGET_PARAM = "repl.target.for"
+# Set by ``streamer failover``: the source event id the database was replicated through at the cut.
+# The applier refuses to change a database that carries it (it is a primary now).
+FAILOVER_CUT_PARAM = "repl.failover.cut"
+# Hive's EnforceReadOnlyDatabaseHook refuses writes to a database with readonly=true (opt-in here).
+READONLY_PARAM = "readonly"
 
 
 class Catalog(Protocol):

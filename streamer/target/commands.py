@@ -93,6 +93,18 @@ def target() -> None:
     help="Verify the replica against the source (as `streamer verify`) in this process, SECONDS after "
     "the previous verification ended; each database is read between micro-batches (0 = off).",
 )
+@click.option(
+    "--until-event",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Apply source events up to this id, then stop (a later run continues with the next one).",
+)
+@click.option(
+    "--mark-readonly",
+    is_flag=True,
+    help="Also set readonly=true on replicated databases (Hive's EnforceReadOnlyDatabaseHook refuses "
+    "writes to them); `streamer failover` removes it.",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -121,6 +133,8 @@ def run_cmd(
     external_sync_seconds: float,
     external_source_prefix: str,
     verify_every: float,
+    until_event: int | None,
+    mark_readonly: bool,
     metrics_port: int,
     metrics_addr: str,
     metrics_tls_cert: str | None,
@@ -151,6 +165,8 @@ def run_cmd(
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
         verify_every=verify_every,
+        until_event=until_event,
+        mark_readonly=mark_readonly,
     )
     metrics.serve(
         metrics.MetricsEndpoint(
@@ -158,7 +174,8 @@ def run_cmd(
             metrics_basic_auth_user, metrics_basic_auth_password,
         )
     )
-    run(settings)
+    stopped = run(settings)
+    click.echo(f"target job {stopped}")
 
 
 @target.command("retry")
@@ -239,9 +256,17 @@ def status(
         config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
+    from streamer.target.failover import read_record
+
+    failed_over = read_record(state_dir)
     if output == "json":
-        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None}))
+        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None,
+                               "failover": failed_over.to_json() if failed_over else None}))
         return
+    if failed_over is not None:
+        at = f" at source event {failed_over.cut.event_id}" if failed_over.cut else ""
+        click.echo(f"failed over{at} ({failed_over.state} since {failed_over.started}): "
+                   "no target job applies here")
     if not rows:
         click.echo("no replicated databases on this target")
         return

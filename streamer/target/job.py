@@ -15,6 +15,10 @@ refilled past the checkpoint) the records before the break are applied, nothing 
 query stops and the job halts: ``streamer_target_data_loss`` = 1 on ``/metrics`` until the job is
 stopped, which then exits with ``EventChainError``. A restart finds the same break again (the
 checkpoint stays before it) until an operator rebuilds the target or runs ``reset-chain``.
+
+``until_event`` bounds the job (``streamer.target.bounded``): it applies events up to that id and
+stops without committing a batch that holds later ones. A failover (``streamer.target.failover``)
+fences the job: it stops before its next batch and refuses to start again.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
 from streamer.hms.transport import HmsAuth
 from streamer.target.apply import Applier, run_plan
+from streamer.target.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.catalog import Catalog
 from streamer.target.chain import check_chain, read_anchor, write_anchor
+from streamer.target.failover import JobLock, read_record, refuse_if_failed_over
 from streamer.target.files import FileCopier
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
@@ -74,6 +80,8 @@ class TargetSettings:
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
     verify_every: float = 0.0  # 0 = off; see streamer.target.verify.VerifyLoop
+    until_event: int | None = None  # apply events up to this id, then stop (streamer.target.bounded)
+    mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
 
 
 class BatchApplier:
@@ -98,6 +106,7 @@ class BatchApplier:
             db_map=dict(settings.db_map),
             allow_existing_db=settings.allow_existing_db,
             state=self.state,
+            mark_readonly=settings.mark_readonly,
         )
         self.applier.load_progress()
         self.deserialize = EventDeserializer()
@@ -111,6 +120,7 @@ class BatchApplier:
         self.anchor = read_anchor(settings.state_dir)  # the last record consumed (the event chain)
         self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
         self.batches = 0  # micro-batches processed by this instance
+        self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
     def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
@@ -121,6 +131,7 @@ class BatchApplier:
         if self.chain_error is not None:
             raise self.chain_error
         started = time.monotonic()
+        refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
         self._reload_state()
         decoded = [(offset, self.deserialize(value)) for offset, value in records]
         chain = check_chain(self.settings.topic, decoded, self.anchor)
@@ -135,7 +146,8 @@ class BatchApplier:
             events.append(event)
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
-        the_plan = plan(events, self.applier.progress, set(self.state.halts()))
+        bounded = split_at(events, self.settings.until_event)
+        the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         report = run_plan(self.applier, the_plan, self.state)
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
@@ -150,7 +162,7 @@ class BatchApplier:
                 if self._on_applied is not None:
                     for event in step.events:
                         self._on_applied(event, now)
-        consumed = max(offsets, default=0)
+        consumed = consumed_through(bounded, max(offsets, default=0), self.settings.until_event)
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
@@ -166,7 +178,18 @@ class BatchApplier:
         self.batches += 1
         if chain.error is not None:
             raise chain.error
+        if bounded.straddles:
+            assert self.settings.until_event is not None and bounded.first_held is not None
+            # the prefix is applied; raising keeps Spark from committing the batch (see bounded.py)
+            self.stopped_at_until = UntilReached(self.settings.until_event, bounded.first_held)
+            log.info("%s", self.stopped_at_until)
+            raise self.stopped_at_until
         return the_plan
+
+    @property
+    def reached_until(self) -> bool:
+        """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
+        return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
 
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
@@ -329,14 +352,21 @@ def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tupl
     return replay
 
 
-def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> None:
-    """Run the target job in the foreground until stopped (or ``until()`` is true)."""
+def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
+    """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
+    ``settings.until_event``, or the target was failed over); returns why it stopped."""
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    refuse_if_failed_over(settings.state_dir)
+    with JobLock(settings.state_dir).held(what=" (two target jobs must not share a state dir)"):
+        return _run(settings, until)
+
+
+def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     from pyspark.errors import StreamingQueryException
 
     from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
 
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     spark = spark_session(settings)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
@@ -344,11 +374,18 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
     external_sync = start_background(settings, batch_applier.lock)
     verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
+    stopped = "stopped"
     try:
         failure: str | None = None
         try:
             while query.isActive:
                 if until is not None and until():
+                    break
+                if batch_applier.reached_until:
+                    stopped = f"reached --until-event {settings.until_event}"
+                    break
+                if read_record(settings.state_dir) is not None:
+                    stopped = "failed over: this target no longer applies events"
                     break
                 query.awaitTermination(1)
             exc: Any = query.exception()
@@ -357,8 +394,14 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
             failure = str(raised)
         if batch_applier.chain_error is not None:
             _halt_on_data_loss(batch_applier.chain_error, until)
-        if failure is not None:
+        if failure is not None and batch_applier.stopped_at_until is not None:
+            stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
+        elif failure is not None and read_record(settings.state_dir) is not None:
+            stopped = "failed over: this target no longer applies events"
+        elif failure is not None:
             raise query_failure(settings, failure)
+        log.info("target job %s", stopped)
+        return stopped
     finally:
         if verifier is not None:
             verifier.stop()
