@@ -82,6 +82,13 @@ def target() -> None:
     show_default=True,
     help="Scheme and authority of the source filesystem, for the external sync (hdfs://nn:8020, s3://b).",
 )
+@click.option(
+    "--watermark-db",
+    default=None,
+    help="Target database whose parameters publish the replication watermark, read by "
+    "streamer.read.snapshot and plain SQL readers ('' = metrics only). "
+    "[default: streamer_watermark_<source-id>]",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -109,6 +116,7 @@ def run_cmd(
     copy_workers: int,
     external_sync_seconds: float,
     external_source_prefix: str,
+    watermark_db: str | None,
     metrics_port: int,
     metrics_addr: str,
     metrics_tls_cert: str | None,
@@ -138,6 +146,7 @@ def run_cmd(
         copy_workers=copy_workers,
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
+        watermark_db=watermark_db,
     )
     metrics.serve(
         metrics.MetricsEndpoint(

@@ -34,6 +34,11 @@ from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
 from streamer.target.state import TargetState
 from streamer.target.status import lag_events, read_progress, write_progress
+from streamer.target.watermark import (
+    WatermarkPublisher,
+    compute,
+    default_watermark_db,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,6 +68,9 @@ class TargetSettings:
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
+    # database whose parameters publish the watermark (streamer.target.watermark); "" = metrics only,
+    # None = streamer_watermark_<source id>
+    watermark_db: str | None = None
 
 
 class BatchApplier:
@@ -97,6 +105,12 @@ class BatchApplier:
         self._applied_times: dict[str, tuple[int, int]] = {
             db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
         }
+        wm_name = settings.watermark_db
+        if wm_name is None:
+            wm_name = default_watermark_db(settings.source_id)
+        self.watermark = WatermarkPublisher(
+            catalog, wm_name or None, paths.database_location(wm_name) if wm_name else "", settings.source_id
+        )
         self.batches = 0  # micro-batches processed by this instance
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
@@ -127,8 +141,12 @@ class BatchApplier:
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
+        stuck = set(self.state.halts()) | set(self.state.pending_replays())
+        # after every step of the batch (DESIGN invariant 2): one metastore call at most
+        self.watermark.publish(compute(
+            self.applier.progress, self._consumed, stuck, self.applier.target_db, self.settings.source_id
+        ))
         if the_plan.source_head is not None and self.applier.progress:
-            stuck = set(self.state.halts()) | set(self.state.pending_replays())
             metrics.TARGET_LAG_EVENTS.set(
                 lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
             )
