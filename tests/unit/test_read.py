@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from streamer.events.model import Column, DatabaseSnapshot, PartitionSnapshot, StorageDescriptor, TableSnapshot
+from streamer.events.model import (
+    Column,
+    DatabaseSnapshot,
+    PartitionSnapshot,
+    StorageDescriptor,
+    TableSnapshot,
+)
 from streamer.read import (
     DbMark,
     Marks,
@@ -26,7 +32,7 @@ from streamer.target.watermark import Watermark, to_parameters
 
 
 def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:
-    return Marks(wm, {db: DbMark(i is not None, i, "src" if i is not None else None) for db, i in dbs.items()})
+    return Marks(wm, {db: DbMark(True, i, "src") if i is not None else DbMark(False) for db, i in dbs.items()})
 
 
 WM = Watermark(50, {"sales": 50, "hr": 50}, source_id="src")
@@ -97,13 +103,13 @@ def test_an_attempt_is_retried_when_marks_or_tables_moved() -> None:
 
 def _catalog(tmp_path: Path) -> tuple[MemoryCatalog, Path]:
     catalog = MemoryCatalog()
-    catalog.create_database(DatabaseSnapshot("sales", parameters={LAST_ID_PARAM: "40", REPL_SOURCE_PARAM: "src"}))
+    params = {LAST_ID_PARAM: "40", REPL_SOURCE_PARAM: "src"}
+    catalog.create_database(DatabaseSnapshot("sales", parameters=params))
     catalog.create_database(DatabaseSnapshot("streamer_watermark_src", parameters=to_parameters(WM)))
     location = tmp_path / "sales.db" / "orders"
     cols = [Column("id", "int")]
-    catalog.create_table(TableSnapshot(
-        "orders", "sales", sd=StorageDescriptor(f"file://{location}", cols), partition_keys=[Column("dt", "string")],
-    ))
+    sd = StorageDescriptor(f"file://{location}", cols)
+    catalog.create_table(TableSnapshot("orders", "sales", sd=sd, partition_keys=[Column("dt", "string")]))
     part = location / "dt=2024-01-01"
     part.mkdir(parents=True)
     (part / "000000_0").write_bytes(b"one")
@@ -116,7 +122,7 @@ def _catalog(tmp_path: Path) -> tuple[MemoryCatalog, Path]:
 
 
 def test_resolve_pins_the_visible_files_of_each_partition(tmp_path: Path) -> None:
-    catalog, part = _catalog(tmp_path)
+    catalog, _ = _catalog(tmp_path)
     pinned = resolve(catalog, "sales.orders")
     assert list(pinned.partitions) == ["dt=2024-01-01"]
     assert [f.relative for f in pinned.files()] == ["000000_0"]
@@ -140,6 +146,7 @@ def test_a_file_replaced_under_the_same_name_is_not_the_pinned_one(tmp_path: Pat
 
 def test_a_view_is_refused(tmp_path: Path) -> None:
     catalog, _ = _catalog(tmp_path)
-    catalog.create_table(TableSnapshot("v", "sales", table_type="VIRTUAL_VIEW", view_original_text="select 1"))
+    view = TableSnapshot("v", "sales", table_type="VIRTUAL_VIEW", view_original_text="select 1")
+    catalog.create_table(view)
     with pytest.raises(Exception, match="view"):
         resolve(catalog, "sales.v")
