@@ -32,7 +32,7 @@ from streamer.target.watermark import Watermark, to_parameters
 
 
 def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:
-    return Marks(wm, {db: DbMark(True, i, "src") if i is not None else DbMark(False) for db, i in dbs.items()})
+    return Marks(wm, {db: DbMark(i is not None, i, "src" if i else None) for db, i in dbs.items()})
 
 
 WM = Watermark(50, {"sales": 50, "hr": 50}, source_id="src")
