@@ -162,13 +162,15 @@ class Decision:
 
 
 def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = None) -> Decision:
-    """Whether the marks allow a consistent read of tables of ``dbs``, and at which event id."""
+    """Whether marks read before and after a read of tables of ``dbs`` allow it, and the event id
+    it shows at least: the databases' watermark, or a newer ``repl.last.id`` among them (mid-batch,
+    every step up to that id is applied, in order, across databases)."""
     mark = marks.watermark
     if mark is None:
         return Decision(
             Verdict.WAIT, "no watermark is published yet (is the target job running, with a --watermark-db?)"
         )
-    through: dict[str, int] = {}
+    present: dict[str, int] = {}
     for db in dbs:
         seen = marks.databases.get(db, DbMark(False))
         if not seen.exists:
@@ -178,30 +180,33 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
         if mark.source_id and seen.source_id != mark.source_id:
             text = f"database {db} is replicated from source {seen.source_id!r}, not {mark.source_id!r}"
             return Decision(Verdict.FAIL, text)
-        wm = mark.of(db)
-        if wm is None:
-            text = f"database {db} (repl.last.id {seen.last_id}) is not in the watermark yet"
-            return Decision(Verdict.WAIT, text)
-        if seen.last_id > wm:
-            text = f"database {db} has repl.last.id {seen.last_id} above its watermark {wm}: mid-batch"
-            return Decision(Verdict.RETRY, text)
-        through[db] = wm
-    if len(set(through.values())) > 1:
-        pinned = mark.halted
-        parts = ", ".join(f"{db} at {i}{' (halted)' * (db in pinned)}" for db, i in sorted(through.items()))
-        text = (
-            f"the databases are consistent through different event ids ({parts}): no single source "
-            "state covers them; read a halted database on its own"
-        )
-        return Decision(Verdict.FAIL, text)
-    event_id = next(iter(through.values())) if through else mark.event_id
+        present[db] = seen.last_id
+    halted = sorted(db for db in present if db in mark.halted)
+    if halted:
+        db = halted[0]
+        pinned = mark.of(db) or present[db]
+        if len(present) > 1:
+            others = ", ".join(sorted(set(present) - {db}))
+            text = (
+                f"database {db} is halted at event {pinned} while {others} went on: no single source state "
+                "covers them; read the halted database on its own"
+            )
+            return Decision(Verdict.FAIL, text)
+        if present[db] > pinned:
+            return Decision(Verdict.RETRY, f"database {db} is being re-applied after its halt at {pinned}")
+        event_id = pinned
+    else:
+        # no read database is halted: every step up to the global watermark (a batch's end) and up
+        # to each read database's watermark and repl.last.id is applied, steps being in order
+        known = [w for db in present if (w := mark.of(db)) is not None]
+        event_id = max([mark.event_id, *known, *present.values()])
     if min_event_id is not None and event_id < min_event_id:
-        halted = sorted(db for db in through if db in mark.halted)
         if halted:
             text = f"database {halted[0]} is halted at event {event_id}, below min_event_id {min_event_id}"
             return Decision(Verdict.FAIL, text, event_id)
-        where = ", ".join(f"{db} at {i}" for db, i in sorted(through.items())) or f"watermark {event_id}"
-        return Decision(Verdict.WAIT, f"waiting for event {min_event_id}: {where}", event_id)
+        where = ", ".join(f"{db} repl.last.id {i} watermark {mark.of(db)}" for db, i in present.items())
+        text = f"waiting for event {min_event_id}: the tables reflect event {event_id} ({where})"
+        return Decision(Verdict.WAIT, text if where else text[: text.index(" (")], event_id)
     return Decision(Verdict.READ, event_id=event_id)
 
 
@@ -229,14 +234,15 @@ def decide(
 class Snapshot:
     """Tables of one source state: ``frames[name]`` (materialized DataFrames) as of ``event_id``.
 
-    ``tables`` say exactly what was read (metastore snapshot, files); ``databases`` the watermark
-    of each involved database; ``attempts`` how many reads it took (races with apply steps, waits).
+    ``tables`` say exactly what was read (metastore snapshot, files); ``last_ids`` the
+    ``repl.last.id`` of each involved database that exists; ``attempts`` how many reads it took
+    (races with apply steps, waits).
     """
 
     event_id: int
     frames: Mapping[str, DataFrame]
     tables: Mapping[str, PinnedTable]
-    databases: Mapping[str, int]
+    last_ids: Mapping[str, int]
     attempts: int
 
     def __getitem__(self, name: str) -> DataFrame:
@@ -294,9 +300,8 @@ def snapshot(
                 assert last.event_id is not None
                 frames = _materialize(spark, pinned, filters, last.event_id)
                 if frames is not None:
-                    mark = before.watermark
-                    databases = {db: mark.of(db) or last.event_id for db in dbs} if mark else {}
-                    return Snapshot(last.event_id, frames, {p.name: p for p in pinned}, databases, attempts)
+                    ids = {db: m.last_id for db, m in before.databases.items() if m.last_id is not None}
+                    return Snapshot(last.event_id, frames, {p.name: p for p in pinned}, ids, attempts)
                 last = Decision(Verdict.RETRY, "a file read changed while it was materialized")
             log.debug("snapshot attempt %d of %s: %s", attempts, names, last.reason)
             if time.monotonic() >= deadline:
@@ -471,7 +476,9 @@ def _materialize(
             df = _frame(spark, table, event_id)
             if table.name in filters:
                 df = df.where(filters[table.name])
-            frames[table.name] = df.localCheckpoint(eager=True)
+            # small files would each be a task: hold ~128 MiB per partition (no shuffle)
+            parts = max(1, -(-sum(f.size for f in table.files()) // (128 << 20)))
+            frames[table.name] = df.coalesce(parts).localCheckpoint(eager=True)
     except Exception as exc:
         if all(still_there(t.files()) for t in pinned):
             raise

@@ -123,7 +123,8 @@ class BatchApplier:
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
         the_plan = plan(events, self.applier.progress, set(self.state.halts()))
-        report = run_plan(self.applier, the_plan, self.state)
+        before = self._consumed
+        report = run_plan(self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before))
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -141,11 +142,8 @@ class BatchApplier:
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
+        self._publish(self._consumed)  # after every step of the batch (DESIGN invariant 2)
         stuck = set(self.state.halts()) | set(self.state.pending_replays())
-        # after every step of the batch (DESIGN invariant 2): one metastore call at most
-        self.watermark.publish(compute(
-            self.applier.progress, self._consumed, stuck, self.applier.target_db, self.settings.source_id
-        ))
         if the_plan.source_head is not None and self.applier.progress:
             metrics.TARGET_LAG_EVENTS.set(
                 lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
@@ -153,6 +151,14 @@ class BatchApplier:
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
         return the_plan
+
+    def _publish(self, consumed: int) -> None:
+        """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
+        (at a halt mid-batch: the previous batch's, so that the halt is known before any later step)."""
+        stuck = set(self.state.halts()) | set(self.state.pending_replays())
+        self.watermark.publish(
+            compute(self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id)
+        )
 
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""

@@ -24,7 +24,8 @@ from streamer.kafka.broker import EmbeddedBroker
 from streamer.read import PinnedTable, Snapshot, SnapshotTimeout, resolve, snapshot
 from streamer.target.hms_catalog import HmsCatalog
 from streamer.target.watermark import default_watermark_db, from_parameters
-from streamer.testing.checker import CUT, Sample, check
+from streamer.testing import intervals
+from streamer.testing.checker import CUT, EVERYTHING, Sample, check
 from streamer.testing.history import History
 from streamer.testing.state import TableState, observe
 from tests.integration.target.helpers import Source, TargetProcess, TargetStack, wait_converged
@@ -73,6 +74,7 @@ class _Readers:
         self.plain: list[Sample] = []
         self.unjudged = 0
         self.attempts: list[int] = []
+        self.claimed: list[int] = []  # each API sample's event_id
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._api, daemon=True),
@@ -100,7 +102,8 @@ class _Readers:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 return
             self.attempts.append(snap.attempts)
-            self.api.append(Sample("api", wall, dict(snap.databases), tables))
+            self.api.append(Sample("api", wall, dict(snap.last_ids), tables))
+            self.claimed.append(snap.event_id)
             snap.unpersist()
 
     def _plain(self) -> None:
@@ -130,7 +133,19 @@ def _round(wh: object, shop: str, books: str, r: int) -> None:
 
 
 def _sample(wall: float, snap: Snapshot) -> Sample:
-    return Sample("api-main", wall, dict(snap.databases), {n: _state(p) for n, p in snap.tables.items()})
+    return Sample("api-main", wall, dict(snap.last_ids), {n: _state(p) for n, p in snap.tables.items()})
+
+
+def _overclaimed(history: History, samples: list[Sample], claimed: list[int]) -> list[str]:
+    """Samples whose tables fit no source state at or after the event id the API said they reflect."""
+    out = []
+    for sample, event_id in zip(samples, claimed, strict=True):
+        cut: intervals.IdSet = EVERYTHING
+        for key, state in sample.tables.items():
+            cut = intervals.intersect(cut, history.compatible(key, state))
+        if intervals.first_at_or_after(cut, event_id) is None:
+            out.append(f"claimed {event_id}, tables fit {intervals.render(cut)}")
+    return out
 
 
 def _rows(snap: Snapshot, name: str) -> list[tuple[object, ...]]:
@@ -187,11 +202,12 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     written = wh.current_event_id()
     wall = time.time()
     mine = snapshot(spark, hms_uri, tables, min_event_id=written, timeout=120)
-    extra = [_sample(wall, mine)]
+    extra, extra_claimed = [_sample(wall, mine)], [mine.event_id]
     assert mine.event_id >= written
     orders = [(r["id"], r["amount"]) for r in mine[f"{shop}.orders"].collect()]
     assert (ROUNDS + 1, 10 * (ROUNDS + 1)) in orders
-    with pytest.raises(SnapshotTimeout, match=rf"waiting for event {written + 10_000}: {books} at \d+"):
+    pattern = rf"waiting for event {written + 10_000}: the tables reflect event \d+ \({books} repl.last.id"
+    with pytest.raises(SnapshotTimeout, match=pattern):
         snapshot(spark, hms_uri, tables, min_event_id=written + 10_000, timeout=1.5)
 
     # 4. the final snapshot holds exactly the source's rows; the watermark record and metric
@@ -199,6 +215,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     wall = time.time()
     final = snapshot(spark, hms_uri, tables, timeout=60)
     extra.append(_sample(wall, final))
+    extra_claimed.append(final.event_id)
     for name in tables:
         db, table = name.split(".")
         expected = sorted(tuple(sorted(row.items())) for row in wh.rows(db, table))
@@ -227,4 +244,5 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     )
     assert len(readers.api) >= 5, f"too few API snapshots to show anything: {len(readers.api)}"
     assert api.ok, api.summary(10)
+    assert not _overclaimed(history, [*readers.api, *extra], [*readers.claimed, *extra_claimed])
     assert stepped.by_check().get(CUT) == 1, stepped.summary()
