@@ -6,14 +6,18 @@ reads a set of tables the way the consistency checker (:mod:`streamer.testing.ch
 reads, and retries until the read is one source prefix:
 
 1. read the published watermark (:mod:`streamer.target.watermark`) and every involved database's
-   ``repl.last.id``; a database whose ``repl.last.id`` is above its watermark is in the middle of a
-   micro-batch: wait and start again;
+   ``repl.last.id``;
 2. resolve every table twice: metadata, partitions and the exact data files (path, size, modification
    time, inode; for ACID replicas only the directories of committed write ids, as
    :func:`streamer.target.reader.read_table` reads them);
 3. read the watermark and ids again. Both readings equal and both resolutions equal means the
-   target held exactly that state at one instant while no step of those databases completed: the
-   tables are the source's state after the databases' common watermark.
+   target held exactly that state at one instant (states only move forward, so a value seen at both
+   ends held in between) and no step of those databases completed meanwhile. The target applies
+   steps in event-id order, so that state is the source's after one event id, at least the largest
+   of the databases' watermarks, the global watermark and their ``repl.last.id``: that is the
+   snapshot's ``event_id``. A halted database is the exception (other databases go on past its
+   halt): the target publishes a halt before it applies any later step, and a read that involves a
+   halted database is accepted for that database alone.
 
 **Pinning.** DataFrames are lazy: Spark lists and reads files when an action runs, long after the
 check above. The target does not keep old files for that: an INSERT OVERWRITE or TRUNCATE replaces
@@ -29,16 +33,15 @@ valid for as long as they are referenced, whatever the target does meanwhile.
 Cost: each table is read in full once per successful attempt (plus a failed attempt's partial read)
 and held in executor memory, spilling to local disk, until the DataFrame is garbage-collected or
 ``unpersist()`` is called; pass ``where`` filters to hold less. Losing an executor loses its blocks:
-the DataFrame then fails (it never recomputes from newer files). A multi-table read needs the tables'
-databases to have one watermark: a halted database (pinned at its halt) cannot be read in one
-snapshot with databases that went on; read it on its own.
+the DataFrame then fails (it never recomputes from newer files). Small files are coalesced into
+partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read in one snapshot
+with other databases, which went on past it; read it on its own.
 
-**What ``event_id`` means.** Every change of the read tables up to ``event_id`` is visible. A step
-that the target was applying during the read may show too, because a step's effect becomes visible
-just before its database's ``repl.last.id`` moves (and transaction commits advance no database's id);
-the DataFrames then still show one source state, that of a later event of the micro-batch being
-applied. ``min_event_id`` waits until the databases' watermark reaches it: read-your-writes after a
-source commit with that event id.
+**What ``event_id`` means.** Every change of the read tables up to ``event_id`` is visible, and the
+tables show one source state. Changes after it may already show, of the micro-batch the target was
+applying during the read (a step's effect becomes visible just before its database's
+``repl.last.id`` moves, and transaction commits advance no database's id). ``min_event_id`` waits
+until ``event_id`` reaches it: read-your-writes after a source commit with that event id.
 """
 
 from __future__ import annotations
@@ -468,26 +471,28 @@ def still_there(files: Iterable[PinnedFile]) -> bool:
 def _materialize(
     spark: SparkSession, pinned: Sequence[PinnedTable], filters: Mapping[str, str], event_id: int
 ) -> dict[str, DataFrame] | None:
-    """Each table read from exactly its pinned files into Spark's block store; None when a file
-    changed meanwhile (the attempt raced an apply: the blocks are dropped, the caller reads again)."""
+    """Each table read from exactly its pinned files into Spark's block store; None when one of a
+    table's files changed while that table was read (the attempt raced an apply: the blocks are
+    dropped and the caller reads again). Each table's files need to survive only its own read."""
     frames: dict[str, DataFrame] = {}
-    try:
-        for table in pinned:
+    for table in pinned:
+        try:
             df = _frame(spark, table, event_id)
             if table.name in filters:
                 df = df.where(filters[table.name])
             # small files would each be a task: hold ~128 MiB per partition (no shuffle)
             parts = max(1, -(-sum(f.size for f in table.files()) // (128 << 20)))
             frames[table.name] = df.coalesce(parts).localCheckpoint(eager=True)
-    except Exception as exc:
-        if all(still_there(t.files()) for t in pinned):
-            raise
-        log.debug("materializing raced an apply: %s", exc)
-        _drop(frames)
-        return None
-    if not all(still_there(t.files()) for t in pinned):
-        _drop(frames)
-        return None
+        except Exception as exc:
+            if still_there(table.files()):
+                _drop(frames)
+                raise
+            log.debug("reading %s raced an apply: %s", table.name, exc)
+            _drop(frames)
+            return None
+        if not still_there(table.files()):
+            _drop(frames)
+            return None
     return frames
 
 

@@ -28,9 +28,10 @@ Where it is published, so that any engine can read it without streamer:
 The record is written once per micro-batch, after all of that batch's steps (one ``alter_database``
 call, and none when nothing moved), so it never claims a step that is not applied yet: it may lag
 the databases' ``repl.last.id`` (while a batch is being applied, or when a write failed and the next
-batch retries it), never lead them. A reader that sees a database's ``repl.last.id`` at or below its
-watermark therefore knows that the database shows the source's state after its watermark. That is
-the check :mod:`streamer.read` builds a consistent multi-table read on.
+batch retries it), never lead them. A halt is published at once as well (one more call, only in a
+batch where a database halts), before any later step is applied: a reader that finds no halt in
+the record after its read knows that no database went past a halted one while it read. Those two
+facts are what :mod:`streamer.read` builds consistent multi-table reads on.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-ROUNDS = 100
+ROUNDS = 80
 COLS = [Column("id", "int"), Column("amount", "bigint")]
 
 
@@ -122,6 +122,7 @@ class _Readers:
                     self.errors.append(f"plain: {type(exc).__name__}: {exc}")
                     continue
                 self.plain.append(Sample("plain", wall, {}, tables))
+                self._stop.wait(0.2)
 
 
 def _round(wh: object, shop: str, books: str, r: int) -> None:
@@ -182,7 +183,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     readers.start()
     for r in range(ROUNDS):
         _round(wh, shop, books, r)
-        time.sleep(0.15)  # about the target's pace: it applies between readers' reads, and idles too
+        time.sleep(0.3)  # below the target's pace: it applies between readers' reads, and idles too
     wait_converged(job, source)
     readers.stop()
     assert not [e for e in readers.errors if not e.startswith("plain")], readers.errors
