@@ -80,6 +80,7 @@ __all__ = [
     "SnapshotTimeout",
     "TableNotFound",
     "snapshot",
+    "snapshot_from",
 ]
 
 UNPARTITIONED = ""  # the partition name of an unpartitioned table's files
@@ -282,6 +283,26 @@ def snapshot(
     """
     from streamer.target.hms_catalog import HmsCatalog
 
+    with HmsCatalog(hms_uri, auth=hms_auth) as catalog:
+        return snapshot_from(
+            spark, catalog, tables, min_event_id=min_event_id, timeout=timeout, poll_seconds=poll_seconds,
+            where=where, watermark_db=watermark_db, warehouse_root=warehouse_root,
+        )
+
+
+def snapshot_from(
+    spark: SparkSession,
+    catalog: Catalog,
+    tables: Sequence[str],
+    *,
+    min_event_id: int | None = None,
+    timeout: float = 60.0,
+    poll_seconds: float = 0.2,
+    where: Mapping[str, str] | None = None,
+    watermark_db: str | None = None,
+    warehouse_root: str | None = None,
+) -> Snapshot:
+    """:func:`snapshot` through a catalog client the caller holds (not shared with other threads)."""
     names = list(dict.fromkeys(_key(t) for t in tables))
     if not names:
         raise SnapshotError("snapshot needs at least one table")
@@ -292,27 +313,25 @@ def snapshot(
         raise SnapshotError(f"where names tables that are not read: {unknown}")
     deadline = time.monotonic() + timeout
     attempts = 0
-    last = Decision(Verdict.WAIT, "no attempt finished")
-    with HmsCatalog(hms_uri, auth=hms_auth) as catalog:
-        while True:
-            attempts += 1
-            last, pinned, before = _attempt(catalog, names, dbs, min_event_id, watermark_db, warehouse_root)
-            if last.verdict is Verdict.FAIL:
-                raise SnapshotError(f"cannot read {names} consistently: {last.reason}")
-            if last.verdict is Verdict.READ and pinned is not None:
-                assert last.event_id is not None
-                frames = _materialize(spark, pinned, filters, last.event_id)
-                if frames is not None:
-                    ids = {db: m.last_id for db, m in before.databases.items() if m.last_id is not None}
-                    return Snapshot(last.event_id, frames, {p.name: p for p in pinned}, ids, attempts)
-                last = Decision(Verdict.RETRY, "a file read changed while it was materialized")
-            log.debug("snapshot attempt %d of %s: %s", attempts, names, last.reason)
-            if time.monotonic() >= deadline:
-                raise SnapshotTimeout(
-                    f"no consistent read of {names} within {timeout:g} s ({attempts} attempts): {last.reason}"
-                )
-            pause = poll_seconds if last.verdict is Verdict.WAIT else poll_seconds / 4
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+    while True:
+        attempts += 1
+        last, pinned, before = _attempt(catalog, names, dbs, min_event_id, watermark_db, warehouse_root)
+        if last.verdict is Verdict.FAIL:
+            raise SnapshotError(f"cannot read {names} consistently: {last.reason}")
+        if last.verdict is Verdict.READ and pinned is not None:
+            assert last.event_id is not None
+            frames = _materialize(spark, pinned, filters, last.event_id)
+            if frames is not None:
+                ids = {db: m.last_id for db, m in before.databases.items() if m.last_id is not None}
+                return Snapshot(last.event_id, frames, {p.name: p for p in pinned}, ids, attempts)
+            last = Decision(Verdict.RETRY, "a file read changed while it was materialized")
+        log.debug("snapshot attempt %d of %s: %s", attempts, names, last.reason)
+        if time.monotonic() >= deadline:
+            raise SnapshotTimeout(
+                f"no consistent read of {names} within {timeout:g} s ({attempts} attempts): {last.reason}"
+            )
+        pause = poll_seconds if last.verdict is Verdict.WAIT else poll_seconds / 4
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
 
 def _attempt(

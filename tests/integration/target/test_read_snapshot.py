@@ -184,6 +184,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     for r in range(ROUNDS):
         _round(wh, shop, books, r)
         time.sleep(0.3)  # below the target's pace: it applies between readers' reads, and idles too
+    last_written = wh.current_event_id()
     wait_converged(job, source)
     readers.stop()
     assert not [e for e in readers.errors if not e.startswith("plain")], readers.errors
@@ -243,7 +244,9 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
         f"plain reads: {plain.summary(3)}\nstepped plain read: {stepped.by_check()}; "
         f"{time.monotonic() - started:.0f} s"
     )
-    assert len(readers.api) >= 5, f"too few API snapshots to show anything: {len(readers.api)}"
+    # each snapshot reads and holds three tables with Spark (seconds here): a few during the writes
+    during = [e for e in readers.claimed if e < last_written]
+    assert len(during) >= 2, f"too few API snapshots while the writer ran: {readers.claimed} (< {last_written})"
     assert api.ok, api.summary(10)
     assert not _overclaimed(history, [*readers.api, *extra], [*readers.claimed, *extra_claimed])
     assert stepped.by_check().get(CUT) == 1, stepped.summary()
