@@ -246,7 +246,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     )
     # each snapshot reads and holds three tables with Spark (seconds here): a few during the writes
     during = [e for e in readers.claimed if e < last_written]
-    assert len(during) >= 2, f"too few API snapshots while the writer ran: {readers.claimed} (< {last_written})"
+    assert len(during) >= 2, f"too few API snapshots during the writes: {readers.claimed} (< {last_written})"
     assert api.ok, api.summary(10)
     assert not _overclaimed(history, [*readers.api, *extra], [*readers.claimed, *extra_claimed])
     assert stepped.by_check().get(CUT) == 1, stepped.summary()
