@@ -171,6 +171,8 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
     every step up to that id is applied, in order, across databases)."""
     mark = marks.watermark
     if mark is None:
+        if not any(m.exists for m in marks.databases.values()):
+            return Decision(Verdict.WAIT, f"none of the databases {sorted(dbs)} exists on the target yet")
         return Decision(
             Verdict.WAIT, "no watermark is published yet (is the target job running, with a --watermark-db?)"
         )
@@ -188,7 +190,8 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
     halted = sorted(db for db in present if db in mark.halted)
     if halted:
         db = halted[0]
-        pinned = mark.of(db) or present[db]
+        known = mark.of(db)
+        pinned = present[db] if known is None else known
         if len(present) > 1:
             others = ", ".join(sorted(set(present) - {db}))
             text = (
@@ -202,8 +205,8 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
     else:
         # no read database is halted: every step up to the global watermark (a batch's end) and up
         # to each read database's watermark and repl.last.id is applied, steps being in order
-        known = [w for db in present if (w := mark.of(db)) is not None]
-        event_id = max([mark.event_id, *known, *present.values()])
+        marked = [w for db in present if (w := mark.of(db)) is not None]
+        event_id = max([mark.event_id, *marked, *present.values()])
     if min_event_id is not None and event_id < min_event_id:
         if halted:
             text = f"database {halted[0]} is halted at event {event_id}, below min_event_id {min_event_id}"

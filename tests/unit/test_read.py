@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamer.events.model import (
     Column,
@@ -32,7 +34,7 @@ from streamer.target.watermark import Watermark, to_parameters
 
 
 def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:
-    return Marks(wm, {db: DbMark(i is not None, i, "src" if i else None) for db, i in dbs.items()})
+    return Marks(wm, {db: DbMark(i is not None, i, None if i is None else "src") for db, i in dbs.items()})
 
 
 WM = Watermark(50, {"sales": 50, "hr": 50}, source_id="src")
@@ -53,8 +55,10 @@ def test_a_database_created_after_the_watermark_reads_at_its_own_id() -> None:
     assert (decision.verdict, decision.event_id) == (Verdict.READ, 73)
 
 
-def test_no_watermark_or_a_database_not_in_it_yet_waits() -> None:
+def test_no_watermark_waits_and_says_why() -> None:
     assert decide_marks(_marks(None, sales=1), ["sales"]).verdict is Verdict.WAIT
+    missing = decide_marks(_marks(None, sales=None), ["sales"])
+    assert missing.verdict is Verdict.WAIT and "none of the databases ['sales'] exists" in missing.reason
 
 
 def test_an_absent_database_does_not_block_the_read() -> None:
@@ -160,3 +164,27 @@ def test_a_view_is_refused(tmp_path: Path) -> None:
     catalog.create_table(view)
     with pytest.raises(Exception, match="view"):
         resolve(catalog, "sales.v")
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 100), min_size=1),
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 100)),
+    st.sets(st.sampled_from("abcd")),
+    st.integers(0, 100),
+)
+def test_a_read_is_accepted_only_at_an_id_every_mark_has_reached(
+    ids: dict[str, int], through: dict[str, int], halted: set[str], global_id: int
+) -> None:
+    mark = Watermark(global_id, through, frozenset(halted), "src")
+    decision = decide_marks(_marks(mark, **ids), sorted(ids))  # type: ignore[arg-type]
+    if decision.verdict is Verdict.READ:
+        assert decision.event_id is not None
+        read_halted = [db for db in ids if db in halted]
+        if read_halted:  # a halted database is read alone, at its own watermark
+            assert len(ids) == 1 and ids[read_halted[0]] <= decision.event_id
+        else:
+            assert decision.event_id >= max([global_id, *ids.values()])
+    else:
+        assert decision.verdict in (Verdict.FAIL, Verdict.RETRY)
+        read_halted = set(ids) & halted
+        assert (len(ids) > 1 and read_halted) or any(ids[d] > through.get(d, ids[d]) for d in read_halted)
