@@ -31,10 +31,10 @@ apply and is done again. The returned DataFrames never touch the replica's files
 valid for as long as they are referenced, whatever the target does meanwhile.
 
 Cost: each table is read in full once per successful attempt (plus a failed attempt's partial read)
-and held in executor memory, spilling to local disk, until the DataFrame is garbage-collected or
-``unpersist()`` is called; pass ``where`` filters to hold less. Losing an executor loses its blocks:
-the DataFrame then fails (it never recomputes from newer files). Small files are coalesced into
-partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read in one snapshot
+and held in executor memory, spilling to local disk, until the DataFrames are garbage-collected or
+:meth:`Snapshot.release` is called; pass ``where`` filters to hold less. Losing an executor loses
+its blocks: the DataFrame then fails (it never recomputes from newer files). Small files are
+coalesced into partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read in one snapshot
 with other databases, which went on past it; read it on its own.
 
 **What ``event_id`` means.** Every change of the read tables up to ``event_id`` is visible, and the
@@ -255,10 +255,10 @@ class Snapshot:
     def __getitem__(self, name: str) -> DataFrame:
         return self.frames[_key(name)]
 
-    def unpersist(self) -> None:
-        """Release the materialized blocks now rather than when the DataFrames are collected."""
-        for frame in self.frames.values():
-            frame.unpersist()
+    def release(self) -> None:
+        """Free the materialized blocks now rather than when the JVM collects the DataFrames; the
+        DataFrames (and any derived from them) fail afterwards, they never re-read the replica."""
+        _drop(self.frames)
 
 
 def snapshot(
@@ -519,8 +519,11 @@ def _materialize(
 
 
 def _drop(frames: Mapping[str, DataFrame]) -> None:
+    """Remove locally checkpointed frames' blocks (``DataFrame.unpersist`` does not touch them)."""
     for frame in frames.values():
-        frame.unpersist()
+        plan = frame._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
 
 
 def _frame(spark: SparkSession, table: PinnedTable, event_id: int) -> DataFrame:

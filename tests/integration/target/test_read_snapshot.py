@@ -104,7 +104,7 @@ class _Readers:
             self.attempts.append(snap.attempts)
             self.api.append(Sample("api", wall, dict(snap.last_ids), tables))
             self.claimed.append(snap.event_id)
-            snap.unpersist()
+            snap.release()
 
     def _plain(self) -> None:
         """Each table read as a plain reader reads it: its files now, then the next table's."""
@@ -176,7 +176,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     target_jobs.append(job)
     hms_uri = target_stack.hms.uri
 
-    snapshot(spark, hms_uri, tables, timeout=180).unpersist()  # waits for the job's first watermark
+    snapshot(spark, hms_uri, tables, timeout=180).release()  # waits for the job's first watermark
 
     # 1. concurrent writer, readers through the API and plain readers
     readers = _Readers(spark, hms_uri, tables)
