@@ -34,8 +34,8 @@ Cost: each table is read in full once per successful attempt (plus a failed atte
 and held in executor memory, spilling to local disk, until the DataFrames are garbage-collected or
 :meth:`Snapshot.release` is called; pass ``where`` filters to hold less. Losing an executor loses
 its blocks: the DataFrame then fails (it never recomputes from newer files). Small files are
-coalesced into partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read in one snapshot
-with other databases, which went on past it; read it on its own.
+coalesced into partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read
+in one snapshot with other databases, which went on past it; read it on its own.
 
 **What ``event_id`` means.** Every change of the read tables up to ``event_id`` is visible, and the
 tables show one source state. Changes after it may already show, of the micro-batch the target was

@@ -111,6 +111,7 @@ class BatchApplier:
         self.watermark = WatermarkPublisher(
             catalog, wm_name or None, paths.database_location(wm_name) if wm_name else "", settings.source_id
         )
+        self.watermark.prepare()
         self.batches = 0  # micro-batches processed by this instance
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 

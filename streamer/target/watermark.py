@@ -163,6 +163,20 @@ class WatermarkPublisher:
         self._db: DatabaseSnapshot | None = None
         self._labels: set[str] = set()
 
+    def prepare(self) -> None:
+        """Check the watermark database at start-up (one metastore call): a replicated database of
+        that name is refused with a clear error before any batch runs."""
+        if self.name is not None:
+            self._db = self._checked(self.catalog.get_database(self.name))
+
+    def _checked(self, current: DatabaseSnapshot | None) -> DatabaseSnapshot | None:
+        if current is not None and REPL_SOURCE_PARAM in current.parameters:
+            raise ConfigError(
+                f"watermark database {self.name!r} is a replicated database (source "
+                f"{current.parameters[REPL_SOURCE_PARAM]!r}); choose another --watermark-db"
+            )
+        return current
+
     def publish(self, mark: Watermark) -> None:
         """Set the metrics and, when the ids moved, write the record (at most one metastore call
         per batch once the database is known)."""
@@ -189,12 +203,7 @@ class WatermarkPublisher:
     def _write(self, mark: Watermark) -> None:
         assert self.name is not None
         if self._db is None:
-            current = self.catalog.get_database(self.name)
-            if current is not None and REPL_SOURCE_PARAM in current.parameters:
-                raise ConfigError(
-                    f"watermark database {self.name!r} is a replicated database (source "
-                    f"{current.parameters[REPL_SOURCE_PARAM]!r}); choose another --watermark-db"
-                )
+            current = self._checked(self.catalog.get_database(self.name))
             if current is None:
                 created = DatabaseSnapshot(
                     name=self.name,

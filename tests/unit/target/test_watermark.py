@@ -110,7 +110,7 @@ def test_publisher_refuses_a_replicated_database() -> None:
     catalog = MemoryCatalog()
     catalog.create_database(DatabaseSnapshot("streamer_watermark_src", parameters={REPL_SOURCE_PARAM: "src"}))
     try:
-        _publisher(catalog, [0.0]).publish(Watermark(1, {}))
+        _publisher(catalog, [0.0]).prepare()
     except Exception as exc:
         assert "replicated database" in str(exc) and "--watermark-db" in str(exc)
     else:
