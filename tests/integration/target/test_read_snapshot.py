@@ -28,6 +28,7 @@ from streamer.testing import intervals
 from streamer.testing.checker import CUT, EVERYTHING, Sample, check
 from streamer.testing.history import History
 from streamer.testing.state import TableState, observe
+from streamer.warehouse import Warehouse
 from tests.integration.target.helpers import Source, TargetProcess, TargetStack, wait_converged
 
 if TYPE_CHECKING:
@@ -94,17 +95,19 @@ class _Readers:
             wall = time.time()
             try:
                 snap = snapshot(self.spark, self.hms_uri, self.tables, timeout=60)
+            except Exception as exc:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                return
+            try:
                 tables = {name: _state(p) for name, p in snap.tables.items()}
             except _Unjudgeable:
                 self.unjudged += 1
                 continue
-            except Exception as exc:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                return
+            finally:
+                snap.release()
             self.attempts.append(snap.attempts)
             self.api.append(Sample("api", wall, dict(snap.last_ids), tables))
             self.claimed.append(snap.event_id)
-            snap.release()
 
     def _plain(self) -> None:
         """Each table read as a plain reader reads it: its files now, then the next table's."""
@@ -120,17 +123,18 @@ class _Readers:
                     continue
                 except Exception as exc:  # a table replaced between two calls: plain readers fail too
                     self.errors.append(f"plain: {type(exc).__name__}: {exc}")
+                    self._stop.wait(0.2)
                     continue
                 self.plain.append(Sample("plain", wall, {}, tables))
                 self._stop.wait(0.2)
 
 
-def _round(wh: object, shop: str, books: str, r: int) -> None:
-    wh.insert(shop, "orders", [{"id": r, "amount": 10 * r}], {"dt": f"d{r % 4}"})  # type: ignore[attr-defined]
-    wh.insert(books, "ledger", [{"id": r, "amount": -10 * r}])  # type: ignore[attr-defined]
+def _round(wh: Warehouse, shop: str, books: str, r: int) -> None:
+    """One order and its payment, in two databases; every tenth round the item list is replaced."""
+    wh.insert(shop, "orders", [{"id": r, "amount": 10 * r}], {"dt": f"d{r % 4}"})
+    wh.insert(books, "ledger", [{"id": r, "amount": -10 * r}])
     if r % 10 == 9:
-        rows = [{"id": i, "amount": r} for i in range(3)]
-        wh.insert(shop, "items", rows, overwrite=True)  # type: ignore[attr-defined]
+        wh.insert(shop, "items", [{"id": i, "amount": r} for i in range(3)], overwrite=True)
 
 
 def _sample(wall: float, snap: Snapshot) -> Sample:
