@@ -119,13 +119,16 @@ class BatchApplier:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed."""
         started = time.monotonic()
         self._reload_state()
+        # the halts as they stand (after a restart, or an operator's retry or skip), before any step:
+        # no metastore call when the record already says so
+        self._publish(self._consumed, halt=True)
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = self._decode(records, offsets)
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
         the_plan = plan(events, self.applier.progress, set(self.state.halts()))
         before = self._consumed
-        report = run_plan(self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before))
+        report = run_plan(self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True))
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -153,13 +156,15 @@ class BatchApplier:
         self.batches += 1
         return the_plan
 
-    def _publish(self, consumed: int) -> None:
+    def _publish(self, consumed: int, halt: bool = False) -> None:
         """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
-        (at a halt mid-batch: the previous batch's, so that the halt is known before any later step)."""
+        (at a ``halt`` mid-batch: the previous batch's, so that the halt is known before any later
+        step; failing to publish a halt stops the batch)."""
         stuck = set(self.state.halts()) | set(self.state.pending_replays())
-        self.watermark.publish(
-            compute(self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id)
+        mark = compute(
+            self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id
         )
+        self.watermark.publish(mark, required=halt)
 
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""

@@ -28,10 +28,12 @@ Where it is published, so that any engine can read it without streamer:
 The record is written once per micro-batch, after all of that batch's steps (one ``alter_database``
 call, and none when nothing moved), so it never claims a step that is not applied yet: it may lag
 the databases' ``repl.last.id`` (while a batch is being applied, or when a write failed and the next
-batch retries it), never lead them. A halt is published at once as well (one more call, only in a
-batch where a database halts), before any later step is applied: a reader that finds no halt in
-the record after its read knows that no database went past a halted one while it read. Those two
-facts are what :mod:`streamer.read` builds consistent multi-table reads on.
+batch retries it), never lead them. Halts are published before any later step is applied: at
+once when a database halts (one more call, only in such a batch; if it cannot be written the batch
+stops), and at the start of a batch when they changed otherwise (a restart, an operator's retry or
+skip). A reader that finds no halt in the record after its read therefore knows that no database
+went past a halted one while it read. Those two facts are what :mod:`streamer.read` builds
+consistent multi-table reads on.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from streamer import metrics
-from streamer.errors import ConfigError
+from streamer.errors import ConfigError, StreamerError
 from streamer.events.model import DatabaseSnapshot
 from streamer.target.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.target.plan import GLOBAL_DB
@@ -153,12 +155,14 @@ class WatermarkPublisher:
     def __init__(
         self, catalog: Catalog, name: str | None, location: str, source_id: str,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.catalog = catalog
         self.name = name.lower() if name else None
         self.location = location
         self.source_id = source_id
         self.clock = clock
+        self.sleep = sleep
         self.published: Watermark | None = None  # the last record written to the metastore
         self._db: DatabaseSnapshot | None = None
         self._labels: set[str] = set()
@@ -177,9 +181,10 @@ class WatermarkPublisher:
             )
         return current
 
-    def publish(self, mark: Watermark) -> None:
+    def publish(self, mark: Watermark, *, required: bool = False) -> None:
         """Set the metrics and, when the ids moved, write the record (at most one metastore call
-        per batch once the database is known)."""
+        per batch once the database is known). A ``required`` record (a halt, which readers must
+        know before any later step) is tried three times, then raises ``StreamerError``."""
         metrics.TARGET_WATERMARK.set(mark.event_id)
         for db, event_id in mark.databases.items():
             metrics.TARGET_DB_WATERMARK.labels(db=db).set(event_id)
@@ -188,17 +193,27 @@ class WatermarkPublisher:
         self._labels = set(mark.databases)
         if self.name is None or mark.same_ids(self.published):
             return
-        stamped = replace(mark, source_id=self.source_id, time=self.clock())
-        try:
-            self._write(stamped)
-        except ConfigError:
-            raise
-        except Exception as exc:  # the metastore failed: the next batch writes again
-            log.warning("could not publish the watermark to database %s: %s", self.name, exc)
-            self._db = None
-            metrics.TARGET_WATERMARK_FAILURES.inc()
+        for attempt in range(3 if required else 1):
+            stamped = replace(mark, source_id=self.source_id, time=self.clock())
+            try:
+                self._write(stamped)
+            except ConfigError:
+                raise
+            except Exception as exc:  # the metastore failed: the next batch writes again
+                log.warning("could not publish the watermark to database %s: %s", self.name, exc)
+                self._db = None
+                metrics.TARGET_WATERMARK_FAILURES.inc()
+                if required and attempt == 2:
+                    raise StreamerError(
+                        f"could not publish halted databases {sorted(mark.halted)} to watermark database "
+                        f"{self.name}: {exc}; stopping this batch so that readers never see a database "
+                        "move past a halt they do not know of (the batch is applied again on restart)"
+                    ) from exc
+                if required:
+                    self.sleep(1.0)
+                continue
+            self.published = stamped
             return
-        self.published = stamped
 
     def _write(self, mark: Watermark) -> None:
         assert self.name is not None

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamer import metrics
+from streamer.errors import StreamerError
 from streamer.events.model import DatabaseSnapshot
 from streamer.target.catalog import REPL_SOURCE_PARAM
 from streamer.target.memory_catalog import MemoryCatalog
@@ -142,3 +143,17 @@ def test_metrics_only_when_no_database_is_named() -> None:
     WatermarkPublisher(catalog, None, "", "src").publish(Watermark(8, {"a": 8}))
     assert catalog.calls == []
     assert metrics.TARGET_WATERMARK._value.get() == 8
+
+
+def test_a_halt_that_cannot_be_published_stops_the_batch() -> None:
+    catalog = _Failing()
+    naps: list[float] = []
+    publisher = WatermarkPublisher(catalog, "streamer_watermark_src", "", "src", sleep=naps.append)
+    publisher.publish(Watermark(1, {"a": 1, "b": 1}))
+    try:
+        publisher.publish(Watermark(1, {"a": 1, "b": 1}, frozenset({"a"})), required=True)
+    except StreamerError as exc:
+        assert "halted databases ['a']" in str(exc) and "metastore away" in str(exc)
+    else:
+        raise AssertionError("an unpublished halt let the batch go on")
+    assert naps == [1.0, 1.0]
