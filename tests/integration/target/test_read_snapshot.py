@@ -21,7 +21,7 @@ from fsspec.core import url_to_fs
 
 from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.read import PinnedTable, Snapshot, SnapshotTimeout, resolve, snapshot
+from streamer.read import PinnedTable, Snapshot, SnapshotTimeout, TableNotFound, resolve, snapshot
 from streamer.target.hms_catalog import HmsCatalog
 from streamer.target.watermark import default_watermark_db, from_parameters
 from streamer.testing import intervals
@@ -180,7 +180,8 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     target_jobs.append(job)
     hms_uri = target_stack.hms.uri
 
-    snapshot(spark, hms_uri, tables, timeout=180).release()  # waits for the job's first watermark
+    created = wh.current_event_id()  # the tables exist from here on: wait for the job to get there
+    snapshot(spark, hms_uri, tables, min_event_id=created, timeout=180).release()
 
     # 1. concurrent writer, readers through the API and plain readers
     readers = _Readers(spark, hms_uri, tables)
@@ -226,6 +227,8 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
         db, table = name.split(".")
         expected = sorted(tuple(sorted(row.items())) for row in wh.rows(db, table))
         assert _rows(final, name) == expected, name
+    with pytest.raises(TableNotFound, match=rf"{shop}.nope does not exist at source event \d+"):
+        snapshot(spark, hms_uri, [f"{shop}.nope", f"{books}.ledger"], timeout=10)
     with HmsCatalog(hms_uri) as catalog:
         record = catalog.get_database(default_watermark_db(source.source_id))
     assert record is not None
