@@ -71,6 +71,21 @@ TARGET_LAST_APPLIED = Gauge(
     "streamer_target_last_applied_event_id", "Last source event id applied, per database", ["db"],
     registry=REGISTRY,
 )
+TARGET_WATERMARK = Gauge(
+    "streamer_target_watermark_event_id",
+    "Source event id up to which every replicated database is consistent (pinned by a halt)",
+    registry=REGISTRY,
+)
+TARGET_DB_WATERMARK = Gauge(
+    "streamer_target_db_watermark_event_id",
+    "Source event id up to which a target database is consistent (its repl.last.id, or newer when quiet)",
+    ["db"], registry=REGISTRY,
+)
+TARGET_WATERMARK_FAILURES = Counter(
+    "streamer_target_watermark_write_failures_total",
+    "Watermark records the target metastore failed to store (the next micro-batch writes again)",
+    registry=REGISTRY,
+)
 TARGET_SOURCE_HEAD = Gauge(
     "streamer_target_source_head_event_id", "Newest source event id the target has heard of",
     registry=REGISTRY,

@@ -793,8 +793,14 @@ class RunReport:
     coalesced: list[int] = field(default_factory=list)  # applied as part of a later event (plan.coalesced)
 
 
-def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
-    """Apply steps in order; a failing step halts its database, whose later steps are then held."""
+def run_plan(
+    applier: Applier, plan: Plan, state: TargetState, on_halt: Callable[[str], None] | None = None
+) -> RunReport:
+    """Apply steps in order; a failing step halts its database, whose later steps are then held.
+
+    ``on_halt(db)`` runs right after a halt is recorded, before any later step: the target job
+    publishes the halt there, so readers know it before other databases move past it.
+    """
     report = RunReport(held=list(plan.held))
     for step in plan.steps:
         if state.is_halted(step.db):
@@ -815,6 +821,8 @@ def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
             )
             report.halted[step.db] = halt
             report.held.extend(step.event_ids)
+            if on_halt is not None:
+                on_halt(step.db)
             continue
         report.applied.extend(step.event_ids)
         report.coalesced.extend(step.superseded)

@@ -105,6 +105,13 @@ def target() -> None:
     help="Also set readonly=true on replicated databases (Hive's EnforceReadOnlyDatabaseHook refuses "
     "writes to them); `streamer failover` removes it.",
 )
+@click.option(
+    "--watermark-db",
+    default=None,
+    help="Target database whose parameters publish the replication watermark, read by "
+    "streamer.read.snapshot and plain SQL readers ('' = metrics only). "
+    "[default: streamer_watermark_<source-id>]",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -135,6 +142,7 @@ def run_cmd(
     verify_every: float,
     until_event: int | None,
     mark_readonly: bool,
+    watermark_db: str | None,
     metrics_port: int,
     metrics_addr: str,
     metrics_tls_cert: str | None,
@@ -167,6 +175,7 @@ def run_cmd(
         verify_every=verify_every,
         until_event=until_event,
         mark_readonly=mark_readonly,
+        watermark_db=watermark_db,
     )
     metrics.serve(
         metrics.MetricsEndpoint(

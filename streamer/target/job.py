@@ -48,6 +48,11 @@ from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
 from streamer.target.state import TargetState
 from streamer.target.status import lag_events, read_progress, write_progress
+from streamer.target.watermark import (
+    WatermarkPublisher,
+    compute,
+    default_watermark_db,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,6 +87,9 @@ class TargetSettings:
     verify_every: float = 0.0  # 0 = off; see streamer.target.verify.VerifyLoop
     until_event: int | None = None  # apply events up to this id, then stop (streamer.target.bounded)
     mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
+    # database whose parameters publish the watermark (streamer.target.watermark); "" = metrics only,
+    # None = streamer_watermark_<source id>
+    watermark_db: str | None = None
 
 
 class BatchApplier:
@@ -119,6 +127,13 @@ class BatchApplier:
         }
         self.anchor = read_anchor(settings.state_dir)  # the last record consumed (the event chain)
         self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
+        wm_name = settings.watermark_db
+        if wm_name is None:
+            wm_name = default_watermark_db(settings.source_id)
+        self.watermark = WatermarkPublisher(
+            catalog, wm_name or None, paths.database_location(wm_name) if wm_name else "", settings.source_id
+        )
+        self.watermark.prepare()
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
@@ -139,6 +154,9 @@ class BatchApplier:
             self.chain_error = chain.error
             metrics.TARGET_DATA_LOSS.set(1)
             log.error("%s", chain.error)
+        # the halts as they stand (after a restart, or an operator's retry or skip), before any step:
+        # no metastore call when the record already says so
+        self._publish(self._consumed, halt=True)
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = []
         for offset, event in decoded[: chain.intact]:
@@ -148,7 +166,8 @@ class BatchApplier:
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
         the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
-        report = run_plan(self.applier, the_plan, self.state)
+        before = self._consumed
+        report = run_plan(self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True))
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -166,8 +185,9 @@ class BatchApplier:
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
+        self._publish(self._consumed)  # after every step of the batch (DESIGN invariant 2)
+        stuck = set(self.state.halts()) | set(self.state.pending_replays())
         if the_plan.source_head is not None and self.applier.progress:
-            stuck = set(self.state.halts()) | set(self.state.pending_replays())
             metrics.TARGET_LAG_EVENTS.set(
                 lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
             )
@@ -190,6 +210,15 @@ class BatchApplier:
     def reached_until(self) -> bool:
         """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
         return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
+    def _publish(self, consumed: int, halt: bool = False) -> None:
+        """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
+        (at a ``halt`` mid-batch: the previous batch's, so that the halt is known before any later
+        step; failing to publish a halt stops the batch)."""
+        stuck = set(self.state.halts()) | set(self.state.pending_replays())
+        mark = compute(
+            self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id
+        )
+        self.watermark.publish(mark, required=halt)
 
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""

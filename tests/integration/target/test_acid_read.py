@@ -190,3 +190,47 @@ def test_acid_replica_on_the_hive_2_3_metastore(
                     for t in catalog.list_tables(db):
                         catalog.drop_table(db, t)
                     catalog.drop_database(db)
+
+
+def test_snapshot_reads_acid_replicas_as_read_table_does(spark: SparkSession, tmp_path: Path) -> None:
+    """``streamer.read.snapshot`` resolves ACID replicas to the committed write ids' directories and
+    pins them: rows of aborted transactions never show, and a commit after the snapshot does not
+    change the DataFrames it returned."""
+    from streamer.read import snapshot_from
+    from streamer.target.watermark import WatermarkPublisher, compute, default_watermark_db
+
+    tag = uuid.uuid4().hex[:8]
+    db1, db2 = f"acid_s_{tag}", f"acid_t_{tag}"
+    url = str(tmp_path / "source.sqlite")
+    wh = Warehouse.open(url, root=tmp_path / "src", cmroot=tmp_path / "cm", source_id=SOURCE)
+    catalog = MemoryCatalog()
+    target = Target(tmp_path, catalog)
+    name = default_watermark_db(SOURCE)
+    publisher = WatermarkPublisher(catalog, name, str(target.root / f"{name}.db"), SOURCE)
+
+    def replicate() -> None:  # as the job: apply, then publish the watermark
+        target.replicate(url)
+        publisher.publish(compute(target.applier.progress, target.after, (), source_id=SOURCE))
+
+    try:
+        aborted = _workload(wh, db1, db2, 30, seed=7)
+        replicate()
+        assert aborted and not target.state.halts()
+        tables = [f"{db1}.t1", f"{db2}.t2"]
+        snap = snapshot_from(spark, catalog, tables, warehouse_root=str(target.root), timeout=30)
+        assert snap.event_id == wh.current_event_id()
+        expected1 = _expected(wh, db1, "t1", ["id", "name"])
+        expected2 = _expected(wh, db2, "t2", ["id", "p"])
+        assert _rows(snap[f"{db1}.t1"].select("id", "name")) == expected1
+        assert _rows(snap[f"{db2}.t2"].select("id", "p")) == expected2
+        assert snap.tables[f"{db1}.t1"].write_ids == tuple(sorted(wh.acid_committed_write_ids(db1, "t1")))
+
+        with wh.transaction() as txn:
+            wh.acid_insert(txn, db1, "t1", [{"id": -1, "name": "late"}])
+        replicate()
+        assert _rows(snap[f"{db1}.t1"].select("id", "name")) == expected1  # pinned
+        later = snapshot_from(spark, catalog, tables, min_event_id=wh.current_event_id(),
+                              warehouse_root=str(target.root), timeout=30)
+        assert _rows(later[f"{db1}.t1"].select("id", "name")) == _expected(wh, db1, "t1", ["id", "name"])
+    finally:
+        wh.close()

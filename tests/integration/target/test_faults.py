@@ -9,12 +9,14 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streamer.events.model import Column
 from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.read import Verdict, decide_marks, read_marks
 from streamer.warehouse.files import path_of
 from streamer.warehouse.workload import COLUMNS
 from tests.integration.target.helpers import (
@@ -45,6 +47,14 @@ def _status(stack: TargetStack, broker: EmbeddedBroker, source: Source) -> dict[
                     "--bootstrap-servers", broker.bootstrap_servers, "--topic", source.topic,
                     "--output", "json")
     return {row["db"]: row for row in json.loads(out.stdout)["databases"]}
+
+
+def _watermark(stack: TargetStack, *dbs: str) -> Any:
+    """The databases' marks and the target's published watermark, as a reader reads them."""
+    with stack.catalog() as catalog:
+        marks = read_marks(catalog, sorted(dbs))
+    assert marks.watermark is not None, "no watermark published"
+    return marks
 
 
 def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
@@ -111,6 +121,14 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     assert status[a]["halted"]["event_id"] == halted_at  # type: ignore[index]
     assert status[b]["halted"] is None
     assert job.metric("streamer_target_halted", db=a) == 1
+    # the watermark: a pins itself and the global id at its halt; a reader may read a alone only
+    job.wait_for(lambda: a in _watermark(target_stack, a, b).watermark.halted, "the halt in the watermark")
+    marks = _watermark(target_stack, a, b)
+    assert marks.watermark.of(a) == marks.watermark.event_id == halted_at - 1
+    assert marks.watermark.of(b) >= source.last_ids()[b] > halted_at
+    assert decide_marks(marks, [a, b]).verdict is Verdict.FAIL
+    assert decide_marks(marks, [a]).event_id == halted_at - 1
+    assert job.metric("streamer_target_watermark_event_id") == halted_at - 1
 
     # the operator restores the file and retries: the halted event and the held ones are applied
     shutil.copy(saved, kept)
@@ -119,6 +137,10 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     source.publish()
     wait_converged(job, source)
     assert job.metric("streamer_target_halted", db=a) == 0
+    job.wait_for(lambda: not _watermark(target_stack, a, b).watermark.halted, "the watermark without halts")
+    marks = _watermark(target_stack, a, b)
+    assert marks.watermark.of(a) == marks.watermark.of(b) == marks.watermark.event_id
+    assert decide_marks(marks, [a, b]).event_id == marks.watermark.event_id >= max(source.last_ids().values())
 
     # skip: the operator passes exactly the halted event; later events of the database apply
     wh.create_table(b, "s", COLUMNS, [])

@@ -380,3 +380,22 @@ def test_overwrite_keeps_what_it_published_whatever_the_location_spelling(target
     assert _top_level("/wh/a.db/t/p=1/000000_0", target_dir) == "p=1"
     with pytest.raises(ApplyError):
         _top_level("file:///elsewhere/000000_0", target_dir)
+
+
+def test_a_halt_is_reported_before_any_later_step_is_applied(env: Env) -> None:
+    """The target job publishes a halt from ``on_halt``: readers must know of it before another
+    database moves past the halted event (streamer.target.watermark)."""
+    t = env.table("t")
+    env.run([b.create_db(1, "a"), b.create_db(2, "b"), b.create_table(3, t)])
+    bad = dataclasses.replace(env.file(t, "f", b"x"), checksum="0" * 64)
+    u = env.table("u", db="b")
+    seen: list[tuple[str, str | None]] = []
+
+    def on_halt(db: str) -> None:
+        seen.append((db, next(iter(env.catalog.list_tables("b")), None)))
+
+    events = [b.insert(4, t, [bad]), b.create_table(5, u)]
+    report = run_plan(env.applier, plan(events, env.applier.load_progress(), env.state.halts()), env.state,
+                      on_halt=on_halt)
+    assert seen == [("a", None)]  # b.u (event 5) was not there yet when the halt was reported
+    assert report.applied == [5]

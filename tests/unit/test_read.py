@@ -1,0 +1,190 @@
+"""The reader API's pure parts: the retry decision over watermark marks and two resolutions, and
+the resolution of a table's exact files (an in-memory catalog over real files)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamer.events.model import (
+    Column,
+    DatabaseSnapshot,
+    PartitionSnapshot,
+    StorageDescriptor,
+    TableSnapshot,
+)
+from streamer.read import (
+    DbMark,
+    Marks,
+    PinnedTable,
+    Verdict,
+    decide,
+    decide_marks,
+    read_marks,
+    resolve,
+    still_there,
+)
+from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.target.memory_catalog import MemoryCatalog
+from streamer.target.watermark import Watermark, to_parameters
+
+
+def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:
+    return Marks(wm, {db: DbMark(i is not None, i, None if i is None else "src") for db, i in dbs.items()})
+
+
+WM = Watermark(50, {"sales": 50, "hr": 50}, source_id="src")
+
+
+def test_databases_at_or_below_their_watermark_read_at_the_common_watermark() -> None:
+    decision = decide_marks(_marks(WM, sales=12, hr=50), ["hr", "sales"])
+    assert (decision.verdict, decision.event_id) == (Verdict.READ, 50)
+
+
+def test_a_read_in_the_middle_of_a_batch_shows_at_least_the_newest_repl_last_id() -> None:
+    decision = decide_marks(_marks(WM, sales=61, hr=50), ["hr", "sales"])
+    assert (decision.verdict, decision.event_id) == (Verdict.READ, 61)
+
+
+def test_a_database_created_after_the_watermark_reads_at_its_own_id() -> None:
+    decision = decide_marks(_marks(WM, ops=73), ["ops"])
+    assert (decision.verdict, decision.event_id) == (Verdict.READ, 73)
+
+
+def test_no_watermark_waits_and_says_why() -> None:
+    assert decide_marks(_marks(None, sales=1), ["sales"]).verdict is Verdict.WAIT
+    missing = decide_marks(_marks(None, sales=None), ["sales"])
+    assert missing.verdict is Verdict.WAIT and "none of the databases ['sales'] exists" in missing.reason
+
+
+def test_an_absent_database_does_not_block_the_read() -> None:
+    decision = decide_marks(_marks(WM, sales=40, gone=None), ["gone", "sales"])
+    assert (decision.verdict, decision.event_id) == (Verdict.READ, 50)
+
+
+def test_min_event_id_waits_and_names_the_databases_and_ids() -> None:
+    decision = decide_marks(_marks(WM, sales=40), ["sales"], min_event_id=55)
+    assert decision.verdict is Verdict.WAIT
+    assert "waiting for event 55" in decision.reason
+    assert "sales repl.last.id 40 watermark 50" in decision.reason
+    assert decide_marks(_marks(WM, sales=40), ["sales"], min_event_id=50).verdict is Verdict.READ
+
+
+def test_a_halted_database_below_min_event_id_fails_at_once() -> None:
+    halted = Watermark(30, {"sales": 30, "hr": 50}, frozenset({"sales"}), "src")
+    decision = decide_marks(_marks(halted, sales=30), ["sales"], min_event_id=40)
+    assert decision.verdict is Verdict.FAIL
+    assert "sales" in decision.reason and "30" in decision.reason and "40" in decision.reason
+    assert decide_marks(_marks(halted, sales=30), ["sales"]).event_id == 30  # read on its own: fine
+
+
+def test_a_halted_database_is_read_on_its_own_only() -> None:
+    halted = Watermark(30, {"sales": 30, "hr": 50}, frozenset({"sales"}), "src")
+    decision = decide_marks(_marks(halted, sales=30, hr=50), ["hr", "sales"])
+    assert decision.verdict is Verdict.FAIL
+    assert "sales is halted at event 30 while hr went on" in decision.reason
+    assert decide_marks(_marks(halted, hr=50), ["hr"]).event_id == 50
+
+
+def test_a_halted_database_being_re_applied_is_retried() -> None:
+    halted = Watermark(30, {"sales": 30}, frozenset({"sales"}), "src")
+    assert decide_marks(_marks(halted, sales=33), ["sales"]).verdict is Verdict.RETRY
+
+
+def test_a_foreign_database_is_refused() -> None:
+    marks = Marks(WM, {"sales": DbMark(True, None, None)})
+    assert decide_marks(marks, ["sales"]).verdict is Verdict.FAIL
+    marks = Marks(WM, {"sales": DbMark(True, 3, "other")})
+    assert decide_marks(marks, ["sales"]).verdict is Verdict.FAIL
+
+
+def test_an_attempt_is_retried_when_marks_or_tables_moved() -> None:
+    table_a, table_b = PinnedTable("sales.a", None), PinnedTable("sales.a", None, locations={"": "x"})
+    before = _marks(WM, sales=40)
+    moved = _marks(WM, sales=41)
+    assert decide(before, moved, [table_a], [table_a], ["sales"]).verdict is Verdict.RETRY
+    changed = decide(before, before, [table_a], [table_b], ["sales"])
+    assert changed.verdict is Verdict.RETRY and "sales.a" in changed.reason
+    assert decide(before, before, [table_a], [table_a], ["sales"]).verdict is Verdict.READ
+
+
+# --- resolving over real files -----------------------------------------------------------------
+
+
+def _catalog(tmp_path: Path) -> tuple[MemoryCatalog, Path]:
+    catalog = MemoryCatalog()
+    params = {LAST_ID_PARAM: "40", REPL_SOURCE_PARAM: "src"}
+    catalog.create_database(DatabaseSnapshot("sales", parameters=params))
+    catalog.create_database(DatabaseSnapshot("streamer_watermark_src", parameters=to_parameters(WM)))
+    location = tmp_path / "sales.db" / "orders"
+    cols = [Column("id", "int")]
+    sd = StorageDescriptor(f"file://{location}", cols)
+    catalog.create_table(TableSnapshot("orders", "sales", sd=sd, partition_keys=[Column("dt", "string")]))
+    part = location / "dt=2024-01-01"
+    part.mkdir(parents=True)
+    (part / "000000_0").write_bytes(b"one")
+    (part / ".hidden").write_bytes(b"x")
+    (part / "_SUCCESS").write_bytes(b"")
+    catalog.add_partitions("sales", "orders", [PartitionSnapshot(
+        ["2024-01-01"], "sales", "orders", StorageDescriptor(f"file://{part}", cols),
+    )])
+    return catalog, part
+
+
+def test_resolve_pins_the_visible_files_of_each_partition(tmp_path: Path) -> None:
+    catalog, _ = _catalog(tmp_path)
+    pinned = resolve(catalog, "sales.orders")
+    assert list(pinned.partitions) == ["dt=2024-01-01"]
+    assert [f.relative for f in pinned.files()] == ["000000_0"]
+    assert resolve(catalog, "sales.orders") == pinned  # a second resolution of an unchanged table
+    assert resolve(catalog, "sales.missing") == PinnedTable("sales.missing", None)
+    assert read_marks(catalog, ["sales"]) == _marks(WM, sales=40)
+
+
+def test_a_file_replaced_under_the_same_name_is_not_the_pinned_one(tmp_path: Path) -> None:
+    catalog, part = _catalog(tmp_path)
+    pinned = resolve(catalog, "sales.orders")
+    assert still_there(pinned.files())
+    replacement = part / ".staged"
+    replacement.write_bytes(b"two")
+    os.replace(replacement, part / "000000_0")  # how the target publishes: rename into place
+    assert not still_there(pinned.files())
+    assert resolve(catalog, "sales.orders") != pinned
+    (part / "000000_0").unlink()
+    assert not still_there(pinned.files())
+
+
+def test_a_view_is_refused(tmp_path: Path) -> None:
+    catalog, _ = _catalog(tmp_path)
+    view = TableSnapshot("v", "sales", table_type="VIRTUAL_VIEW", view_original_text="select 1")
+    catalog.create_table(view)
+    with pytest.raises(Exception, match="view"):
+        resolve(catalog, "sales.v")
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 100), min_size=1),
+    st.dictionaries(st.sampled_from("abcd"), st.integers(0, 100)),
+    st.sets(st.sampled_from("abcd")),
+    st.integers(0, 100),
+)
+def test_a_read_is_accepted_only_at_an_id_every_mark_has_reached(
+    ids: dict[str, int], through: dict[str, int], halted: set[str], global_id: int
+) -> None:
+    mark = Watermark(global_id, through, frozenset(halted), "src")
+    decision = decide_marks(_marks(mark, **ids), sorted(ids))  # type: ignore[arg-type]
+    if decision.verdict is Verdict.READ:
+        assert decision.event_id is not None
+        read_halted = [db for db in ids if db in halted]
+        if read_halted:  # a halted database is read alone, at its own watermark
+            assert len(ids) == 1 and ids[read_halted[0]] <= decision.event_id
+        else:
+            assert decision.event_id >= max([global_id, *ids.values()])
+    else:
+        assert decision.verdict in (Verdict.FAIL, Verdict.RETRY)
+        read_halted = set(ids) & halted
+        assert (len(ids) > 1 and read_halted) or any(ids[d] > through.get(d, ids[d]) for d in read_halted)
