@@ -73,7 +73,8 @@ def last_ids(catalog: MemoryCatalog) -> dict[str, int]:
     for name in catalog.list_databases():
         snap = catalog.get_database(name)
         assert snap is not None
-        out[name] = int(snap.parameters[LAST_ID_PARAM])
+        if LAST_ID_PARAM in snap.parameters:  # not the watermark's own database
+            out[name] = int(snap.parameters[LAST_ID_PARAM])
     return out
 
 
