@@ -57,16 +57,13 @@ def failover(
         found = source_head(config, topic or f"streamer.{source_id}.events")
         head = found[0] if found else None
     reader = ThriftNotificationReader(hms_uri, auth=auth)
-    try:
-        new_primary_head = reader.head_event_id()
-    finally:
-        reader.close()
     catalog = HmsCatalog(hms_uri, auth=auth)
     try:
         record = fo.failover(state_dir, catalog, source_id=source_id, source_head=head,
-                             new_primary_event_id=new_primary_head, wait_seconds=wait_seconds)
+                             new_primary_head=reader.head_event_id, wait_seconds=wait_seconds)
     finally:
         catalog.close()
+        reader.close()
     was_done = already is not None and already.state == "done"
     if output == "json":
         click.echo(json.dumps({**record.to_json(), "already_done": was_done}))
