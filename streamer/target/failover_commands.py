@@ -94,6 +94,10 @@ def failover(
 @click.option("--discard-unreplicated", is_flag=True,
               help="Accept that the rebase overwrites the old source's changes after the cut "
                    "(they are listed and recorded in failback.json).")
+@click.option("--rebase", is_flag=True,
+              help="With --source-hms-uri: once nothing unreplicated is left (or it is discarded), drop "
+                   "the failed-over databases on the old source (tables and managed data) so a bootstrap "
+                   "of the new primary rebuilds them; recorded in failback.json.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def failback(
     state_dir: Path,
@@ -104,6 +108,7 @@ def failback(
     hms_client_principal: str | None,
     hms_client_keytab: str | None,
     discard_unreplicated: bool,
+    rebase: bool,
     output: str,
 ) -> None:
     """List the old source's changes after the cut; refuse to rebase it over them unless discarded."""
@@ -115,6 +120,8 @@ def failback(
 
     if bool(notification_db) == bool(source_hms_uri):
         raise ConfigError("give exactly one of --notification-db URL and --source-hms-uri thrift://host:port")
+    if rebase and not source_hms_uri:
+        raise ConfigError("--rebase drops databases through the old source's metastore: use --source-hms-uri")
     record = read_record(state_dir)
     if record is None or record.state != "done" or record.cut is None:
         raise ConfigError(f"{state_dir} records no finished failover; run `streamer failover` first")
@@ -134,7 +141,16 @@ def failback(
         if output == "json":
             click.echo(json.dumps({**div.to_json(), "discarded": False, "refused": True}))
         raise fb.UnreplicatedChangesError(message)
-    body = fb.record_failback(state_dir, div, discarded=bool(div.objects))
+    dropped: list[str] | None = None
+    if rebase:
+        from streamer.hms.transport import open_client
+
+        client = open_client(str(source_hms_uri), timeout_s=600, auth=auth)
+        try:
+            dropped = fb.drop_old_databases(client, [d.db for d in record.cut.databases])
+        finally:
+            client.close()
+    body = fb.record_failback(state_dir, div, discarded=bool(div.objects), dropped=dropped)
     if output == "json":
         click.echo(json.dumps({**body, "refused": False}))
         return
@@ -142,6 +158,9 @@ def failback(
     if div.objects:
         click.echo(f"discarded by the operator (recorded in {state_dir / fb.FAILBACK_FILE}): the rebase "
                    "overwrites these objects with the new primary's state")
+    if dropped is not None:
+        click.echo(f"dropped on the old source: {', '.join(dropped) or '-'}; next: bootstrap the new primary "
+                   "into a new topic (streamer bootstrap --hms-uri <new primary> --source-id <new id>)")
     cut = record.cut
     click.echo(f"next: publish the new primary from its notification event {cut.new_primary_event_id} "
                f"(streamer source run --hms-uri <new primary> --start-after {cut.new_primary_event_id} "
