@@ -332,6 +332,10 @@ def test_replicate_failover_failback_verify(
                           "--bootstrap-servers", bootstrap, "--topic", reverse.topic, "--source-id",
                           reverse.source_id, "--output", "json")
         assert verify.returncode == 0, verify.stdout + verify.stderr
+        verdict = json.loads(verify.stdout)
+        assert verdict["ok"] and not verdict["drifts"], verdict
+        assert sorted(d["db"] for d in verdict["databases"]) == sorted(dbs)
+        assert sum(d["compared"]["files"] for d in verdict["databases"]) >= 6, verdict
         with stack_b.catalog() as b_cat, HmsCatalog(old.uri) as a_cat:
             for db in dbs:
                 a_tables, b_tables = tables_of(a_cat, db), tables_of(b_cat, db)
