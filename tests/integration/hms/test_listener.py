@@ -23,7 +23,9 @@ from streamer.events.model import (
     CreateTablePayload,
     DatabasePayload,
     DatabaseSnapshot,
+    DropFunctionPayload,
     DropPartitionPayload,
+    DropTablePayload,
     EventType,
     FunctionSnapshot,
     InsertPayload,
@@ -83,6 +85,9 @@ def test_thrift_changes_reach_the_log_decodable_and_published(
         catalog.alter_table(db, "t", altered)
         catalog.create_function(FunctionSnapshot(name="f", db=db, class_name="com.example.F"))
         catalog.drop_partitions(db, "t", [["2024-01-01"]])
+        catalog.drop_function(db, "f")
+        catalog.drop_table(db, "t")
+        catalog.drop_database(db)
         rows = reader.read_after(base, 100)
     finally:
         catalog.close()
@@ -91,8 +96,9 @@ def test_thrift_changes_reach_the_log_decodable_and_published(
     # one row per change, dense ids, in order, json-0.2, named by db/table
     types = [r.event_type for r in rows]
     assert types == ["CREATE_DATABASE", "CREATE_TABLE", "ADD_PARTITION", "INSERT", "ALTER_TABLE",
-                     "CREATE_FUNCTION", "DROP_PARTITION"], types
-    assert [r.event_id for r in rows] == list(range(base + 1, base + 8))
+                     "CREATE_FUNCTION", "DROP_PARTITION", "DROP_FUNCTION", "DROP_TABLE",
+                     "DROP_DATABASE"], types
+    assert [r.event_id for r in rows] == list(range(base + 1, base + 11))
     assert {r.message_format for r in rows} == {"json-0.2"}
     assert all(r.db_name == db for r in rows)
     assert [r.table_name for r in rows[1:5]] == ["t"] * 4 and rows[0].table_name in (None, "")
@@ -119,6 +125,9 @@ def test_thrift_changes_reach_the_log_decodable_and_published(
     assert isinstance(fn, CreateFunctionPayload) and fn.function.class_name == "com.example.F"
     dropped = events[6].payload
     assert isinstance(dropped, DropPartitionPayload) and dropped.partition_values == [["2024-01-01"]]
+    assert isinstance(events[7].payload, DropFunctionPayload) and events[7].payload.function_name == "f"
+    assert isinstance(events[8].payload, DropTablePayload) and events[8].table == "t"
+    assert isinstance(events[9].payload, DatabasePayload) and events[9].db == db
 
     # the agent publishes them
     config = broker.client_settings()

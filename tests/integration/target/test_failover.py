@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 import pytest
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
+from streamer.errors import ConfigError
 from streamer.events.model import (
     Column,
     DatabaseSnapshot,
@@ -274,6 +275,11 @@ def test_replicate_failover_failback_verify(
             for db in dbs:
                 params = b_cat.get_database(db).parameters  # type: ignore[union-attr]
                 assert REPL_TARGET_PARAM not in params and params[FAILOVER_CUT_PARAM] == str(head)
+        again = streamer("failover", "--state-dir", str(stack_b.state_dir), "--hms-uri", new.uri)
+        assert again.returncode == 0 and "already failed over" in again.stdout, again.stderr
+        status = streamer("status", "--hms-uri", new.uri, "--state-dir", str(stack_b.state_dir),
+                          "--output", "json")
+        assert status.returncode == 0 and json.loads(status.stdout)["failover"]["cut"]["event_id"] == head
         refused = streamer("target", "run", "--bootstrap-servers", bootstrap, "--source-id",
                            forward.source_id, "--topic", forward.topic, "--hms-uri", new.uri, "--state-dir",
                            str(stack_b.state_dir), "--warehouse-root", stack_b.warehouse_root.as_uri(),
@@ -317,6 +323,8 @@ def test_replicate_failover_failback_verify(
         b_insert = log_rows(new.uri)[-1]
         assert b_insert[1:3] == ("INSERT", db_a)
         assert publish(new.uri, config, reverse, start_after=b_head) == b_insert[0]
+        with pytest.raises(ConfigError, match="already ends at event"):  # a gap would be left: refused
+            publish(new.uri, config, reverse, start_after=b_insert[0] + 5)
         published = [e for e in topic_events(config, reverse.topic) if e.event_type == EventType.INSERT]
         assert [e.event_id for e in published] == [b_insert[0]]
         assert isinstance(published[0].payload, InsertPayload) and published[0].payload.files[0].checksum
