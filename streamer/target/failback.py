@@ -133,6 +133,18 @@ def record_failback(state_dir: str | Path, div: Divergence, discarded: bool,
     return body
 
 
+def read_failback(state_dir: str | Path) -> dict[str, Any] | None:
+    """``failback.json`` as written by ``record_failback`` (None: no failback accepted yet)."""
+    path = Path(state_dir) / FAILBACK_FILE
+    try:
+        body: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StreamerError(f"cannot read {path}: {exc}") from exc
+    return body
+
+
 def drop_old_databases(client: Any, names: Iterable[str]) -> list[str]:
     """Drop ``names`` on the old source's metastore (``client``: a Thrift client), with their tables
     and the data of their managed tables, so the new primary's bootstrap rebuilds them from nothing;

@@ -125,6 +125,13 @@ def failback(
     record = read_record(state_dir)
     if record is None or record.state != "done" or record.cut is None:
         raise ConfigError(f"{state_dir} records no finished failover; run `streamer failover` first")
+    previous = fb.read_failback(state_dir)
+    if rebase and previous is not None and previous.get("dropped") is not None:
+        # the old source may be a replica of the new primary by now: never drop it again
+        names = ", ".join(previous["dropped"]) or "-"
+        text = f"already rebased at {previous.get('time')} (dropped: {names}); nothing changed"
+        click.echo(json.dumps({**previous, "already_done": True}) if output == "json" else text)
+        return
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     reader: NotificationReader = (
         SqlNotificationReader(notification_db) if notification_db
@@ -158,13 +165,15 @@ def failback(
     if div.objects:
         click.echo(f"discarded by the operator (recorded in {state_dir / fb.FAILBACK_FILE}): the rebase "
                    "overwrites these objects with the new primary's state")
+    start = record.cut.new_primary_event_id
+    steps = [f"publish the new primary after its notification event {start} (streamer source run "
+             f"--hms-uri <new primary> --start-after {start} --source-id <new id>)",
+             "run a target job on the old source and `streamer verify` it (docs/failover.md)"]
     if dropped is not None:
-        click.echo(f"dropped on the old source: {', '.join(dropped) or '-'}; next: bootstrap the new primary "
-                   "into a new topic (streamer bootstrap --hms-uri <new primary> --source-id <new id>)")
-    cut = record.cut
-    click.echo(f"next: publish the new primary from its notification event {cut.new_primary_event_id} "
-               f"(streamer source run --hms-uri <new primary> --start-after {cut.new_primary_event_id} "
-               "--source-id <new id>), then run a target job on the old source (docs/failover.md)")
+        click.echo(f"dropped on the old source: {', '.join(dropped) or '-'}")
+        steps.insert(0, "bootstrap the new primary into a new topic (streamer bootstrap --hms-uri "
+                        "<new primary> --source-id <new id>)")
+    click.echo("next: " + "; then ".join(steps))
 
 
 def _read_all(reader: Any, after: int, batch: int = 1000) -> list[Any]:

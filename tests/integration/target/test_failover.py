@@ -351,6 +351,11 @@ def test_replicate_failover_failback_verify(
                 assert LAST_ID_PARAM in a_cat.get_database(db).parameters  # type: ignore[union-attr]
                 assert FAILOVER_CUT_PARAM not in a_cat.get_database(db).parameters  # type: ignore[union-attr]
             assert sorted(a_cat.list_tables(db_a)) == ["on_b", "p1", "t1"]
+        rerun = streamer("failback", "--state-dir", state, "--source-hms-uri", old.uri,
+                         "--discard-unreplicated", "--rebase")
+        assert rerun.returncode == 0 and "already rebased" in rerun.stdout, rerun.stdout + rerun.stderr
+        with HmsCatalog(old.uri) as a_cat:
+            assert set(dbs) <= set(a_cat.list_databases())  # the replicas are never dropped again
             assert sum(Counter(target_files(a_cat, db_a, "on_b")).values()) == 3
     finally:
         on_a.close()

@@ -80,3 +80,23 @@ def test_rebase_needs_the_old_source_metastore(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["failback", "--state-dir", str(tmp_path), "--notification-db",
                                        "sqlite:///x.db", "--rebase"])
     assert result.exit_code != 0 and "--source-hms-uri" in str(result.exception or result.output)
+
+
+def test_rebase_is_never_done_twice(tmp_path: Path) -> None:
+    """After a rebase the old source may hold the new primary's replicas: --rebase changes nothing
+    (it does not even connect to the old source)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+    from streamer.target.failback import Divergence, record_failback
+    from streamer.target.failover import FailoverRecord, write_record
+
+    write_record(tmp_path, FailoverRecord("done", "t0", "t1", CUT, ("sales",)))
+    record_failback(tmp_path, Divergence(10, 12, ()), discarded=False, dropped=["sales"])
+    result = CliRunner().invoke(cli, ["failback", "--state-dir", str(tmp_path), "--source-hms-uri",
+                                      "thrift://127.0.0.1:1", "--rebase"])
+    assert result.exit_code == 0, result.output
+    assert "already rebased" in result.output and "dropped: sales" in result.output
+    assert json.loads((tmp_path / "failback.json").read_text())["dropped"] == ["sales"]
