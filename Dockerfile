@@ -1,12 +1,13 @@
 # streamer: the source agent, the target job (Spark in local mode or the driver of a spark-submit),
 # the embedded metastore and the bundled warehouse, in one image.
-# Install steps are the README's (scripts/setup.sh): Java 17 and the PostgreSQL JDBC driver from
+# Install steps are the README's (scripts/setup.sh): a Java 17 JDK (`streamer hms run --notifications`
+# compiles its listener with javac) and the PostgreSQL JDBC driver from
 # Debian (plus libkrb5-dev and gcc to build the Kerberos module for --hms-auth kerberos), then
 # `pip install -e '.[kerberos]'` of the repository into a virtualenv.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libpostgresql-jdbc-java libkrb5-dev gcc \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless libpostgresql-jdbc-java libkrb5-dev gcc \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/streamer

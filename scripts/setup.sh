@@ -23,9 +23,10 @@ apt_install() {
   return 1
 }
 
-if ! java_ok; then
-  apt_install openjdk-17-jre-headless || {
-    echo "setup: Java 17+ is required. Install it (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless;" >&2
+# A JDK, not only the JRE: `streamer hms run --notifications` compiles its listener with javac.
+if ! java_ok || ! command -v javac >/dev/null 2>&1; then
+  apt_install openjdk-17-jdk-headless || {
+    echo "setup: a Java 17+ JDK is required. Install it (Debian/Ubuntu: sudo apt-get install openjdk-17-jdk-headless;" >&2
     echo "       macOS: brew install openjdk@17) and run this again." >&2
     exit 1
   }

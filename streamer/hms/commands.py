@@ -42,6 +42,12 @@ def hms() -> None:
 @click.option(
     "--start-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for Thrift."
 )
+@click.option(
+    "--notifications",
+    is_flag=True,
+    help="Log every change in NOTIFICATION_LOG (streamer's listener, compiled with javac on first "
+    "use), so `streamer source run --hms-uri` can publish this metastore.",
+)
 def run(
     port: int | None,
     work_dir: Path | None,
@@ -50,6 +56,7 @@ def run(
     jdbc_user: str | None,
     jdbc_password: str | None,
     start_timeout: float,
+    notifications: bool,
 ) -> None:
     """Start a metastore and keep it in the foreground until Ctrl-C or SIGTERM."""
     server = EmbeddedMetastore(
@@ -60,6 +67,7 @@ def run(
         jdbc_password=jdbc_password,
         port=port,
         start_timeout=start_timeout,
+        notifications=notifications,
     )
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -71,6 +79,8 @@ def run(
             click.echo(f"metastore ready at {server.uri} (started in {server.start_seconds:.1f} s)")
             click.echo(f"warehouse dir: {server.warehouse_dir}")
             click.echo(f"log: {server.log_path}")
+            if notifications:
+                click.echo("notification log: on (streamer's listener)")
             code = server.wait()
             click.echo(f"metastore exited with code {code}", err=True)
     except KeyboardInterrupt:

@@ -12,6 +12,10 @@ connect to 127.0.0.1.
 Kerberos keytab and ``-Djava.security.krb5.conf=...``); ``client_auth`` is then how the readiness
 probe authenticates. ``hadoop.*`` overrides also go to a ``core-site.xml``, which is where Hadoop's
 ``UserGroupInformation`` looks for ``hadoop.security.authentication``.
+
+``notifications=True`` adds streamer's notification listener (``streamer.hms.listener``): every
+change is then logged in ``NOTIFICATION_LOG`` and served by ``get_next_notification``, as a
+production metastore with Hive's listener does.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from streamer.errors import ConfigError
+from streamer.hms import listener
 from streamer.hms.errors import MetastoreError, MetastoreStartError
 from streamer.hms.site import (
     POSTGRES_JAR,
@@ -105,6 +110,7 @@ class EmbeddedMetastore:
         site_overrides: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         client_auth: HmsAuth | None = None,
+        notifications: bool = False,
     ) -> None:
         self._owns_work_dir = work_dir is None
         self._work_dir = Path(work_dir or tempfile.mkdtemp(prefix="streamer-hms-")).resolve()
@@ -121,6 +127,7 @@ class EmbeddedMetastore:
         self._site_overrides = dict(site_overrides or {})
         self._jvm_options = list(jvm_options)
         self._client_auth = client_auth or HmsAuth()
+        self._notifications = notifications
         self._proc: subprocess.Popen[bytes] | None = None
         self.start_seconds: float | None = None
 
@@ -149,6 +156,11 @@ class EmbeddedMetastore:
         return self._work_dir / LOG_NAME
 
     @property
+    def notifications(self) -> bool:
+        """Whether the server logs its changes (streamer's notification listener is on)."""
+        return self._notifications
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -166,14 +178,18 @@ class EmbeddedMetastore:
         conf_dir = self._work_dir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
         self._warehouse_dir.mkdir(parents=True, exist_ok=True)
+        jars_dir = pyspark_jars_dir()
+        props = site_properties(self._settings)
+        if self._notifications:
+            extra_jars.append(listener.listener_classes(jars_dir))
+            props.update(listener.site_properties())
         site = conf_dir / "hive-site.xml"
-        site.write_text(render_site_xml({**site_properties(self._settings), **self._site_overrides}))
+        site.write_text(render_site_xml({**props, **self._site_overrides}))
         site.chmod(0o600)  # may hold the database password
         core = {k: v for k, v in self._site_overrides.items() if k.startswith("hadoop.")}
         if core:
             (conf_dir / "core-site.xml").write_text(render_site_xml(core))
 
-        jars_dir = pyspark_jars_dir()
         if self._settings.is_postgres:
             self._create_schema(conf_dir, jars_dir, extra_jars)
 

@@ -87,6 +87,7 @@ from streamer.target.catalog import (
     REPL_SOURCE_PARAM,
     REPL_TARGET_PARAM,
     Catalog,
+    source_params,
 )
 from streamer.target.files import CopyReport, FileCopier, Staged, clear_dir, link_dir, move_dir, remove_tree
 from streamer.target.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
@@ -268,12 +269,13 @@ class Applier:
     ) -> DatabaseSnapshot:
         name = self.target_db(snap.name)
         marker = max(_marker(current) or 0, event_id) if current is not None else event_id
+        own = source_params(snap.parameters)  # never another stream's bookkeeping
         return dataclasses.replace(
             snap,
             name=name,
             location=self.paths.database_location(name),
             managed_location=None,
-            parameters={**snap.parameters, **self._replica_marks(), LAST_ID_PARAM: str(marker)},
+            parameters={**own, **self._replica_marks(), LAST_ID_PARAM: str(marker)},
         )
 
     def _create_database(self, event: Event) -> None:

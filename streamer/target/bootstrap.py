@@ -42,7 +42,7 @@ from streamer.events.model import (
     Payload,
 )
 from streamer.target.acid import table_key
-from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
 from streamer.target.plan import Step
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def _database(applier: Applier, snap: DatabaseSnapshot, scope: BootstrapScope) -
                 "replace its content)",
                 obj=name,
             )
-    params = {**snap.parameters, REPL_SOURCE_PARAM: applier.source_id}
+    params = {**source_params(snap.parameters), REPL_SOURCE_PARAM: applier.source_id}
     if current is not None and LAST_ID_PARAM in current.parameters:
         params[LAST_ID_PARAM] = current.parameters[LAST_ID_PARAM]  # never moves back; the marker sets E1
     desired = DatabaseSnapshot(

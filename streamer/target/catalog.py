@@ -7,6 +7,7 @@ are the applier's business, so dropping a table here never deletes files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from streamer.events.model import (
@@ -27,8 +28,21 @@ REPL_TARGET_PARAM = "repl.target.for"
 # Set by ``streamer failover``: the source event id the database was replicated through at the cut.
 # The applier refuses to change a database that carries it (it is a primary now).
 FAILOVER_CUT_PARAM = "repl.failover.cut"
+FAILOVER_TIME_PARAM = "repl.failover.time"
+# A failed-over primary's own record of its failover.
+FAILOVER_PARAMS = (FAILOVER_CUT_PARAM, FAILOVER_TIME_PARAM)
 # Hive's EnforceReadOnlyDatabaseHook refuses writes to a database with readonly=true (opt-in here).
 READONLY_PARAM = "readonly"
+# The bookkeeping of the stream a database belongs to. A source database can carry another stream's
+# (a failed-over primary replicated back to its old source carries the forward stream's last id and
+# its failover record); a replica never takes them from the source's snapshots: its own are set by
+# its own applier, and a foreign repl.last.id or repl.failover.cut would make it skip or refuse events.
+STREAM_PARAMS = (LAST_ID_PARAM, REPL_SOURCE_PARAM, REPL_TARGET_PARAM, *FAILOVER_PARAMS)
+
+
+def source_params(params: Mapping[str, str]) -> dict[str, str]:
+    """A source database's parameters without any stream's bookkeeping (``STREAM_PARAMS``)."""
+    return {k: v for k, v in params.items() if k not in STREAM_PARAMS}
 
 
 class Catalog(Protocol):

@@ -117,10 +117,12 @@ def describe(div: Divergence) -> str:
     return "\n".join(lines)
 
 
-def record_failback(state_dir: str | Path, div: Divergence, discarded: bool) -> dict[str, Any]:
-    """Write ``failback.json``: the divergence found and whether the operator discarded it."""
+def record_failback(state_dir: str | Path, div: Divergence, discarded: bool,
+                    dropped: Collection[str] | None = None) -> dict[str, Any]:
+    """Write ``failback.json``: the divergence found, whether the operator discarded it, and the old
+    source's databases ``--rebase`` dropped (None: no rebase)."""
     body = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "discarded": discarded,
-            **div.to_json()}
+            **div.to_json(), "dropped": None if dropped is None else sorted(dropped)}
     path = Path(state_dir) / FAILBACK_FILE
     tmp = path.with_name(f".{FAILBACK_FILE}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -129,6 +131,32 @@ def record_failback(state_dir: str | Path, div: Divergence, discarded: bool) -> 
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return body
+
+
+def read_failback(state_dir: str | Path) -> dict[str, Any] | None:
+    """``failback.json`` as written by ``record_failback`` (None: no failback accepted yet)."""
+    path = Path(state_dir) / FAILBACK_FILE
+    try:
+        body: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StreamerError(f"cannot read {path}: {exc}") from exc
+    return body
+
+
+def drop_old_databases(client: Any, names: Iterable[str]) -> list[str]:
+    """Drop ``names`` on the old source's metastore (``client``: a Thrift client), with their tables
+    and the data of their managed tables, so the new primary's bootstrap rebuilds them from nothing;
+    returns those that existed. External tables' files stay (as Hive's DROP DATABASE CASCADE)."""
+    existing = {d.lower() for d in client.get_all_databases()}
+    dropped: list[str] = []
+    for name in sorted({n.lower() for n in names}):
+        if name not in existing:
+            continue
+        client.drop_database(name, True, True)  # deleteData, cascade
+        dropped.append(name)
+    return dropped
 
 
 def _name(value: str | None) -> str | None:

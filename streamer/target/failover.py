@@ -9,7 +9,8 @@ running it again (it is idempotent):
 2. The cut, computed once no job holds the state dir's job lock (``JobLock``): per replicated
    database the last applied source event id (``repl.last.id``) and the event id it is replicated
    through (``status.replicated_through``), the source head (last PROGRESS record of the topic, when
-   Kafka is given), and the new primary's own notification-log head (where a reverse stream starts).
+   Kafka is given), and the new primary's own notification-log head (where a reverse stream starts;
+   read after the job stopped, so it covers every event the replication itself caused there).
 3. Each replicated database loses its replica marks (``repl.target.for``, and ``readonly`` when the
    job set it) and gets ``repl.failover.cut``: it is writable, and the applier refuses to replicate
    into it again. ``failover.json`` then says ``state: done``.
@@ -25,7 +26,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import IO, Any
 from streamer.errors import StreamerError
 from streamer.target.catalog import (
     FAILOVER_CUT_PARAM,
+    FAILOVER_TIME_PARAM,
     LAST_ID_PARAM,
     READONLY_PARAM,
     REPL_SOURCE_PARAM,
@@ -264,7 +266,7 @@ def promote(catalog: Catalog, names: Collection[str], cut: Cut, when: str) -> li
         if set_readonly:
             params.pop(READONLY_PARAM, None)
         params[FAILOVER_CUT_PARAM] = str(through.get(name, cut.event_id))
-        params.setdefault("repl.failover.time", when)
+        params.setdefault(FAILOVER_TIME_PARAM, when)
         if params != db.parameters:
             catalog.alter_database(name, dataclasses.replace(db, parameters=params))
             changed.append(name)
@@ -278,9 +280,16 @@ def failover(
     source_id: str | None = None,
     source_head: int | None = None,
     new_primary_event_id: int | None = None,
+    new_primary_head: Callable[[], int] | None = None,
     wait_seconds: float = 60.0,
 ) -> FailoverRecord:
-    """Fence the target job, take the cut, promote the replicated databases. Idempotent."""
+    """Fence the target job, take the cut, promote the replicated databases. Idempotent.
+
+    ``new_primary_head`` reads the new primary's notification-log head; it is called once the job
+    has stopped (under its lock), so the events the job itself caused on the new primary (a
+    metastore that logs its changes logs the replication's creates and alters too) are all at or
+    before it, and a reverse stream started after it carries only what happened after the cut.
+    """
     from streamer.target.state import TargetState
     from streamer.target.status import read_progress
 
@@ -301,6 +310,8 @@ def failover(
         dbs = replicated_databases(catalog, source_id)
         applied = {name: int(p.get(LAST_ID_PARAM, "0") or 0) for name, p in dbs.items()}
         halts = {h.db: h.event_id for h in state.halts().values()}
+        if new_primary_head is not None:
+            new_primary_event_id = new_primary_head()
         cut = compute_cut(applied, consumed, halts, set(state.pending_replays()), source_head,
                           new_primary_event_id)
         if record is not None and record.cut is not None:

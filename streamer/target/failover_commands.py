@@ -57,16 +57,13 @@ def failover(
         found = source_head(config, topic or f"streamer.{source_id}.events")
         head = found[0] if found else None
     reader = ThriftNotificationReader(hms_uri, auth=auth)
-    try:
-        new_primary_head = reader.head_event_id()
-    finally:
-        reader.close()
     catalog = HmsCatalog(hms_uri, auth=auth)
     try:
         record = fo.failover(state_dir, catalog, source_id=source_id, source_head=head,
-                             new_primary_event_id=new_primary_head, wait_seconds=wait_seconds)
+                             new_primary_head=reader.head_event_id, wait_seconds=wait_seconds)
     finally:
         catalog.close()
+        reader.close()
     was_done = already is not None and already.state == "done"
     if output == "json":
         click.echo(json.dumps({**record.to_json(), "already_done": was_done}))
@@ -97,6 +94,10 @@ def failover(
 @click.option("--discard-unreplicated", is_flag=True,
               help="Accept that the rebase overwrites the old source's changes after the cut "
                    "(they are listed and recorded in failback.json).")
+@click.option("--rebase", is_flag=True,
+              help="With --source-hms-uri: once nothing unreplicated is left (or it is discarded), drop "
+                   "the failed-over databases on the old source (tables and managed data) so a bootstrap "
+                   "of the new primary rebuilds them; recorded in failback.json.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def failback(
     state_dir: Path,
@@ -107,6 +108,7 @@ def failback(
     hms_client_principal: str | None,
     hms_client_keytab: str | None,
     discard_unreplicated: bool,
+    rebase: bool,
     output: str,
 ) -> None:
     """List the old source's changes after the cut; refuse to rebase it over them unless discarded."""
@@ -118,9 +120,18 @@ def failback(
 
     if bool(notification_db) == bool(source_hms_uri):
         raise ConfigError("give exactly one of --notification-db URL and --source-hms-uri thrift://host:port")
+    if rebase and not source_hms_uri:
+        raise ConfigError("--rebase drops databases through the old source's metastore: use --source-hms-uri")
     record = read_record(state_dir)
     if record is None or record.state != "done" or record.cut is None:
         raise ConfigError(f"{state_dir} records no finished failover; run `streamer failover` first")
+    previous = fb.read_failback(state_dir)
+    if rebase and previous is not None and previous.get("dropped") is not None:
+        # the old source may be a replica of the new primary by now: never drop it again
+        names = ", ".join(previous["dropped"]) or "-"
+        text = f"already rebased at {previous.get('time')} (dropped: {names}); nothing changed"
+        click.echo(json.dumps({**previous, "already_done": True}) if output == "json" else text)
+        return
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     reader: NotificationReader = (
         SqlNotificationReader(notification_db) if notification_db
@@ -137,7 +148,16 @@ def failback(
         if output == "json":
             click.echo(json.dumps({**div.to_json(), "discarded": False, "refused": True}))
         raise fb.UnreplicatedChangesError(message)
-    body = fb.record_failback(state_dir, div, discarded=bool(div.objects))
+    dropped: list[str] | None = None
+    if rebase:
+        from streamer.hms.transport import open_client
+
+        client = open_client(str(source_hms_uri), timeout_s=600, auth=auth)
+        try:
+            dropped = fb.drop_old_databases(client, [d.db for d in record.cut.databases])
+        finally:
+            client.close()
+    body = fb.record_failback(state_dir, div, discarded=bool(div.objects), dropped=dropped)
     if output == "json":
         click.echo(json.dumps({**body, "refused": False}))
         return
@@ -145,10 +165,15 @@ def failback(
     if div.objects:
         click.echo(f"discarded by the operator (recorded in {state_dir / fb.FAILBACK_FILE}): the rebase "
                    "overwrites these objects with the new primary's state")
-    cut = record.cut
-    click.echo(f"next: publish the new primary from its notification event {cut.new_primary_event_id} "
-               f"(streamer source run --hms-uri <new primary> --start-after {cut.new_primary_event_id} "
-               "--source-id <new id>), then run a target job on the old source (docs/failover.md)")
+    start = record.cut.new_primary_event_id
+    steps = [f"publish the new primary after its notification event {start} (streamer source run "
+             f"--hms-uri <new primary> --start-after {start} --source-id <new id>)",
+             "run a target job on the old source and `streamer verify` it (docs/failover.md)"]
+    if dropped is not None:
+        click.echo(f"dropped on the old source: {', '.join(dropped) or '-'}")
+        steps.insert(0, "bootstrap the new primary into a new topic (streamer bootstrap --hms-uri "
+                        "<new primary> --source-id <new id>)")
+    click.echo("next: " + "; then ".join(steps))
 
 
 def _read_all(reader: Any, after: int, batch: int = 1000) -> list[Any]:

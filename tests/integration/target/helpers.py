@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -146,6 +146,16 @@ _READS = frozenset({"current_event_id", "rows", "tables", "databases", "database
                     "partition_snapshots", "functions", "files", "notifications", "txns", "root", "cmroot"})
 
 
+class Stream(Protocol):
+    """What a target job needs to know of its source: the source id and the topic it publishes to."""
+
+    @property
+    def source_id(self) -> str: ...
+
+    @property
+    def topic(self) -> str: ...
+
+
 # --- target side -----------------------------------------------------------------------------
 
 
@@ -194,7 +204,7 @@ class TargetStack:
 class TargetProcess(Child):
     """``streamer target run`` as a child process (its own process group, so SIGKILL takes all of it)."""
 
-    def __init__(self, stack: TargetStack, bootstrap: str, source: Source, *, extra: Sequence[str] = (),
+    def __init__(self, stack: TargetStack, bootstrap: str, source: Stream, *, extra: Sequence[str] = (),
                  name: str = "target", roots: tuple[str, str] | None = None) -> None:
         """``roots``: warehouse root and external base dir URLs (an object store's) instead of the
         stack's local directories."""

@@ -1,187 +1,363 @@
-"""DR operations on the embedded stack (bundled warehouse -> agent -> Tansu -> ``streamer target run``
--> embedded metastore): bounded replication, failover at a cut, a write on the new primary, and the
-failback check of the old source. Runbook: docs/failover.md.
+"""The DR story on two real metastores: replicate, fail over at a cut, write on the new primary, fail
+back, verify. Runbook: docs/failover.md.
 
-One test, in phases, so Spark starts only twice: (1) ``--until-event N`` stops cleanly at N while the
-topic holds more, (2) a run without the bound applies exactly N+1.., (3) ``streamer failover`` stops
-that running job, records the cut and makes the replica writable, (4) the new primary takes a write,
-the old source takes writes after the cut, and ``streamer failback`` lists them and refuses until
-they are discarded, (5) an agent on the new primary starts its reverse stream after the cut.
+Both sides are embedded Hive 2.3 metastores that log their changes (streamer's notification listener,
+``EmbeddedMetastore(notifications=True)``), because the production story is Hive on both sides: the
+old source must become a *target* after the failback, which only a metastore can be (the bundled
+warehouse has no Thrift API to apply to), and the new primary must publish its own writes, which
+needs its notification log. The test plays the writers (Hive, Spark) over Thrift: it creates
+databases, tables and partitions, writes data files into the tables' locations and announces them
+with ``fire_listener_event`` (INSERT), as writers with ``hive.metastore.dml.events`` do.
 
-Where the stack is not real: the embedded metastore (Hive 2.3 from PySpark's jars) has no
-DbNotificationListener, so the new primary's own writes never reach its notification log and the
-reverse stream carries none of them; and the bundled warehouse cannot be a target (the target job
-applies through a metastore's Thrift API), so the old source is not rebased here. docs/failover.md
-says what a production failback does at those two steps.
+One test in phases; Spark starts three times (two forward jobs, one reverse job):
+(1) the agent publishes A's log; ``--until-event N`` stops at N inside a micro-batch, a run without
+the bound continues with exactly N+1.. and B equals A; (2) ``streamer failover`` stops the running
+job and records the cut, with the new primary's head taken after the job stopped (B's log holds the
+replication's own events); (3) B takes writes (a table, an insert, a partition); A takes writes after
+the cut that are never replicated; (4) ``streamer failback`` lists A's changes and refuses; with
+``--discard-unreplicated --rebase`` it records them and drops A's failed-over databases; (5) the
+reverse stream: ``streamer bootstrap --hms-uri B`` into a new topic, an agent on B
+``--start-after <cut.new_primary_event_id>`` (the topic's bootstrap wins) publishing B's later
+writes from B's own log; (6) ``streamer target run`` onto A; ``streamer verify`` of A finds no drift
+and A's tables, partitions and files equal B's.
+
+What is not real: the writers are this test, not Hive or Spark (a Spark session writing through the
+metastore would need the same listener and a fourth JVM); data files are small Parquet files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hmsclient.genthrift.hive_metastore import ttypes as tt
 
 from streamer.errors import ConfigError
-from streamer.events.model import Column, StorageDescriptor, TableSnapshot
+from streamer.events.model import (
+    Column,
+    DatabaseSnapshot,
+    EventType,
+    InsertPayload,
+    PartitionSnapshot,
+    StorageDescriptor,
+    TableSnapshot,
+)
+from streamer.hms.server import EmbeddedMetastore
+from streamer.hms.transport import open_client
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.kafka.topics import read_tail
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.target.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_TARGET_PARAM
 from streamer.target.failover import read_record
-from streamer.warehouse.workload import COLUMNS
+from streamer.target.hms_catalog import HmsCatalog
+from tests.integration.source.test_agent import topic_events
 from tests.integration.target.helpers import (
     STREAMER,
-    Source,
     TargetProcess,
     TargetStack,
-    assert_target_equals_source,
-    mixed_workload,
-    wait_converged,
+    target_files,
+    wait_applied,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+COLS = [Column("id", "bigint"), Column("name", "string")]
+DAY = [Column("dt", "string")]
+PARQUET = {"input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+           "output_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"}
 
 
-def last_ids_through(source: Source, until: int) -> dict[str, int]:
-    """Per source database existing at event ``until``: its newest event id ``<= until``."""
+@dataclass(frozen=True)
+class Stream:
+    source_id: str
+    topic: str
+
+
+class Writer:
+    """Plays a Hive/Spark writer on one metastore: DDL over Thrift, data files + INSERT events."""
+
+    def __init__(self, hms: EmbeddedMetastore, root: Path) -> None:
+        self.uri = hms.uri
+        self.root = root
+        self.catalog = HmsCatalog(hms.uri)
+        self._n = 0
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    def location(self, db: str, table: str, part: str | None = None) -> str:
+        snap = self.catalog.get_table(db, table)
+        if snap is None:
+            return f"file://{self.root / f'{db}.db' / table}" + (f"/{part}" if part else "")
+        return f"{snap.sd.location}/{part}" if part else str(snap.sd.location)
+
+    def write_file(self, location: str, rows: int) -> str:
+        """A Parquet file under ``location`` (a file:// URL); its URL."""
+        self._n += 1
+        directory = Path(location.removeprefix("file:"))
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"part-{self._n:05d}.parquet"
+        ids = list(range(self._n * 100, self._n * 100 + rows))
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}), path)
+        return f"file://{path}"
+
+    def create_database(self, db: str) -> None:
+        self.catalog.create_database(DatabaseSnapshot(name=db, location=f"file://{self.root / f'{db}.db'}"))
+
+    def create_table(self, db: str, table: str, partitioned: bool = False, rows: int = 0) -> None:
+        """A managed Parquet table; with ``rows`` a file is in its location before it is created."""
+        location = self.location(db, table)
+        if rows:
+            self.write_file(location, rows)
+        self.catalog.create_table(TableSnapshot(
+            name=table, db=db, table_type="MANAGED_TABLE", partition_keys=DAY if partitioned else [],
+            sd=StorageDescriptor(location=location, columns=COLS, **PARQUET)))
+
+    def add_partitions(self, db: str, table: str, days: list[str]) -> None:
+        parts = []
+        for day in days:
+            location = self.location(db, table, f"dt={day}")
+            self.write_file(location, 3)
+            parts.append(PartitionSnapshot(values=[day], sd=StorageDescriptor(
+                location=location, columns=COLS, **PARQUET)))
+        self.catalog.add_partitions(db, table, parts)
+
+    def insert(self, db: str, table: str, day: str | None = None) -> None:
+        """A new file in the table (or partition) and the INSERT event a writer fires for it."""
+        url = self.write_file(self.location(db, table, f"dt={day}" if day else None), 2)
+        client = open_client(self.uri, timeout_s=30)
+        try:
+            client.fire_listener_event(tt.FireEventRequest(
+                successful=True, dbName=db, tableName=table, partitionVals=[day] if day else None,
+                data=tt.FireEventRequestData(insertData=tt.InsertEventRequestData(filesAdded=[url]))))
+        finally:
+            client.close()
+
+    def alter_table_param(self, db: str, table: str, key: str, value: str) -> None:
+        snap = self.catalog.get_table(db, table)
+        assert snap is not None
+        params = {**snap.parameters, key: value}
+        self.catalog.alter_table(db, table, dataclasses.replace(snap, parameters=params))
+
+
+def log_rows(uri: str, after: int = 0) -> list[tuple[int, str, str | None, str | None]]:
+    """(event id, type, db, table) of a metastore's notification log after ``after``."""
+    reader = ThriftNotificationReader(uri)
+    try:
+        out, last = [], after
+        while rows := reader.read_after(last, 500):
+            out += [(r.event_id, r.event_type, r.db_name, r.table_name) for r in rows]
+            last = rows[-1].event_id
+        return out
+    finally:
+        reader.close()
+
+
+def last_ids(uri: str, dbs: list[str], until: int | None = None, after: int = 0) -> dict[str, int]:
+    """Per database, the id of its newest logged event (``<= until``)."""
     out: dict[str, int] = {}
-    for row in source.warehouse.notifications():
-        if row.event_id > until:
-            break
-        if not row.db_name:
-            continue
-        if row.event_type == "DROP_DATABASE":
-            out.pop(row.db_name.lower(), None)
-        else:
-            out[row.db_name.lower()] = row.event_id
+    for event_id, _, db, _ in log_rows(uri, after):
+        if db in dbs and (until is None or event_id <= until):
+            out[db] = event_id
+    return out
+
+
+def publish(uri: str, config: dict[str, object], stream: Stream, start_after: int | None = None) -> int:
+    """An agent on ``uri`` publishes everything logged so far; its last event id."""
+    settings = AgentConfig(stream.source_id, dict(config), topic=stream.topic, start_after=start_after,
+                           gap_settle_seconds=0.5)
+    agent = SourceAgent(settings, ThriftNotificationReader(uri))
+    try:
+        agent.run(once=True)
+        return agent.last_id
+    finally:
+        agent.close()
+        agent.reader.close()
+
+
+def tables_of(catalog: HmsCatalog, db: str) -> dict[str, tuple[object, ...]]:
+    """Per table: columns, partition keys, partitions and data files (partition, name, sha256)."""
+    out: dict[str, tuple[object, ...]] = {}
+    for name in sorted(catalog.list_tables(db)):
+        snap = catalog.get_table(db, name)
+        assert snap is not None
+        keys = [c.name for c in snap.partition_keys]
+        parts = sorted(tuple(p.values) for p in catalog.list_partitions(db, name)) if keys else []
+        out[name] = ([(c.name, c.type) for c in snap.sd.columns], keys, parts,
+                     target_files(catalog, db, name), snap.parameters.get("note"))
     return out
 
 
 def streamer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([STREAMER, *args], capture_output=True, text=True, timeout=180)
+    return subprocess.run([STREAMER, *args], capture_output=True, text=True, timeout=300)
 
 
-def test_bounded_replication_failover_and_failback_check(
-    broker: EmbeddedBroker,
-    source: Source,
-    target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
-    prefix: str,
-    tmp_path: Path,
+def test_replicate_failover_failback_verify(
+    broker: EmbeddedBroker, hms_notifying: EmbeddedMetastore, target_jobs: list[TargetProcess],
+    prefix: str, tmp_path: Path,
 ) -> None:
-    wh = source.warehouse
-    last = mixed_workload(source.publishing(), prefix, 40, seed=41)
-    until = last - 12  # inside the first micro-batch: the job must stop within a batch
-    expected_at_n = last_ids_through(source, until)
-    assert any(v < until for v in expected_at_n.values()), "want a database whose last event is before N"
-
-    # (1) bounded: stops by itself at N, with the rest of the topic unapplied
-    bounded = TargetProcess(target_stack, broker.bootstrap_servers, source, name="bounded",
-                            extra=["--until-event", str(until), "--max-events-per-trigger", "5000"])
-    target_jobs.append(bounded.start())
-    assert bounded.proc is not None
-    assert bounded.proc.wait(240) == 0, bounded.tail()
-    assert f"stopped at --until-event {until}; event {until + 1} and later are held" in bounded.tail()
-    assert target_stack.applied_ids(expected_at_n) == expected_at_n
-    assert not target_stack.halts()
-
-    # (2) unbounded: continues with exactly N+1 (the uncommitted batch is re-read, 1..N skipped)
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source, name="resumed")
-    target_jobs.append(job.start())
-    wait_converged(job, source)
-    after_n = sum(1 for row in wh.notifications() if row.event_id > until)
-    assert job.metric("streamer_target_events_applied_total") == after_n
-    assert_target_equals_source(source, target_stack, None)  # no drift at the cut
-    # (a `streamer verify` call belongs here once it exists: same target, expected: no drift)
-    with target_stack.catalog() as catalog:
-        db_a = catalog.get_database(f"{prefix}a")
-        assert db_a is not None and db_a.parameters[REPL_TARGET_PARAM] == source.source_id
-
-    # (3) failover while the job runs: it stops, the cut is recorded, the databases become writable
-    done = streamer("failover", "--state-dir", str(target_stack.state_dir), "--hms-uri", target_stack.hms.uri,
-                    "--bootstrap-servers", broker.bootstrap_servers, "--topic", source.topic,
-                    "--source-id", source.source_id, "--wait-seconds", "60", "--output", "json")
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["state"] == "done" and not report["already_done"]
-    cut = report["cut"]
-    assert cut["event_id"] == last and cut["source_head_event_id"] == last and cut["unreplicated"] == 0
-    assert job.proc is not None and job.proc.wait(60) == 0, job.tail()
-    assert "failed over" in job.tail()
-    replicated = set(source.last_ids())
-    assert set(report["changed"]) == replicated
-    with target_stack.catalog() as catalog:
-        for db in replicated:
-            params = catalog.get_database(db).parameters  # type: ignore[union-attr]
-            assert REPL_TARGET_PARAM not in params
-            assert params[FAILOVER_CUT_PARAM] == str(last) and params[LAST_ID_PARAM]
-    state = str(target_stack.state_dir)
-    again = streamer("failover", "--state-dir", state, "--hms-uri", target_stack.hms.uri)
-    assert again.returncode == 0 and "already failed over" in again.stdout, again.stderr
-    status = streamer("status", "--hms-uri", target_stack.hms.uri, "--state-dir", state, "--output", "json")
-    assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["failover"]["cut"]["event_id"] == last
-    refused = streamer("target", "run", "--bootstrap-servers", broker.bootstrap_servers, "--source-id",
-                       source.source_id, "--topic", source.topic, "--hms-uri", target_stack.hms.uri,
-                       "--warehouse-root", target_stack.warehouse_root.as_uri(),
-                       "--state-dir", str(target_stack.state_dir), "--metrics-port", "0")
-    assert refused.returncode == 1 and "failed over at source event" in refused.stderr, refused.stderr
-
-    # (4) both sides write after the cut; the failback check lists the old source's changes
-    with target_stack.catalog() as catalog:  # the new primary takes writes (its database is writable)
-        catalog.create_table(TableSnapshot(
-            name="written_on_new_primary", db=f"{prefix}a", table_type="MANAGED_TABLE",
-            sd=StorageDescriptor(location=(target_stack.warehouse_root / "new_primary").as_uri(),
-                                 columns=[Column("id", "bigint")])))
-        assert "written_on_new_primary" in catalog.list_tables(f"{prefix}a")
-    late = source.publishing()  # published by the agent: in the topic, never applied
-    late.create_table(f"{prefix}b", "late", COLUMNS)
-    late.insert(f"{prefix}b", "late", [{"id": 1, "name": "x", "amount": 1.0, "ok": True}])
-    wh.alter_database(f"{prefix}a", {"note": "after the cut"})  # never published
-    after_cut = [row.event_id for row in wh.notifications(after=last)]
-    assert len(after_cut) == 3
-
-    url = str(tmp_path / "source" / "metastore.sqlite")  # the old source's metastore (conftest.source)
-    check = streamer("failback", "--state-dir", str(target_stack.state_dir), "--notification-db", url)
-    assert check.returncode == 1, check.stdout + check.stderr
-    assert f"{prefix}b.late: events {after_cut[0]}-{after_cut[1]} (CREATE_TABLE, INSERT" in check.stderr
-    assert f"{prefix}a: events {after_cut[2]} (ALTER_DATABASE; never published)" in check.stderr
-    assert "refusing to rebase" in check.stderr
-    assert not (target_stack.state_dir / "failback.json").exists()
-    discard = streamer("failback", "--state-dir", str(target_stack.state_dir), "--notification-db", url,
-                       "--discard-unreplicated", "--output", "json")
-    assert discard.returncode == 0, discard.stderr
-    body = json.loads(discard.stdout)
-    assert body["discarded"] and body["unreplicated_events"] == 3
-    assert sorted(i for o in body["objects"] for i in o["event_ids"]) == after_cut
-    assert json.loads((target_stack.state_dir / "failback.json").read_text())["discarded"]
-
-    # (5) the reverse stream: an agent on the new primary publishes to a new topic after the cut
-    record = read_record(target_stack.state_dir)
-    assert record is not None and record.cut is not None
-    start = record.cut.new_primary_event_id
-    assert start is not None
+    bootstrap = broker.bootstrap_servers
     config = broker.client_settings()
-    reverse_topic = f"{source.topic}.reverse"
-    reader = ThriftNotificationReader(target_stack.hms.uri)
-    agent = SourceAgent(AgentConfig(f"{source.source_id}-dr", config, topic=reverse_topic, start_after=start,
-                                    gap_settle_seconds=0.5), reader)
+    db_a, db_b = f"{prefix}a", f"{prefix}b"
+    dbs = [db_a, db_b]
+    forward = Stream(f"old-{prefix.rstrip('_')}", f"streamer.old.{prefix}events")
+    reverse = Stream(f"new-{prefix.rstrip('_')}", f"streamer.new.{prefix}events")
+    old = EmbeddedMetastore(work_dir=tmp_path / "old", notifications=True).start()  # A: the old source
+    new = hms_notifying  # B: the target, then the new primary
+    stack_b = TargetStack(new, tmp_path / "b")
+    stack_a = TargetStack(old, tmp_path / "a")  # A as a target, after the failback
+    on_a = Writer(old, old.warehouse_dir)
+    on_b = Writer(new, stack_b.warehouse_root)
     try:
-        agent.run(once=True)
-        assert agent.last_id == max(start, reader.head_event_id())
+        # (1) A's writes, published; a bounded run stops at N, an unbounded one converges
+        on_a.create_database(db_a)
+        on_a.create_database(db_b)
+        on_a.create_table(db_a, "t1", rows=3)  # its first file is listed by CREATE_TABLE
+        on_a.insert(db_a, "t1")
+        on_a.create_table(db_a, "p1", partitioned=True)
+        on_a.add_partitions(db_a, "p1", ["2024-01-01", "2024-01-02"])
+        on_a.insert(db_a, "p1", "2024-01-01")
+        on_a.create_table(db_b, "t2")
+        until = publish(old.uri, config, forward) + 1  # N: db_b's INSERT, after db_a's last event
+        on_a.insert(db_b, "t2")
+        on_a.alter_table_param(db_a, "t1", "note", "v1")
+        on_a.catalog.drop_partitions(db_a, "p1", [["2024-01-02"]])
+        on_a.create_table(db_a, "gone")
+        on_a.catalog.drop_table(db_a, "gone")
+        on_a.insert(db_b, "t2")
+        head = publish(old.uri, config, forward)
+        assert [t for _, t, _, _ in log_rows(old.uri)] == [
+            "CREATE_DATABASE", "CREATE_DATABASE", "CREATE_TABLE", "INSERT", "CREATE_TABLE", "ADD_PARTITION",
+            "INSERT", "CREATE_TABLE", "INSERT", "ALTER_TABLE", "DROP_PARTITION", "CREATE_TABLE", "DROP_TABLE",
+            "INSERT"]
+        expected_at_n = last_ids(old.uri, dbs, until)
+        assert expected_at_n[db_a] < until == expected_at_n[db_b]
+
+        bounded = TargetProcess(stack_b, bootstrap, forward, name="bounded",
+                                extra=["--until-event", str(until), "--max-events-per-trigger", "5000"])
+        target_jobs.append(bounded.start())
+        assert bounded.proc is not None and bounded.proc.wait(240) == 0, bounded.tail()
+        assert f"stopped at --until-event {until}; event {until + 1} and later are held" in bounded.tail()
+        assert stack_b.applied_ids(dbs) == expected_at_n and not stack_b.halts()
+
+        job = TargetProcess(stack_b, bootstrap, forward, name="forward")
+        target_jobs.append(job.start())
+        expected = last_ids(old.uri, dbs)
+        wait_applied(job, stack_b, expected, 240)
+        assert stack_b.applied_ids(dbs) == expected
+        assert job.metric("streamer_target_events_applied_total") == head - until
+        with stack_b.catalog() as b_cat, HmsCatalog(old.uri) as a_cat:
+            for db in dbs:
+                assert tables_of(b_cat, db) == tables_of(a_cat, db), db  # no drift at the cut
+            assert b_cat.get_database(db_a).parameters[REPL_TARGET_PARAM] == forward.source_id  # type: ignore[union-attr]
+        replication_events = [r for r in log_rows(new.uri) if r[2] in dbs]
+        logged = {t for _, t, _, _ in replication_events}
+        assert {"CREATE_DATABASE", "CREATE_TABLE", "ADD_PARTITION"} <= logged
+
+        # (2) failover while the job runs: the cut, and B's head taken after the job stopped
+        done = streamer("failover", "--state-dir", str(stack_b.state_dir), "--hms-uri", new.uri,
+                        "--bootstrap-servers", bootstrap, "--topic", forward.topic, "--source-id",
+                        forward.source_id, "--wait-seconds", "60", "--output", "json")
+        assert done.returncode == 0, done.stderr
+        cut = json.loads(done.stdout)["cut"]
+        assert cut["event_id"] == head == cut["source_head_event_id"] and cut["unreplicated"] == 0
+        assert job.proc is not None and job.proc.wait(60) == 0 and "failed over" in job.tail(), job.tail()
+        b_head = log_rows(new.uri)[-1][0]
+        assert cut["new_primary_event_id"] == b_head >= replication_events[-1][0]
+        with stack_b.catalog() as b_cat:
+            for db in dbs:
+                params = b_cat.get_database(db).parameters  # type: ignore[union-attr]
+                assert REPL_TARGET_PARAM not in params and params[FAILOVER_CUT_PARAM] == str(head)
+        again = streamer("failover", "--state-dir", str(stack_b.state_dir), "--hms-uri", new.uri)
+        assert again.returncode == 0 and "already failed over" in again.stdout, again.stderr
+        status = streamer("status", "--hms-uri", new.uri, "--state-dir", str(stack_b.state_dir),
+                          "--output", "json")
+        assert status.returncode == 0 and json.loads(status.stdout)["failover"]["cut"]["event_id"] == head
+        refused = streamer("target", "run", "--bootstrap-servers", bootstrap, "--source-id",
+                           forward.source_id, "--topic", forward.topic, "--hms-uri", new.uri, "--state-dir",
+                           str(stack_b.state_dir), "--warehouse-root", stack_b.warehouse_root.as_uri(),
+                           "--metrics-port", "0")
+        assert refused.returncode == 1 and "failed over at source event" in refused.stderr, refused.stderr
+
+        # (3) B (the new primary) takes writes; A takes writes after the cut, never replicated
+        on_b.create_table(db_a, "on_b", rows=2)
+        on_b.insert(db_a, "on_b")
+        on_b.add_partitions(db_a, "p1", ["2024-03-01"])
+        on_a.create_table(db_b, "late")
+        on_a.insert(db_b, "late")
+        late = [e for e, _, _, t in log_rows(old.uri, head)]
+        assert len(late) == 2
+
+        # (4) failback: A's changes are listed and the rebase refused, until discarded explicitly
+        state = str(stack_b.state_dir)
+        check = streamer("failback", "--state-dir", state, "--source-hms-uri", old.uri, "--rebase")
+        assert check.returncode == 1, check.stdout + check.stderr
+        listed = f"{db_b}.late: events {late[0]}-{late[1]} (CREATE_TABLE, INSERT; never published)"
+        assert listed in check.stderr
+        assert "refusing to rebase" in check.stderr
+        with HmsCatalog(old.uri) as a_cat:
+            assert set(dbs) <= set(a_cat.list_databases())  # nothing dropped
+        discard = streamer("failback", "--state-dir", state, "--source-hms-uri", old.uri,
+                           "--discard-unreplicated", "--rebase", "--output", "json")
+        assert discard.returncode == 0, discard.stderr
+        body = json.loads(discard.stdout)
+        assert body["discarded"] and body["unreplicated_events"] == 2 and body["dropped"] == sorted(dbs)
+        assert json.loads((stack_b.state_dir / "failback.json").read_text())["dropped"] == sorted(dbs)
+        with HmsCatalog(old.uri) as a_cat:
+            assert not set(dbs) & set(a_cat.list_databases())
+
+        # (5) the reverse stream: B bootstrapped into a new topic, then its agent after the cut
+        boot = streamer("bootstrap", "--hms-uri", new.uri, "--source-id", reverse.source_id, "--topic",
+                        reverse.topic, "--bootstrap-servers", bootstrap, "--policy", db_a, "--policy", db_b)
+        assert boot.returncode == 0, boot.stderr
+        record = read_record(stack_b.state_dir)
+        assert record is not None and record.cut is not None and record.cut.new_primary_event_id == b_head
+        on_b.insert(db_a, "on_b")  # B's own write after the bootstrap: only its log carries it
+        b_insert = log_rows(new.uri)[-1]
+        assert b_insert[1:3] == ("INSERT", db_a)
+        assert publish(new.uri, config, reverse, start_after=b_head) == b_insert[0]
+        with pytest.raises(ConfigError, match="already ends at event"):  # a gap would be left: refused
+            publish(new.uri, config, reverse, start_after=b_insert[0] + 5)
+        published = [e for e in topic_events(config, reverse.topic) if e.event_type == EventType.INSERT]
+        assert [e.event_id for e in published] == [b_insert[0]]
+        assert isinstance(published[0].payload, InsertPayload) and published[0].payload.files[0].checksum
+
+        # (6) A as a target of B; verify finds no drift; A equals B
+        back = TargetProcess(stack_a, bootstrap, reverse, name="reverse")
+        target_jobs.append(back.start())
+        wait_applied(back, stack_a, {db_a: b_insert[0], db_b: b_head + 1}, 300)  # db_b: at the bootstrap's id
+        applied = stack_a.applied_ids(dbs)
+        assert applied[db_a] == b_insert[0] and b_head < applied[db_b] < b_insert[0] and not stack_a.halts()
+        back.stop()
+        verify = streamer("verify", "--hms-uri", old.uri, "--state-dir", str(stack_a.state_dir),
+                          "--bootstrap-servers", bootstrap, "--topic", reverse.topic, "--source-id",
+                          reverse.source_id, "--output", "json")
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        verdict = json.loads(verify.stdout)
+        assert verdict["ok"] and not verdict["drifts"], verdict
+        assert sorted(d["db"] for d in verdict["databases"]) == sorted(dbs)
+        assert sum(d["compared"]["files"] for d in verdict["databases"]) >= 6, verdict
+        with stack_b.catalog() as b_cat, HmsCatalog(old.uri) as a_cat:
+            for db in dbs:
+                a_tables, b_tables = tables_of(a_cat, db), tables_of(b_cat, db)
+                assert a_tables == b_tables, db
+                assert LAST_ID_PARAM in a_cat.get_database(db).parameters  # type: ignore[union-attr]
+                assert FAILOVER_CUT_PARAM not in a_cat.get_database(db).parameters  # type: ignore[union-attr]
+            assert sorted(a_cat.list_tables(db_a)) == ["on_b", "p1", "t1"]
+        rerun = streamer("failback", "--state-dir", state, "--source-hms-uri", old.uri,
+                         "--discard-unreplicated", "--rebase")
+        assert rerun.returncode == 0 and "already rebased" in rerun.stdout, rerun.stdout + rerun.stderr
+        with HmsCatalog(old.uri) as a_cat:
+            assert set(dbs) <= set(a_cat.list_databases())  # the replicas are never dropped again
+            assert sum(Counter(target_files(a_cat, db_a, "on_b")).values()) == 3
     finally:
-        agent.close()
-    tail = read_tail(config, reverse_topic, n=1)
-    assert tail, "the reverse stream published its first progress record"
-    # a conflicting --start-after on a topic that already ends before it is refused, clearly
-    conflict = SourceAgent(AgentConfig(f"{source.source_id}-dr", config, topic=reverse_topic,
-                                       start_after=agent.last_id + 5), reader)
-    try:
-        with pytest.raises(ConfigError, match="already ends at event"):
-            conflict.start()
-    finally:
-        conflict.close()
-        reader.close()
+        on_a.close()
+        on_b.close()
+        old.stop()

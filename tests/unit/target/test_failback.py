@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,3 +48,55 @@ def test_every_event_after_the_cut_is_reported_once(spec: list[tuple[int, str | 
     div = divergence(rows, CUT)
     listed = [i for o in div.objects for i in o.event_ids] + list(div.other_events)
     assert sorted(listed) == sorted(i for i, _, _ in spec if i > CUT.event_id)
+
+
+class _Client:
+    """The two Thrift calls ``drop_old_databases`` makes."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.dropped: list[tuple[str, bool, bool]] = []
+
+    def get_all_databases(self) -> list[str]:
+        return list(self.names)
+
+    def drop_database(self, name: str, delete_data: bool, cascade: bool) -> None:
+        self.dropped.append((name, delete_data, cascade))
+
+
+def test_rebase_drops_the_failed_over_databases_that_exist() -> None:
+    from streamer.target.failback import drop_old_databases
+
+    client = _Client(["default", "sales", "finance"])
+    assert drop_old_databases(client, ["Sales", "gone", "finance"]) == ["finance", "sales"]
+    assert client.dropped == [("finance", True, True), ("sales", True, True)]
+
+
+def test_rebase_needs_the_old_source_metastore(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+
+    result = CliRunner().invoke(cli, ["failback", "--state-dir", str(tmp_path), "--notification-db",
+                                       "sqlite:///x.db", "--rebase"])
+    assert result.exit_code != 0 and "--source-hms-uri" in str(result.exception or result.output)
+
+
+def test_rebase_is_never_done_twice(tmp_path: Path) -> None:
+    """After a rebase the old source may hold the new primary's replicas: --rebase changes nothing
+    (it does not even connect to the old source)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+    from streamer.target.failback import Divergence, record_failback
+    from streamer.target.failover import FailoverRecord, write_record
+
+    write_record(tmp_path, FailoverRecord("done", "t0", "t1", CUT, ("sales",)))
+    record_failback(tmp_path, Divergence(10, 12, ()), discarded=False, dropped=["sales"])
+    result = CliRunner().invoke(cli, ["failback", "--state-dir", str(tmp_path), "--source-hms-uri",
+                                      "thrift://127.0.0.1:1", "--rebase"])
+    assert result.exit_code == 0, result.output
+    assert "already rebased" in result.output and "dropped: sales" in result.output
+    assert json.loads((tmp_path / "failback.json").read_text())["dropped"] == ["sales"]

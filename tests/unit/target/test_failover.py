@@ -174,3 +174,35 @@ def test_mark_readonly_sets_hives_readonly(tmp_path: Path) -> None:
     run_plan(applier, plan([b.create_db(1, "a", owner="x")], {}), state)
     params = catalog.get_database("a").parameters  # type: ignore[union-attr]
     assert params[READONLY_PARAM] == "true" and params["owner"] == "x"
+
+
+def test_new_primary_head_is_read_after_the_job_stopped(tmp_path: Path) -> None:
+    """The head is read under the job lock: a metastore that logs its changes has logged every
+    change the job made there by then."""
+    catalog = MemoryCatalog()
+    replica(catalog, "a", 3)
+    seen: list[bool] = []
+
+    def head() -> int:
+        other = JobLock(tmp_path)
+        seen.append(other.acquire())  # False: the failover holds the lock while it reads
+        other.release()
+        return 42
+
+    done = failover(tmp_path, catalog, new_primary_head=head)
+    assert seen == [False] and done.cut is not None and done.cut.new_primary_event_id == 42
+
+
+def test_a_replica_of_a_failed_over_primary_keeps_only_its_own_bookkeeping(tmp_path: Path) -> None:
+    """The old source rebased as a target of the new primary: the primary's databases carry the
+    forward stream's repl.last.id and failover record, which the replica must not take."""
+    catalog = MemoryCatalog()
+    applier = Applier(catalog, FileCopier(), TargetPaths(f"file://{tmp_path}/wh"), "new-primary",
+                      state=TargetState(tmp_path / "state"))
+    foreign = {LAST_ID_PARAM: "900", FAILOVER_CUT_PARAM: "900", "repl.failover.time": "t",
+               REPL_SOURCE_PARAM: "old", REPL_TARGET_PARAM: "old", "owner.team": "fin"}
+    report = run_plan(applier, plan([b.create_db(5, "a", **foreign)], {}), TargetState(tmp_path / "state"))
+    assert not report.halted
+    params = catalog.get_database("a").parameters  # type: ignore[union-attr]
+    assert params == {LAST_ID_PARAM: "5", REPL_SOURCE_PARAM: "new-primary", REPL_TARGET_PARAM: "new-primary",
+                      "owner.team": "fin"}
