@@ -50,8 +50,9 @@ SOURCE_EVENTS_FILTERED = Counter(
 )
 SOURCE_EVENTS_SKIPPED = Counter(
     "streamer_source_events_skipped_total",
-    "Source events of an unknown type that name no database: not published (logged with their id)",
-    ["event_type"], registry=REGISTRY,
+    "Source events of an unknown type that name no database: not published (logged with their id and "
+    "type; the type is not a label because the source chooses it)",
+    registry=REGISTRY,
 )
 SOURCE_EVENTS_OTHER_CATALOG = Counter(
     "streamer_source_events_other_catalog_total",

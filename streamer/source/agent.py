@@ -310,7 +310,7 @@ class SourceAgent:
         published = 0
         for item in prepared:
             if item.passed == "unknown":
-                metrics.SOURCE_EVENTS_SKIPPED.labels(item.event_type).inc()
+                metrics.SOURCE_EVENTS_SKIPPED.inc()
                 log.warning("event %d: unknown event type %r names no database; passed over (nothing to "
                             "halt, and streamer replicates no catalog-level objects)",
                             item.event_id, item.event_type)
@@ -323,7 +323,9 @@ class SourceAgent:
                     log.warning("event %d: unknown event type %r published as %s; targets halt database "
                                 "%s at it (retry after an upgrade, or skip)", item.event_id,
                                 item.event_type, EventType.UNKNOWN.value, item.opaque_db)
-                metrics.SOURCE_EVENTS_PUBLISHED.labels(item.event_type).inc()
+                # an unknown type counts as the type it is published as: labels stay bounded
+                metrics.SOURCE_EVENTS_PUBLISHED.labels(
+                    EventType.UNKNOWN.value if item.opaque_db is not None else item.event_type).inc()
                 published += 1
         self.last_id = last
         self._observe_head(head)

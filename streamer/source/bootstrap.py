@@ -189,7 +189,7 @@ def source_events(reader: NotificationReader, source_id: str, enrich: EnrichSett
             if not in_catalog(row, catalog_name):
                 continue
             if not is_known_type(row.event_type):
-                metrics.SOURCE_EVENTS_SKIPPED.labels(row.event_type).inc()
+                metrics.SOURCE_EVENTS_SKIPPED.inc()
                 log.warning("bootstrap: event %d of unknown type %r (%s) cannot be consolidated; passed "
                             "over", row.event_id, row.event_type,
                             ".".join(n for n in (row.db_name, row.table_name) if n) or "no database")

@@ -29,11 +29,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# what earlier tests in this process left in the lag histogram (count, count <= 0.5 s)
+_LAG_BEFORE: dict[str, float] = {}
+
+
 @pytest.fixture(scope="module")
 def metrics_port() -> int:
     """streamer's own /metrics server, in this process, with lag values set."""
     from streamer import metrics
 
+    for key, labels in (("count", None), ("le_0.5", {"le": "0.5"})):
+        name = "streamer_target_lag_seconds_count" if labels is None else "streamer_target_lag_seconds_bucket"
+        _LAG_BEFORE[key] = metrics.REGISTRY.get_sample_value(name, labels) or 0.0
     port = _free_port()
     metrics.serve(port)
     metrics.TARGET_LAST_APPLIED.labels(db="sales").set(1234)
@@ -108,15 +115,16 @@ def _eventually(url: str, expr: str, timeout: float = 20) -> list[dict[str, Any]
 
 
 def test_prometheus_scrapes_the_lag_series(prometheus: str) -> None:
-    applied = _eventually(prometheus, "streamer_target_last_applied_event_id")
+    # only the series this test set: earlier tests in this process leave databases of their own
+    applied = _eventually(prometheus, 'streamer_target_last_applied_event_id{db=~"sales|hr"}')
     by_db = {r["metric"]["db"]: float(r["value"][1]) for r in applied}
     assert by_db == {"sales": 1234.0, "hr": 1200.0}
     assert {r["metric"]["job"] for r in applied} == {"streamer-target"}
     assert {r["metric"]["target"] for r in applied} == {"dr"}
     count = _eventually(prometheus, "streamer_target_lag_seconds_count")
-    assert float(count[0]["value"][1]) == 3
+    assert float(count[0]["value"][1]) == _LAG_BEFORE["count"] + 3
     buckets = _eventually(prometheus, 'streamer_target_lag_seconds_bucket{le="0.5"}')
-    assert float(buckets[0]["value"][1]) == 2
+    assert float(buckets[0]["value"][1]) == _LAG_BEFORE["le_0.5"] + 2
     assert float(_eventually(prometheus, "streamer_target_lag_events")[0]["value"][1]) == 7
 
 
