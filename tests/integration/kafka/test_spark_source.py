@@ -85,7 +85,8 @@ def test_batches_are_bounded_ordered_committed_and_resume_from_checkpoint(
 
     first = Collector()
     ckpt = tmp_path / "ckpt"
-    _run_available_now(_stream(spark, kafka_config, topic, ckpt, first, maxEventsPerTrigger="6", reader=reader))
+    first_run = _stream(spark, kafka_config, topic, ckpt, first, maxEventsPerTrigger="6", reader=reader)
+    _run_available_now(first_run)
     assert first.values == values
     assert len(first.batches) >= 2 and all(len(batch) <= 6 for batch in first.batches)
     row = first.batches[0][0]
