@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.source_options import (
     SourceOptions,
@@ -251,19 +252,25 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
         """Rows from `begin` up to what is readable now (or `cap`), and the offset after them.
 
         With nothing readable, waits up to `wait_s` for the first record; then takes only what
-        the consumer already holds, so a busy partition still gives bounded batches.
+        the consumer already holds, so a busy partition still gives bounded batches. Under
+        Trigger.AvailableNow it reads on until `cap`: everything committed when the trigger began.
         """
         topic, partition = self.opts.topic, self.opts.partition
+        must_reach = cap if self._target is not None else None
         rows: list[tuple[Any, ...]] = []
         end = begin
         held, self._ahead = self._ahead, []
-        deadline = time.monotonic() + self.opts.wait_s
+        now = time.monotonic()
+        deadline, progressed = now + self.opts.wait_s, now
         while True:
             if held:
                 fetched, held = held, []
             else:
-                first = None if rows or end > begin else consumer.poll(max(0.0, deadline - time.monotonic()))
+                short = _SHORT_POLL if must_reach is not None and end < must_reach else 0.0
+                wait = short if rows or end > begin else max(short, deadline - time.monotonic())
+                first = consumer.poll(wait)
                 fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+            before = end
             for i, msg in enumerate(fetched):
                 if not is_data(msg, topic, partition, end):
                     continue
@@ -282,8 +289,19 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
             position = consumer.position([TopicPartition(topic, partition)])[0].offset
             if position != OFFSET_INVALID and position > end:
                 end = position if cap is None else min(position, cap)
-            if not fetched or (cap is not None and end >= cap):
+            if cap is not None and end >= cap:
                 break
+            if must_reach is None:
+                if not fetched:
+                    break
+                continue
+            if end > before:
+                progressed = time.monotonic()
+            elif time.monotonic() - progressed > self.opts.poll_timeout_s:
+                raise KafkaClientError(
+                    f"reading {topic}[{partition}] stalled at offset {end} (wanted up to {must_reach}) for "
+                    f"{self.opts.poll_timeout_s:.0f}s: an open transaction or an unreachable broker"
+                )
         self._next = end
         return rows, end
 
@@ -298,6 +316,7 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
 
 # records the driver reader drains from the consumer's queue per call (what is fetched already)
 _DRAIN = 1000
+_SHORT_POLL = 0.05  # seconds per poll while a read must go on (Trigger.AvailableNow)
 # Defaults of the long-lived consumer (a `kafka.` option of the same name wins). Tansu answers a
 # fetch only when fetch.wait.max.ms has passed, even if records arrived meanwhile, so the consumer's
 # default (500 ms) would add up to that to every record; at 10 ms a record is seen ~3 ms after its
