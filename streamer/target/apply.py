@@ -182,16 +182,19 @@ class Applier:
         finally:
             self._databases = None
 
+    # (each reads self._databases once: a concurrent batch ending may set it to None meanwhile)
     def _forget(self, name: str | None = None) -> None:
-        if self._databases is not None:
+        known = self._databases
+        if known is not None:
             if name is None:
-                self._databases.clear()
+                known.clear()
             else:
-                self._databases.pop(name, None)
+                known.pop(name, None)
 
     def _remember(self, name: str, db: DatabaseSnapshot) -> None:
-        if self._databases is not None:
-            self._databases[name] = db
+        known = self._databases
+        if known is not None:
+            known[name] = db
 
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
@@ -271,7 +274,8 @@ class Applier:
 
     def _check_owned(self, name: str) -> DatabaseSnapshot | None:
         """The target database (None if absent); refuses one this source does not own."""
-        known = self._databases.get(name) if self._databases is not None else None
+        databases = self._databases
+        known = databases.get(name) if databases is not None else None
         db = known if known is not None else self.catalog.get_database(name)
         if db is not None and FAILOVER_CUT_PARAM in db.parameters:
             raise ApplyError(
