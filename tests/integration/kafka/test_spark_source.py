@@ -152,3 +152,47 @@ def test_topic_lost_in_broker_restart_fails_the_query_clearly(
         assert "DataLossError" in message
         assert "data loss on topic 'lost' partition 0" in message
         assert "recreated" in message
+
+
+def test_driver_reader_bounds_reads_continues_and_replays_ranges(
+    kafka_config: dict[str, Any], topic: str
+) -> None:
+    """The driver reader without Spark: what Spark's simple-reader wrapper calls, in its order."""
+    from streamer.kafka.source_options import parse_options
+    from streamer.kafka.spark_source import KafkaDriverReader
+
+    values = [f"d{i}".encode() for i in range(5)]
+    _produce(kafka_config, topic, values[:3], f"d-{topic}")
+    _produce(kafka_config, topic, [b"aborted"], f"d-{topic}", commit=False)
+    _produce(kafka_config, topic, values[3:], f"d-{topic}")
+    opts = parse_options(
+        {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic, "reader": "driver",
+         "maxEventsPerTrigger": "2", "waitMs": "2000"}
+    )
+    reader = KafkaDriverReader(opts)
+    try:
+        offset = reader.initialOffset()
+        seen: list[bytes] = []
+        ranges = []
+        while len(seen) < len(values):
+            rows, end = reader.read(offset)
+            batch = list(rows)
+            assert end["offset"] - offset["offset"] <= 2  # bounded like maxEventsPerTrigger
+            assert batch or end != offset, "records are waiting: every read must make progress"
+            ranges.append((offset, end, batch))
+            seen += [bytes(r[2]) for r in batch]
+            offset = end
+        assert seen == values  # in order, aborted record skipped, nothing twice
+        for _ in range(3):  # the last commit marker may still be ahead: passing it yields no row
+            started = time.monotonic()
+            rows, end = reader.read(offset)
+            assert list(rows) == []
+            if end == offset:
+                break
+            offset = end
+        # nothing new: the read waited (waitMs) and kept the offset
+        assert end == offset and time.monotonic() - started >= 1.0
+        for start, stop, batch in ranges:  # a batch planned before a restart, read again
+            assert list(reader.readBetweenOffsets(start, stop)) == batch
+    finally:
+        reader.stop()
