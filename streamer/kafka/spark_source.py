@@ -6,8 +6,9 @@ exactly after the last committed batch); records are read with read_committed an
 assignment; each micro-batch is one offset range of one partition, so event order is kept.
 
 Two readers (option `reader`):
-- `task` (default): the driver plans each micro-batch's offset range from the partition's
-  watermarks and a Spark task reads it, opening new consumers per batch (~0.2 s a batch).
+- `task` (the option's default; the target job chooses with `--kafka-reader`, default `driver`):
+  the driver plans each micro-batch's offset range from the partition's watermarks and a Spark
+  task reads it, opening new consumers per batch (~0.2 s a batch).
 - `driver`: PySpark's simple stream reader. One long-lived read_committed consumer in the driver's
   source process reads what is available while Spark asks for the latest offset, and the records
   travel with the plan (no read task, no new consumers). A trigger with nothing to read waits up to
