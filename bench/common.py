@@ -373,7 +373,9 @@ class Pipeline:
 
     # --- the target job ---
 
-    def target_settings(self, trigger_seconds: float = 0.1, max_events_per_trigger: int = 5000) -> Any:
+    def target_settings(
+        self, trigger_seconds: float = 0.1, max_events_per_trigger: int = 5000, **more: Any
+    ) -> Any:
         from streamer.target.job import TargetSettings
 
         return TargetSettings(
@@ -387,10 +389,15 @@ class Pipeline:
             source_id=SOURCE_ID,
             trigger_seconds=trigger_seconds,
             max_events_per_trigger=max_events_per_trigger,
+            **more,  # other TargetSettings fields (e.g. kafka_reader), for A/B runs
         )
 
     def start_target(
-        self, trigger_seconds: float = 0.1, warm_timeout: float = 180.0, max_events_per_trigger: int = 5000
+        self,
+        trigger_seconds: float = 0.1,
+        warm_timeout: float = 180.0,
+        max_events_per_trigger: int = 5000,
+        **more: Any,
     ) -> None:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
         from streamer.target.hms_catalog import HmsCatalog
@@ -402,7 +409,7 @@ class Pipeline:
         # Spark's Python workers start in the current directory and put it first on their path:
         # from bench/ its copy.py would shadow the standard library's copy module
         os.chdir(self.work)
-        self.settings = self.target_settings(trigger_seconds, max_events_per_trigger)
+        self.settings = self.target_settings(trigger_seconds, max_events_per_trigger, **more)
         if self.spark is None:
             say("starting Spark")
             self.spark = spark_session(self.settings, app_name="streamer-bench")

@@ -110,11 +110,13 @@ def run_lag(
     insert_interval: float,
     capacity_calls: int,
     utilization: float,
+    trigger_seconds: float = 0.1,
+    kafka_reader: str = "driver",
 ) -> dict[str, Any]:
     from streamer.warehouse.workload import COLUMNS
 
     with Pipeline(work) as p:
-        p.start_target(trigger_seconds=0.1)
+        p.start_target(trigger_seconds=trigger_seconds, kafka_reader=kafka_reader)
         say(f"measuring the target metastore's capacity ({capacity_calls} raw create_table and alter_table)")
         capacity = raw_create_rate(p.catalog, p.warehouse, p.target_root, capacity_calls, "lag")
         alter_capacity = raw_alter_rate(p.catalog, "raw_lag", "t0", capacity_calls)
@@ -181,6 +183,8 @@ def run_lag(
         publish_mean = metric_sum("streamer_source_publish_seconds_sum") / publish_n if publish_n else None
         result: dict[str, Any] = {
             **lag_stats(canary_lags),
+            "kafka_reader": kafka_reader,
+            "trigger_seconds": trigger_seconds,
             "rate_eps": (seq + n_load) / elapsed,
             "load_rate_eps": n_load / elapsed,
             "canary_rate_eps": seq / elapsed,
@@ -227,6 +231,19 @@ def run_lag(
     show_default=True,
     help="Raw create_table (and alter_table) calls to measure the HMS capacity.",
 )
+@click.option(
+    "--trigger-seconds",
+    default=0.1,
+    show_default=True,
+    help="The target job's --trigger-seconds (driver reader: longest wait of an idle micro-batch).",
+)
+@click.option(
+    "--kafka-reader",
+    type=click.Choice(["driver", "task"]),
+    default="driver",
+    show_default=True,
+    help="The target job's --kafka-reader (task: the earlier reader, for A/B runs).",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
     as_json: bool,
@@ -237,6 +254,8 @@ def main(
     insert_interval: float,
     capacity_calls: int,
     utilization: float,
+    trigger_seconds: float,
+    kafka_reader: str,
     work_dir: Path | None,
 ) -> None:
     """Lag from source commit to visible on the target (canary + load, and small-file INSERTs)."""
@@ -252,6 +271,8 @@ def main(
             insert_interval=insert_interval,
             capacity_calls=capacity_calls,
             utilization=utilization,
+            trigger_seconds=trigger_seconds,
+            kafka_reader=kafka_reader,
         )
     emit("lag: source commit -> visible on target", result, as_json)
 

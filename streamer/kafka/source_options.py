@@ -14,6 +14,9 @@ from streamer.errors import ConfigError, DataLossError
 from streamer.kafka.settings import client_config
 
 STARTING = ("earliest", "latest")
+# "task": offsets planned on the driver, each micro-batch read by a Spark task (new consumers per
+# batch); "driver": a long-lived consumer on the driver reads while planning (no read task).
+READERS = ("task", "driver")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class SourceOptions:
     starting: str = "earliest"
     fail_on_data_loss: bool = True
     poll_timeout_s: float = 120.0
+    reader: str = "task"
+    wait_s: float = 0.0  # driver reader: how long a trigger with nothing to read waits for records
 
 
 def _bool(name: str, value: str) -> bool:
@@ -46,6 +51,16 @@ def _positive_int(name: str, value: str) -> int:
     return number
 
 
+def _non_negative_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigError(f"option {name} must be a non-negative integer, got {value!r}")
+    return number
+
+
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate Spark reader options (keys are case-insensitive; `kafka.*` passes to librdkafka)."""
     opts = {key.lower(): value for key, value in options.items()}
@@ -60,7 +75,13 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     if starting not in STARTING:
         raise ConfigError(f"option startingOffsets must be one of {', '.join(STARTING)}, got {starting!r}")
     max_events = opts.get("maxeventspertrigger")
-    known = {"partition", "maxeventspertrigger", "startingoffsets", "failondataloss", "polltimeoutms", "path"}
+    reader = opts.get("reader", "task").strip().lower()
+    if reader not in READERS:
+        raise ConfigError(f"option reader must be one of {', '.join(READERS)}, got {reader!r}")
+    known = {
+        "partition", "maxeventspertrigger", "startingoffsets", "failondataloss", "polltimeoutms", "path",
+        "reader", "waitms",
+    }
     unknown = sorted(key for key in opts if key not in known and not key.startswith("kafka."))
     if unknown:
         raise ConfigError(f"Unrecognized source options: {', '.join(unknown)}")
@@ -72,6 +93,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         starting=starting,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         poll_timeout_s=_positive_int("pollTimeoutMs", opts.get("polltimeoutms", "120000")) / 1000,
+        reader=reader,
+        wait_s=_non_negative_int("waitMs", opts.get("waitms", "0")) / 1000,
     )
 
 
@@ -144,3 +167,15 @@ def batch_end(start: int, committed_end: int, max_rows: int | None, target: int 
     if max_rows is not None:
         end = min(end, start + max_rows)
     return end
+
+
+def read_cap(start: int, max_rows: int | None, target: int | None = None) -> int | None:
+    """Exclusive offset bound of one driver-side read from `start`, or None (all available).
+
+    The driver reader cannot be given Spark's read limit, so it bounds itself: by `max_rows` offsets
+    (as `batch_end` does) and, under Trigger.AvailableNow, by the end fixed when the trigger began.
+    """
+    caps = [start + max_rows] if max_rows is not None else []
+    if target is not None:
+        caps.append(max(start, target))
+    return min(caps) if caps else None

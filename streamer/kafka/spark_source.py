@@ -5,18 +5,36 @@ topic through this source instead. Offsets live in Spark's checkpoint (a restart
 exactly after the last committed batch); records are read with read_committed and explicit
 assignment; each micro-batch is one offset range of one partition, so event order is kept.
 
+Two readers (option `reader`):
+- `task` (the option's default; the target job chooses with `--kafka-reader`, default `driver`):
+  the driver plans each micro-batch's offset range from the partition's watermarks and a Spark
+  task reads it, opening new consumers per batch (~0.2 s a batch).
+- `driver`: PySpark's simple stream reader. One long-lived read_committed consumer in the driver's
+  source process reads what is available while Spark asks for the latest offset, and the records
+  travel with the plan (no read task, no new consumers). A trigger with nothing to read waits up to
+  `waitMs` for records, returning as soon as one arrives. The end offset is the consumer's position,
+  and the same data-loss checks run on every read. After a restart, a batch that was planned but
+  not committed is re-read from its offset range by a task, exactly as the `task` reader reads.
+
 Use: `register(spark)`, then `spark.readStream.format("streamer_kafka").option("topic", ...)`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+    SimpleDataSourceStreamReader,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -24,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.source_options import (
     SourceOptions,
@@ -32,8 +51,9 @@ from streamer.kafka.source_options import (
     offset_dict,
     offset_of,
     parse_options,
+    read_cap,
 )
-from streamer.kafka.topics import iter_range, probe_end, to_record, watermarks
+from streamer.kafka.topics import is_data, iter_range, probe_end, to_record, watermarks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,6 +99,30 @@ def checked_watermarks(consumer: Consumer, topic: str, partition: int, start: in
 _RECHECKS = 3
 
 
+def _row(msg: Message) -> tuple[Any, ...]:
+    record = to_record(msg)
+    key = None if record.key is None else record.key.decode("utf-8", errors="replace")
+    return (record.offset, key, record.value, record.timestamp)
+
+
+def read_offset_range(
+    opts: SourceOptions, topic: str, partition: int, first: int, end: int
+) -> Iterator[tuple[Any, ...]]:
+    """Rows of offsets first <= o < end, with new consumers (a Spark task's read; replays)."""
+    consumer = _consumer(opts, isolation_level="read_committed", auto_offset_reset="error")
+    try:
+        probe = _consumer(opts)
+        try:
+            marks = checked_watermarks(probe, topic, partition, first)
+        finally:
+            probe.close()
+        start = check_start(topic, partition, first, marks, opts.fail_on_data_loss)
+        for msg in iter_range(consumer, topic, partition, start, end, idle_timeout=opts.poll_timeout_s):
+            yield _row(msg)
+    finally:
+        consumer.close()
+
+
 class OffsetRange(InputPartition):
     """One micro-batch's slice of one partition: offsets start <= o < end."""
 
@@ -90,8 +134,8 @@ class OffsetRange(InputPartition):
         self.end = end
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans micro-batches from partition watermarks and reads each range on an executor."""
+class _DriverClients:
+    """What both readers do on the driver: long-lived consumers for offsets and data-loss checks."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -126,18 +170,30 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         marks = watermarks(self._client("all"), self.opts.topic, self.opts.partition)
         return offset_dict(self.opts, 0 if marks is None else marks[0])
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._committed_end()
+
+    def _checked_start(self, first: int) -> int:
+        """`first`, or where failOnDataLoss=false moves it; raises DataLossError otherwise."""
+        marks = checked_watermarks(self._client("all"), self.opts.topic, self.opts.partition, first)
+        return check_start(self.opts.topic, self.opts.partition, first, marks, self.opts.fail_on_data_loss)
+
+    def stop(self) -> None:
+        clients, self._clients = self._clients, {}
+        for consumer in clients.values():
+            consumer.close()
+
+
+class KafkaStreamReader(_DriverClients, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from partition watermarks and reads each range on an executor."""
+
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_events is None:
             return ReadAllAvailable()
         return ReadMaxRows(self.opts.max_events)
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._committed_end()
-
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        first = offset_of(self.opts, start)
-        marks = checked_watermarks(self._client("all"), self.opts.topic, self.opts.partition, first)
-        begin = check_start(self.opts.topic, self.opts.partition, first, marks, self.opts.fail_on_data_loss)
+        begin = self._checked_start(offset_of(self.opts, start))
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offset_dict(self.opts, batch_end(begin, self._committed_end(), max_rows, self._target))
 
@@ -149,37 +205,125 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, OffsetRange)
-        consumer = _consumer(self.opts, isolation_level="read_committed", auto_offset_reset="error")
-        try:
-            probe = _consumer(self.opts)
-            try:
-                marks = checked_watermarks(probe, partition.topic, partition.partition, partition.start)
-            finally:
-                probe.close()
-            start = check_start(
-                partition.topic, partition.partition, partition.start, marks, self.opts.fail_on_data_loss
-            )
-            for msg in iter_range(
-                consumer,
-                partition.topic,
-                partition.partition,
-                start,
-                partition.end,
-                idle_timeout=self.opts.poll_timeout_s,
-            ):
-                record = to_record(msg)
-                key = None if record.key is None else record.key.decode("utf-8", errors="replace")
-                yield (record.offset, key, record.value, record.timestamp)
-        finally:
-            consumer.close()
+        return read_offset_range(
+            self.opts, partition.topic, partition.partition, partition.start, partition.end
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
 
-    def stop(self) -> None:
-        clients, self._clients = self._clients, {}
-        for consumer in clients.values():
-            consumer.close()
+
+class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads on the driver while Spark plans: one long-lived read_committed consumer, no read task.
+
+    The consumer stays assigned at the end of the last read, with what it fetched past a read's
+    bound kept in `_ahead`; a read from any other offset (a restart, a replayed batch) assigns it
+    again there. Offsets are positions in the partition, as for the task reader, so a checkpoint
+    written by either reader resumes with the other.
+    """
+
+    def __init__(self, opts: SourceOptions) -> None:
+        super().__init__(opts)
+        self._next: int | None = None  # where the reading consumer continues (None: not assigned)
+        self._ahead: list[Message] = []  # fetched records at or past `_next`
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_next": None, "_ahead": []}
+
+    def _reading(self, begin: int) -> Consumer:
+        if "read" not in self._clients:
+            opts = dataclasses.replace(self.opts, config={**_LOW_LATENCY, **self.opts.config})
+            reading = _consumer(opts, isolation_level="read_committed", auto_offset_reset="error")
+            self._clients["read"] = reading
+        consumer = self._clients["read"]
+        if self._next != begin:
+            consumer.assign([TopicPartition(self.opts.topic, self.opts.partition, begin)])
+            self._next, self._ahead = begin, []
+        return consumer
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        begin = self._checked_start(offset_of(self.opts, start))
+        cap = read_cap(begin, self.opts.max_events, self._target)
+        if cap is not None and cap <= begin:
+            return iter(()), offset_dict(self.opts, begin)
+        rows, end = self._read_available(self._reading(begin), begin, cap)
+        return iter(rows), offset_dict(self.opts, end)
+
+    def _read_available(self, consumer: Consumer, begin: int, cap: int | None) -> tuple[list[Any], int]:
+        """Rows from `begin` up to what is readable now (or `cap`), and the offset after them.
+
+        With nothing readable, waits up to `wait_s` for the first record; then takes only what
+        the consumer already holds, so a busy partition still gives bounded batches. Under
+        Trigger.AvailableNow it reads on until `cap`: everything committed when the trigger began.
+        """
+        topic, partition = self.opts.topic, self.opts.partition
+        must_reach = cap if self._target is not None else None
+        rows: list[tuple[Any, ...]] = []
+        end = begin
+        held, self._ahead = self._ahead, []
+        now = time.monotonic()
+        deadline, progressed = now + self.opts.wait_s, now
+        while True:
+            if held:
+                fetched, held = held, []
+            else:
+                short = _SHORT_POLL if must_reach is not None and end < must_reach else 0.0
+                wait = short if rows or end > begin else max(short, deadline - time.monotonic())
+                first = consumer.poll(wait)
+                fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+            before = end
+            for i, msg in enumerate(fetched):
+                if not is_data(msg, topic, partition, end):
+                    continue
+                offset = int(msg.offset() or 0)
+                if offset < end:
+                    continue  # already read (never expected: the consumer moves forward)
+                if cap is not None and offset >= cap:
+                    self._ahead = fetched[i:]
+                    break
+                rows.append(_row(msg))
+                end = offset + 1
+            if self._ahead:
+                end = cap if cap is not None else end  # nothing readable lies between
+                break
+            # offsets the consumer passed without a record (markers, aborted records) count as read
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position != OFFSET_INVALID and position > end:
+                end = position if cap is None else min(position, cap)
+            if cap is not None and end >= cap:
+                break
+            if must_reach is None:
+                if not fetched:
+                    break
+                continue
+            if end > before:
+                progressed = time.monotonic()
+            elif time.monotonic() - progressed > self.opts.poll_timeout_s:
+                raise KafkaClientError(
+                    f"reading {topic}[{partition}] stalled at offset {end} (wanted up to {must_reach}) for "
+                    f"{self.opts.poll_timeout_s:.0f}s: an open transaction or an unreachable broker"
+                )
+        self._next = end
+        return rows, end
+
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+        """A batch planned before a restart, re-read from its offset range (in a Spark task)."""
+        first, last = offset_of(self.opts, start), offset_of(self.opts, end)
+        return read_offset_range(self.opts, self.opts.topic, self.opts.partition, first, last)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
+
+
+# records the driver reader drains from the consumer's queue per call (what is fetched already)
+_DRAIN = 1000
+_SHORT_POLL = 0.05  # seconds per poll while a read must go on (Trigger.AvailableNow)
+# Defaults of the long-lived consumer (a `kafka.` option of the same name wins). Tansu answers a
+# fetch only when fetch.wait.max.ms has passed, even if records arrived meanwhile, so the consumer's
+# default (500 ms) would add up to that to every record; at 10 ms a record is seen ~3 ms after its
+# commit, and an idle consumer costs the Tansu broker ~3% of a core. Apache Kafka answers a held
+# fetch as soon as records arrive: there `kafka.fetch.wait.max.ms=500` costs no lag.
+_LOW_LATENCY: dict[str, Any] = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 10}
 
 
 class KafkaDataSource(DataSource):
@@ -193,7 +337,15 @@ class KafkaDataSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_options(self.options))
+        opts = parse_options(self.options)
+        if opts.reader == "driver":  # PySpark falls back to simpleStreamReader on this error
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
+        return KafkaStreamReader(opts)
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        return KafkaDriverReader(parse_options(self.options))
 
 
 def register(spark: SparkSession) -> None:

@@ -133,6 +133,25 @@ def end_offsets(config: Mapping[str, Any], topic: str, timeout: float = 10.0) ->
         consumer.close()
 
 
+def is_data(msg: Message, topic: str, partition: int, position: int, doing: str = "") -> bool:
+    """True for a data record; False for an end-of-partition event; raises on a consumer error.
+
+    Offsets that vanished under the reader (retention, a recreated topic) raise DataLossError when
+    the consumer's `auto.offset.reset` is `error`.
+    """
+    err = msg.error()
+    if err is None:
+        return True
+    if err.code() == KafkaError._PARTITION_EOF:
+        return False
+    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        raise DataLossError(
+            f"data loss on topic {topic!r} partition {partition}: offset {position} is out "
+            f"of range{doing} ({err.str()})"
+        )
+    raise KafkaClientError(f"reading {topic}[{partition}] at offset {position}: {err.str()}")
+
+
 def iter_range(
     consumer: Consumer,
     topic: str,
@@ -159,16 +178,8 @@ def iter_range(
     last_progress = time.monotonic()
     while position < end:
         for msg in consumer.consume(batch, poll):
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                    raise DataLossError(
-                        f"data loss on topic {topic!r} partition {partition}: offset {position} is out "
-                        f"of range while reading up to {end} ({err.str()})"
-                    )
-                raise KafkaClientError(f"reading {topic}[{partition}] at offset {position}: {err.str()}")
+            if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
+                continue
             if not clip or int(msg.offset() or 0) < end:
                 yield msg
         current = consumer.position([TopicPartition(topic, partition)])[0].offset

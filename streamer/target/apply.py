@@ -40,7 +40,8 @@ import dataclasses
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
@@ -140,6 +141,11 @@ class Applier:
         self.clock = clock
         self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join())
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
+        # target db -> its snapshot as this applier last read or wrote it, kept across the steps of
+        # one batch only (``reusing_databases``; None outside one): nothing else writes a replicated
+        # database while a batch runs (the job's lock; a failover needs the job stopped), so
+        # re-reading it per step would only repeat what the last step wrote
+        self._databases: dict[str, DatabaseSnapshot] | None = None
         if not copier.roots:
             copier.roots = paths.roots
 
@@ -167,15 +173,41 @@ class Applier:
         return dict(progress)
 
     # --- steps ----------------------------------------------------------------------------
+    @contextmanager
+    def reusing_databases(self) -> Iterator[None]:
+        """Within: a database read or written by one step is not read again by the next steps
+        (``run_plan`` runs each batch so). Outside, every step reads its database."""
+        self._databases = {}
+        try:
+            yield
+        finally:
+            self._databases = None
+
+    # (each reads self._databases once: a concurrent batch ending may set it to None meanwhile)
+    def _forget(self, name: str | None = None) -> None:
+        known = self._databases
+        if known is not None:
+            if name is None:
+                known.clear()
+            else:
+                known.pop(name, None)
+
+    def _remember(self, name: str, db: DatabaseSnapshot) -> None:
+        known = self._databases
+        if known is not None:
+            known[name] = db
+
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
+        name = self.target_db(step.db)
         try:
             if step.kind is StepKind.BOOTSTRAP:  # bootstrap records: streamer.target.bootstrap
                 from streamer.target.bootstrap import apply_bootstrap
 
+                self._forget()
                 apply_bootstrap(self, step)
                 return
-            db = self._check_owned(self.target_db(step.db)) if step.db != GLOBAL_DB else None
+            db = self._check_owned(name) if step.db != GLOBAL_DB else None
             if step.kind is StepKind.ADD_PARTITIONS:
                 self._add_partitions(list(step.events))
             elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
@@ -184,10 +216,14 @@ class Applier:
                 self._apply_event(step.first)
             # the snapshot read before the step is still current unless the step changed the database
             unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
+            if not unchanged:
+                self._forget(name)
             self._advance(step, db if unchanged else None)
         except EventError as exc:
+            self._forget(name)  # a failed step may have left it in any state
             raise _with_event(exc, step.first, _run_note(step)) from exc
         except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
+            self._forget(name)
             raise ApplyError(
                 f"{type(exc).__name__}: {exc}{_run_note(step)}",
                 event_id=step.first.event_id,
@@ -212,13 +248,18 @@ class Applier:
         name = self.target_db(step.db)
         db = db if db is not None else self.catalog.get_database(name)
         if db is None:  # dropped by this step (or collapsed create..drop): keep progress in the state
+            self._forget(name)
             self._record_off_catalog(step.db, last)
             return
         marker = _marker(db)
         params = {**db.parameters, LAST_ID_PARAM: str(max(marker or 0, last)), **self._replica_marks()}
         if marker is not None and marker >= last and params == db.parameters:
+            self._remember(name, db)
             return
-        self.catalog.alter_database(name, dataclasses.replace(db, parameters=params))
+        advanced = dataclasses.replace(db, parameters=params)
+        # db was read in this batch (this step or an earlier one), so it is there: no second read
+        self.catalog.alter_database(name, advanced, exists=True)
+        self._remember(name, advanced)
 
     def _replica_marks(self) -> dict[str, str]:
         """Parameters every replicated database carries until ``streamer failover`` removes them."""
@@ -234,7 +275,9 @@ class Applier:
 
     def _check_owned(self, name: str) -> DatabaseSnapshot | None:
         """The target database (None if absent); refuses one this source does not own."""
-        db = self.catalog.get_database(name)
+        databases = self._databases
+        known = databases.get(name) if databases is not None else None
+        db = known if known is not None else self.catalog.get_database(name)
         if db is not None and FAILOVER_CUT_PARAM in db.parameters:
             raise ApplyError(
                 f"target database {name!r} was failed over at source event "
@@ -804,6 +847,16 @@ def run_plan(
     publishes the halt there, so readers know it before other databases move past it.
     """
     report = RunReport(held=list(plan.held))
+    with applier.reusing_databases():
+        _run_steps(applier, plan, state, report, on_halt)
+    if plan.source_head is not None:
+        metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
+    return report
+
+
+def _run_steps(
+    applier: Applier, plan: Plan, state: TargetState, report: RunReport, on_halt: Callable[[str], None] | None
+) -> None:
     for step in plan.steps:
         if state.is_halted(step.db):
             report.held.extend(step.event_ids)
@@ -828,9 +881,6 @@ def run_plan(
             continue
         report.applied.extend(step.event_ids)
         report.coalesced.extend(step.superseded)
-    if plan.source_head is not None:
-        metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
-    return report
 
 
 # --- helpers ------------------------------------------------------------------------------------

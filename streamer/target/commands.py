@@ -69,7 +69,22 @@ def target() -> None:
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="Rename a source database; repeatable.")
 @click.option("--allow-existing-db", is_flag=True, help="Apply into databases not created by streamer.")
 @click.option("--max-events-per-trigger", default=5000, show_default=True, type=click.IntRange(min=1))
-@click.option("--trigger-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0))
+@click.option(
+    "--trigger-seconds",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="With --kafka-reader driver: the longest a micro-batch with nothing to read waits for records "
+    "(a record ends the wait at once; triggers run back to back). With task: Spark's trigger interval.",
+)
+@click.option(
+    "--kafka-reader",
+    type=click.Choice(["driver", "task"]),
+    default="driver",
+    show_default=True,
+    help="driver: one long-lived consumer reads on the driver while Spark plans (no read task per "
+    "micro-batch; lowest lag). task: a Spark task reads each micro-batch with new consumers.",
+)
 @click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--external-sync-seconds",
@@ -136,6 +151,7 @@ def run_cmd(
     allow_existing_db: bool,
     max_events_per_trigger: int,
     trigger_seconds: float,
+    kafka_reader: str,
     copy_workers: int,
     external_sync_seconds: float,
     external_source_prefix: str,
@@ -169,6 +185,7 @@ def run_cmd(
         allow_existing_db=allow_existing_db,
         max_events_per_trigger=max_events_per_trigger,
         trigger_seconds=trigger_seconds,
+        kafka_reader=kafka_reader,
         copy_workers=copy_workers,
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,

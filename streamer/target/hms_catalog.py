@@ -177,8 +177,8 @@ class HmsCatalog:
     def create_database(self, db: DatabaseSnapshot) -> None:
         self._call(db.name, lambda c: c.create_database(convert.to_database(db)))
 
-    def alter_database(self, name: str, db: DatabaseSnapshot) -> None:
-        if self.get_database(name) is None:  # Hive 2.3 silently ignores a missing one
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+        if not exists and self.get_database(name) is None:  # Hive 2.3 silently ignores a missing one
             raise CatalogError("does not exist on the target", obj=name)
         self._must(name, lambda c: c.alter_database(name, convert.to_database(db)))
 

@@ -80,6 +80,7 @@ class TargetSettings:
     allow_existing_db: bool = False
     max_events_per_trigger: int = 5000
     trigger_seconds: float = 0.5
+    kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
     copy_workers: int = 8
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
@@ -334,6 +335,8 @@ def start_query(
         .option("topic", settings.topic)
         .option("startingOffsets", "earliest")
         .option("maxEventsPerTrigger", str(settings.max_events_per_trigger))
+        .option("reader", settings.kafka_reader)
+        .option("waitMs", str(round(settings.trigger_seconds * 1000)))
     )
     for key, value in settings.kafka_settings.items():
         reader = reader.option(f"kafka.{key}", value)
@@ -349,10 +352,17 @@ def start_query(
     return (
         stream.writeStream.foreachBatch(on_batch)
         .option("checkpointLocation", settings.checkpoint_dir)
-        .trigger(processingTime=f"{settings.trigger_seconds} seconds")
+        .trigger(processingTime=f"{trigger_interval(settings)} seconds")
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
     )
+
+
+def trigger_interval(settings: TargetSettings) -> float:
+    """Spark's trigger interval. The driver reader waits up to ``trigger_seconds`` for records
+    inside a trigger and returns as soon as one arrives, so triggers run back to back (interval 0):
+    a record never waits for the next interval. The task reader polls every ``trigger_seconds``."""
+    return 0.0 if settings.kafka_reader == "driver" else settings.trigger_seconds
 
 
 def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:

@@ -52,7 +52,7 @@ class MemoryCatalog:
             raise MemoryCatalogError("database exists", obj=db.name)
         self.databases[db.name.lower()] = db
 
-    def alter_database(self, name: str, db: DatabaseSnapshot) -> None:
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
         self.calls.append("alter_database")
         if name.lower() not in self.databases:
             raise MemoryCatalogError("no such database", obj=name)

@@ -16,6 +16,12 @@ from streamer.kafka.topics import ensure_topic
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
+@pytest.fixture(params=["task", "driver"])
+def reader(request: pytest.FixtureRequest) -> str:
+    """Both readers of the source: a Spark task per batch, and the long-lived driver-side consumer."""
+    return str(request.param)
+
+
 class Collector:
     """foreachBatch sink that keeps every micro-batch's rows in order, on the driver."""
 
@@ -49,14 +55,14 @@ def _produce(
 def _stream(
     spark: SparkSession, config: dict[str, Any], topic: str, checkpoint: Path, sink: Collector, **options: str
 ) -> Any:
-    reader = (
+    source = (
         spark.readStream.format("streamer_kafka")
         .option("bootstrap.servers", config["bootstrap.servers"])
         .option("topic", topic)
     )
     for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+        source = source.option(key, value)
+    return source.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
 
 
 def _run_available_now(writer: Any) -> None:
@@ -70,7 +76,7 @@ def _run_available_now(writer: Any) -> None:
 
 
 def test_batches_are_bounded_ordered_committed_and_resume_from_checkpoint(
-    spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path
+    spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path, reader: str
 ) -> None:
     values = [f"v{i:02d}".encode() for i in range(7)]
     _produce(kafka_config, topic, values[:4], f"a-{topic}")
@@ -78,7 +84,9 @@ def test_batches_are_bounded_ordered_committed_and_resume_from_checkpoint(
     _produce(kafka_config, topic, values[4:], f"a-{topic}")
 
     first = Collector()
-    _run_available_now(_stream(spark, kafka_config, topic, tmp_path / "ckpt", first, maxEventsPerTrigger="6"))
+    ckpt = tmp_path / "ckpt"
+    first_run = _stream(spark, kafka_config, topic, ckpt, first, maxEventsPerTrigger="6", reader=reader)
+    _run_available_now(first_run)
     assert first.values == values
     assert len(first.batches) >= 2 and all(len(batch) <= 6 for batch in first.batches)
     row = first.batches[0][0]
@@ -89,16 +97,21 @@ def test_batches_are_bounded_ordered_committed_and_resume_from_checkpoint(
     more = [b"w1", b"w2"]
     _produce(kafka_config, topic, more, f"a-{topic}")
     second = Collector()
-    again = _stream(spark, kafka_config, topic, tmp_path / "ckpt", second, maxEventsPerTrigger="6")
+    # the other reader resumes from this one's checkpoint: both store partition offsets
+    other = "task" if reader == "driver" else "driver"
+    again = _stream(spark, kafka_config, topic, ckpt, second, maxEventsPerTrigger="6", reader=other)
     _run_available_now(again)
     assert second.values == more  # continues after the checkpoint: nothing twice, nothing lost
 
 
 def test_continuous_query_picks_up_new_records_quickly(
-    spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path
+    spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path, reader: str
 ) -> None:
     sink = Collector()
-    writer = _stream(spark, kafka_config, topic, tmp_path / "ckpt", sink, startingOffsets="latest")
+    writer = _stream(
+        spark, kafka_config, topic, tmp_path / "ckpt", sink, startingOffsets="latest", reader=reader,
+        waitMs="200",
+    )
     query = writer.trigger(processingTime="100 milliseconds").start()
     try:
         deadline = time.monotonic() + 60
@@ -116,23 +129,70 @@ def test_continuous_query_picks_up_new_records_quickly(
         query.stop()
 
 
-def test_topic_lost_in_broker_restart_fails_the_query_clearly(spark: SparkSession, tmp_path: Path) -> None:
+def test_topic_lost_in_broker_restart_fails_the_query_clearly(
+    spark: SparkSession, tmp_path: Path, reader: str
+) -> None:
     with EmbeddedBroker(log_path=tmp_path / "broker.log") as own:
         config = own.client_settings()
         ensure_topic(config, "lost")
         _produce(config, "lost", [b"1", b"2", b"3"], "c-lost")
         sink = Collector()
-        _run_available_now(_stream(spark, config, "lost", tmp_path / "ckpt", sink))
+        ckpt = tmp_path / "ckpt"
+        _run_available_now(_stream(spark, config, "lost", ckpt, sink, reader=reader))
         assert sink.values == [b"1", b"2", b"3"]
 
         own.restart()  # memory storage: the topic is gone
         with pytest.raises(StreamingQueryException, match="partition does not exist"):
-            _run_available_now(_stream(spark, config, "lost", tmp_path / "ckpt", Collector()))
+            _run_available_now(_stream(spark, config, "lost", ckpt, Collector(), reader=reader))
         ensure_topic(config, "lost")
         _produce(config, "lost", [b"new"], "c-lost")  # recreated, but shorter than the checkpoint
         with pytest.raises(StreamingQueryException) as failure:
-            _run_available_now(_stream(spark, config, "lost", tmp_path / "ckpt", Collector()))
+            _run_available_now(_stream(spark, config, "lost", ckpt, Collector(), reader=reader))
         message = str(failure.value)
         assert "DataLossError" in message
         assert "data loss on topic 'lost' partition 0" in message
         assert "recreated" in message
+
+
+def test_driver_reader_bounds_reads_continues_and_replays_ranges(
+    kafka_config: dict[str, Any], topic: str
+) -> None:
+    """The driver reader without Spark: what Spark's simple-reader wrapper calls, in its order."""
+    from streamer.kafka.source_options import parse_options
+    from streamer.kafka.spark_source import KafkaDriverReader
+
+    values = [f"d{i}".encode() for i in range(5)]
+    _produce(kafka_config, topic, values[:3], f"d-{topic}")
+    _produce(kafka_config, topic, [b"aborted"], f"d-{topic}", commit=False)
+    _produce(kafka_config, topic, values[3:], f"d-{topic}")
+    opts = parse_options(
+        {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic, "reader": "driver",
+         "maxEventsPerTrigger": "2", "waitMs": "2000"}
+    )
+    reader = KafkaDriverReader(opts)
+    try:
+        offset = reader.initialOffset()
+        seen: list[bytes] = []
+        ranges = []
+        while len(seen) < len(values):
+            rows, end = reader.read(offset)
+            batch = list(rows)
+            assert end["offset"] - offset["offset"] <= 2  # bounded like maxEventsPerTrigger
+            assert batch or end != offset, "records are waiting: every read must make progress"
+            ranges.append((offset, end, batch))
+            seen += [bytes(r[2]) for r in batch]
+            offset = end
+        assert seen == values  # in order, aborted record skipped, nothing twice
+        for _ in range(3):  # the last commit marker may still be ahead: passing it yields no row
+            started = time.monotonic()
+            rows, end = reader.read(offset)
+            assert list(rows) == []
+            if end == offset:
+                break
+            offset = end
+        # nothing new: the read waited (waitMs) and kept the offset
+        assert end == offset and time.monotonic() - started >= 1.0
+        for start, stop, batch in ranges:  # a batch planned before a restart, read again
+            assert list(reader.readBetweenOffsets(start, stop)) == batch
+    finally:
+        reader.stop()

@@ -11,6 +11,7 @@ from streamer.kafka.source_options import (
     offset_dict,
     offset_of,
     parse_options,
+    read_cap,
 )
 
 
@@ -27,6 +28,12 @@ def test_parse_options_defaults_and_passthrough() -> None:
     assert opts.config == {"bootstrap.servers": "h:1", "security.protocol": "SSL"}
     assert opts.max_events == 5
     assert opts.starting == "earliest" and opts.fail_on_data_loss is True
+    assert opts.reader == "task" and opts.wait_s == 0.0
+
+
+def test_parse_options_reader_and_wait() -> None:
+    opts = parse_options({"bootstrap.servers": "h:1", "topic": "t", "reader": "Driver", "waitMs": "250"})
+    assert opts.reader == "driver" and opts.wait_s == 0.25
 
 
 def test_parse_options_is_case_insensitive_for_source_options() -> None:
@@ -53,6 +60,8 @@ def test_parse_options_is_case_insensitive_for_source_options() -> None:
         ({"bootstrap.servers": "h:1", "topic": "t", "maxEventsPerTrigger": "0"}, "positive integer"),
         ({"bootstrap.servers": "h:1", "topic": "t", "startingOffsets": "middle"}, "earliest, latest"),
         ({"bootstrap.servers": "h:1", "topic": "t", "failOnDataLoss": "yes"}, "true or false"),
+        ({"bootstrap.servers": "h:1", "topic": "t", "reader": "executor"}, "one of task, driver"),
+        ({"bootstrap.servers": "h:1", "topic": "t", "waitMs": "-1"}, "non-negative integer"),
         (
             {"bootstrap.servers": "h:1", "topic": "t", "subscribe": "x"},
             "Unrecognized source options: subscribe",
@@ -106,3 +115,20 @@ def test_batch_end_never_goes_back_and_honours_limits(
         assert end <= max(start, target)
     if max_rows is None and target is None:
         assert end == max(start, committed)
+
+
+@given(
+    start=st.integers(0, 10**6),
+    max_rows=st.none() | st.integers(1, 10**4),
+    target=st.none() | st.integers(0, 2 * 10**6),
+)
+def test_read_cap_bounds_a_driver_read_like_batch_end(
+    start: int, max_rows: int | None, target: int | None
+) -> None:
+    cap = read_cap(start, max_rows, target)
+    if max_rows is None and target is None:
+        assert cap is None
+        return
+    assert cap is not None and cap >= start
+    # the driver reader's batch ends where the task reader's would, given the same records available
+    assert cap == batch_end(start, 10**9, max_rows, target)

@@ -399,3 +399,28 @@ def test_a_halt_is_reported_before_any_later_step_is_applied(env: Env) -> None:
                       on_halt=on_halt)
     assert seen == [("a", None)]  # b.u (event 5) was not there yet when the halt was reported
     assert report.applied == [5]
+
+
+def test_a_batch_reads_each_database_once_and_advances_it_after_every_step(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert env.run([b.create_db(1, "a"), b.create_db(2, "b")]) == [1, 2]
+    tables = [env.table(f"t{i}", db="ab"[i % 2]) for i in range(4)]
+    the_plan = plan([b.create_table(3 + i, t) for i, t in enumerate(tables)], env.applier.load_progress(), {})
+    reads: list[str] = []
+    read = env.catalog.get_database
+    monkeypatch.setattr(env.catalog, "get_database", lambda name: reads.append(name) or read(name))
+    calls = len(env.catalog.calls)
+    assert run_plan(env.applier, the_plan, env.state).applied == [3, 4, 5, 6]
+    assert sorted(reads) == ["a", "b"]  # steps 5 and 6 reuse what steps 3 and 4 wrote
+    assert env.catalog.calls[calls:].count("alter_database") == 4  # repl.last.id after every step
+    marks = {name: env.catalog.databases[name].parameters[LAST_ID_PARAM] for name in "ab"}
+    assert marks == {"a": "5", "b": "6"}
+
+    # nothing is kept from one batch to the next: a change made between batches survives
+    other = env.catalog.databases["a"]
+    env.catalog.databases["a"] = dataclasses.replace(other, parameters={**other.parameters, "note": "x"})
+    reads.clear()
+    assert env.run([b.create_table(7, env.table("t7", db="a"))]) == [7]
+    assert env.catalog.databases["a"].parameters["note"] == "x"
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "7"
