@@ -758,30 +758,34 @@ def run_plan(applier: Applier, plan: Plan, state: TargetState) -> RunReport:
     """Apply steps in order; a failing step halts its database, whose later steps are then held."""
     report = RunReport(held=list(plan.held))
     for step in plan.steps:
-        if state.is_halted(step.db):
-            report.held.extend(step.event_ids)
-            continue
-        try:
-            applier.apply(step)
-        except ApplyError as exc:
-            halt = state.halt(
-                step.db,
-                exc.event_id or step.first.event_id,
-                exc.cause,
-                event_type=exc.event_type or str(step.first.event_type),
-                obj=exc.obj,
-            )
-            log.error(
-                "database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause
-            )
-            report.halted[step.db] = halt
-            report.held.extend(step.event_ids)
-            continue
-        report.applied.extend(step.event_ids)
-        report.coalesced.extend(step.superseded)
+        run_step(applier, step, state, report)
     if plan.source_head is not None:
         metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
     return report
+
+
+def run_step(applier: Applier, step: Step, state: TargetState, report: RunReport) -> None:
+    """Apply one step unless its database is halted; a failure halts the database. Records the
+    outcome in ``report`` (the lane runner, ``streamer.target.parallel``, passes one per step)."""
+    if state.is_halted(step.db):
+        report.held.extend(step.event_ids)
+        return
+    try:
+        applier.apply(step)
+    except ApplyError as exc:
+        halt = state.halt(
+            step.db,
+            exc.event_id or step.first.event_id,
+            exc.cause,
+            event_type=exc.event_type or str(step.first.event_type),
+            obj=exc.obj,
+        )
+        log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
+        report.halted[step.db] = halt
+        report.held.extend(step.event_ids)
+        return
+    report.applied.extend(step.event_ids)
+    report.coalesced.extend(step.superseded)
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -70,6 +70,42 @@ def target() -> None:
 @click.option("--trigger-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0))
 @click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option(
+    "--consistency",
+    type=click.Choice(["global", "database"]),
+    default="global",
+    show_default=True,
+    help="global: one lane, prefix consistency across all databases (read replicas). database: a lane "
+    "per database, applied concurrently; prefix consistency per database only (DR catch-up).",
+)
+@click.option(
+    "--apply-lanes",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="With --consistency database: lanes applied at once, each with its own metastore connection.",
+)
+@click.option(
+    "--executor-copy-min-bytes",
+    default=256 << 20,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="A copy (one event's files of one object) of at least this many bytes runs as Spark tasks on "
+    "the executors; 0 = never by size.",
+)
+@click.option(
+    "--executor-copy-min-files",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="... or of at least this many files; 0 = never by count.",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master when not started by spark-submit (local[2], local-cluster[2,1,768], "
+    "spark://host:7077). [default: $SPARK_MASTER or local[2]]",
+)
+@click.option(
     "--external-sync-seconds",
     default=0.0,
     show_default=True,
@@ -107,6 +143,11 @@ def run_cmd(
     max_events_per_trigger: int,
     trigger_seconds: float,
     copy_workers: int,
+    consistency: str,
+    apply_lanes: int,
+    executor_copy_min_bytes: int,
+    executor_copy_min_files: int,
+    spark_master: str | None,
     external_sync_seconds: float,
     external_source_prefix: str,
     metrics_port: int,
@@ -136,6 +177,11 @@ def run_cmd(
         max_events_per_trigger=max_events_per_trigger,
         trigger_seconds=trigger_seconds,
         copy_workers=copy_workers,
+        consistency=consistency,
+        apply_lanes=apply_lanes,
+        executor_copy_min_bytes=executor_copy_min_bytes,
+        executor_copy_min_files=executor_copy_min_files,
+        spark_master=spark_master,
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
     )
@@ -207,10 +253,20 @@ def status(
 
         config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
+    from streamer.target.lanes import GUARANTEES, Consistency
+    from streamer.target.status import read_mode
+
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
+    mode = read_mode(state_dir)
+    try:
+        guarantee = GUARANTEES[Consistency(mode["consistency"])]
+    except ValueError:
+        guarantee = "unknown mode"
     if output == "json":
-        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None}))
+        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None,
+                               "consistency": mode["consistency"], "guarantee": guarantee}))
         return
+    click.echo(f"consistency: {mode['consistency']} ({guarantee})")
     if not rows:
         click.echo("no replicated databases on this target")
         return

@@ -27,13 +27,14 @@ from streamer.errors import StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
 from streamer.hms.transport import HmsAuth
-from streamer.target.apply import Applier, run_plan
+from streamer.target.apply import Applier
 from streamer.target.catalog import Catalog
 from streamer.target.files import FileCopier
+from streamer.target.parallel import LaneRunner
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
 from streamer.target.state import TargetState
-from streamer.target.status import lag_events, read_progress, write_progress
+from streamer.target.status import lag_events, read_progress, write_mode, write_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,6 +64,12 @@ class TargetSettings:
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.external
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (streamer.hms.transport)
+    # scaling out (streamer.target.lanes, streamer.target.spark_copy)
+    consistency: str = "global"  # global | database
+    apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes
+    executor_copy_min_bytes: int = 256 << 20  # a copy this large runs on Spark executors; 0 = never
+    executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
+    spark_master: str | None = None  # else SPARK_MASTER, else local[2] (spark-submit chooses its own)
 
 
 class BatchApplier:
@@ -75,13 +82,18 @@ class BatchApplier:
         *,
         replay: Callable[[int, int], Iterable[tuple[int, bytes]]] | None = None,
         on_applied: Callable[[Event, float], None] | None = None,
+        copier: FileCopier | None = None,
+        catalogs: Callable[[], Catalog] | None = None,
     ) -> None:
         self.settings = settings
         self.state = TargetState(settings.state_dir)
         paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+        # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.parallel)
+        self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
+        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
         self.applier = Applier(
             catalog,
-            FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+            copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
             paths,
             settings.source_id,
             db_map=dict(settings.db_map),
@@ -109,7 +121,7 @@ class BatchApplier:
         replayed, released = self._replays(min(offsets.values(), default=None), offsets)
         events.extend(replayed)
         the_plan = plan(events, self.applier.progress, set(self.state.halts()))
-        report = run_plan(self.applier, the_plan, self.state)
+        report = self.runner.run(self.applier, the_plan, self.state)
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -223,6 +235,8 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
     """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
     from pyspark.sql import SparkSession
 
+    from streamer.target.spark_copy import executor_conf
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     kerberos = spark_kerberos_conf(settings.hms_auth)
     builder = (
@@ -238,7 +252,10 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
         builder = builder.config(key, value)
     # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
+        master = settings.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
+        builder = builder.master(master)
+        for key, value in executor_conf(master).items():
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if kerberos:
         _jvm_kerberos_login(spark, settings.hms_auth)
@@ -311,11 +328,17 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
 
     from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
+    from streamer.target.spark_copy import executor_copier
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     spark = spark_session(settings)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
-    batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
+    batch_applier = BatchApplier(
+        settings, catalog, replay=kafka_replay(settings),
+        copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
+                               settings.copy_workers),
+        catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),
+    )
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
     external_sync = start_background(settings, batch_applier.lock)
@@ -337,6 +360,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
             external_sync.stop()
         query.stop()
         catalog.close()
+        batch_applier.runner.close()
 
 
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
