@@ -35,12 +35,31 @@ def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str,
     return config
 
 
+def _state_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """A local or mounted directory, also spelled as a ``file://`` URL. The state is replaced with
+    rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives: put it on a shared one so a driver
+    restarted on another host finds it."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme and len(parts.scheme) > 1:
+        raise click.BadParameter(
+            f"{value!r}: the state dir must be a mounted filesystem (a path or file:// URL); put it on a "
+            "shared mount for a driver that may restart elsewhere. --checkpoint-dir takes any Hadoop URL.",
+            ctx, param,
+        )
+    return Path(value)
+
+
 def _state_dir_option(f: Any) -> Any:
     return click.option(
         "--state-dir",
         required=True,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Directory of this target's durable state (halts, skips, progress).",
+        callback=_state_dir,
+        help="Directory of this target's durable state (halts, skips, progress): a path or file:// URL, "
+        "on a shared mount when the driver may restart on another host.",
     )(f)
 
 
@@ -62,7 +81,9 @@ def target() -> None:
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
 @_state_dir_option
 @click.option(
-    "--checkpoint-dir", default=None, help="Spark checkpoint dir [default: <state-dir>/checkpoint]."
+    "--checkpoint-dir",
+    default=None,
+    help="Spark checkpoint dir, any Hadoop URL (hdfs://, s3a://, file://) [default: <state-dir>/checkpoint].",
 )
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="Rename a source database; repeatable.")
 @click.option("--allow-existing-db", is_flag=True, help="Apply into databases not created by streamer.")
@@ -98,6 +119,13 @@ def target() -> None:
     show_default=True,
     type=click.IntRange(min=0),
     help="... or of at least this many files; 0 = never by count.",
+)
+@click.option(
+    "--py-files",
+    multiple=True,
+    metavar="ZIP",
+    help="A zip of Python packages for the executors (as spark-submit --py-files), e.g. streamer itself "
+    "when executors lack it; repeatable. See docs/deploy.md.",
 )
 @click.option(
     "--spark-master",
@@ -147,6 +175,7 @@ def run_cmd(
     apply_lanes: int,
     executor_copy_min_bytes: int,
     executor_copy_min_files: int,
+    py_files: tuple[str, ...],
     spark_master: str | None,
     external_sync_seconds: float,
     external_source_prefix: str,
@@ -182,6 +211,7 @@ def run_cmd(
         executor_copy_min_bytes=executor_copy_min_bytes,
         executor_copy_min_files=executor_copy_min_files,
         spark_master=spark_master,
+        py_files=tuple(py_files),
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
     )

@@ -70,6 +70,7 @@ class TargetSettings:
     executor_copy_min_bytes: int = 256 << 20  # a copy this large runs on Spark executors; 0 = never
     executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
     spark_master: str | None = None  # else SPARK_MASTER, else local[2] (spark-submit chooses its own)
+    py_files: tuple[str, ...] = ()  # zips shipped to executors (SparkContext.addPyFile), like --py-files
 
 
 class BatchApplier:
@@ -332,6 +333,8 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     spark = spark_session(settings)
+    for py_file in settings.py_files:
+        spark.sparkContext.addPyFile(py_file)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(
         settings, catalog, replay=kafka_replay(settings),
@@ -340,7 +343,8 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
         catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),
     )
     query = start_query(spark, settings, batch_applier)
-    log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
+    log.info("target job started: topic %s -> %s, consistency %s", settings.topic, settings.hms_uri,
+             settings.consistency)
     external_sync = start_background(settings, batch_applier.lock)
     try:
         failure: str | None = None

@@ -79,6 +79,7 @@ class StagedOnExecutor:
     obj: str | None = None
     worker_pid: int = 0
     executor_pid: int | None = None  # the JVM the Python worker serves
+    module: str = ""  # where the worker imported streamer from (--py-files, image, environment)
 
 
 @dataclass(frozen=True)
@@ -141,9 +142,10 @@ class SparkFileCopier(FileCopier):
         metrics.TARGET_EXECUTOR_FILES_COPIED.inc(len(files))
         log.info(
             "event %s: %d files (%d bytes) staged by %d Spark tasks in %.2f s; python workers %s, "
-            "executor JVMs %s",
+            "executor JVMs %s; streamer from %s",
             event_id, len(files), sum(r.size for r in results), len(items), time.monotonic() - started,
             sorted({r.worker_pid for r in results}), sorted({r.executor_pid or 0 for r in results}),
+            sorted({r.module for r in results}),
         )
 
     def _tasks(self, n_files: int) -> int:
@@ -157,7 +159,7 @@ def stage_partition(
     """The executor side: stage each file of the partition as the driver's copier would."""
     copier = FileCopier(max_workers=1, chunk_size=config.chunk_size, roots=config.roots)
     copier.temp_tag = config.tag
-    worker, executor = os.getpid(), _executor_jvm()
+    worker, executor, module = os.getpid(), _executor_jvm(), os.path.dirname(os.path.dirname(__file__))
     for group in part:
         for index, ref, final in group:
             fs, path = url_to_fs(final)
@@ -166,10 +168,10 @@ def stage_partition(
                 copier._stage_one(f, config.event_id)
             except ApplyError as exc:  # deterministic: report it, do not let Spark retry
                 yield StagedOnExecutor(index, error_type=type(exc).__name__, cause=exc.cause, obj=exc.obj,
-                                       worker_pid=worker, executor_pid=executor)
+                                       worker_pid=worker, executor_pid=executor, module=module)
                 continue
             yield StagedOnExecutor(index, f.temp, f.size, f.cm_fallback, f.unverified, f.skipped,
-                                   worker_pid=worker, executor_pid=executor)
+                                   worker_pid=worker, executor_pid=executor, module=module)
 
 
 def _groups(files: list[StagedFile], n: int) -> list[list[tuple[int, StagedFile]]]:

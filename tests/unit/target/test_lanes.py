@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -79,7 +80,7 @@ def test_database_mode_runs_databases_apart_and_each_in_order() -> None:
         by_db.setdefault(node.step.db, []).append(i)
         assert len(node.after) <= 1
     for indices in by_db.values():  # each database: a chain in event-id order
-        for before, after in zip(indices, indices[1:], strict=False):
+        for before, after in itertools.pairwise(indices):
             assert sched.nodes[after].after == (before,)
 
 
@@ -196,7 +197,8 @@ def test_database_lanes_end_in_the_state_global_order_ends_in(tmp_path: Path) ->
     four, four_slow, lanes_s = _run(tmp_path / "database", Consistency.DATABASE, events)
 
     def seen(catalog: MemoryCatalog, root: Path) -> str:  # the same content, whatever the order
-        dump = {k: sorted(v.items(), key=repr) if isinstance(v, dict) else v for k, v in catalog.dump().items()}
+        dump = {k: sorted(v.items(), key=repr) if isinstance(v, dict) else v
+                for k, v in catalog.dump().items()}
         return repr(dump).replace(str(root), "<root>")
 
     assert seen(four, tmp_path / "database") == seen(one, tmp_path / "global")
