@@ -3,7 +3,9 @@
 Kafka (``streamer_kafka`` data source, offsets in Spark's checkpoint) -> ``foreachBatch`` ->
 decode -> plan (pure) -> apply (catalog + files) -> progress. A micro-batch holds metadata events,
 which are small, so the batch is collected on the driver and applied there in event-id order;
-file copies fan out to a thread pool.
+file copies fan out to a thread pool. Scaling out (docs/scaling.md): ``--consistency database``
+applies databases in parallel lanes (``streamer.target.lanes`` / ``parallel``), and large copies run
+as tasks on the executors (``streamer.target.spark_copy``).
 
 An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
 of the event) is stored in the target state, the database's later events are held, and other
