@@ -25,6 +25,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from fsspec.core import url_to_fs
 from streamer import metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
-from streamer.target.files import TMP_PREFIX, FileCopier, StagedFile
+from streamer.target.files import TMP_PREFIX, FileCopier, Staged, StagedFile
 from streamer.target.paths import Root
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class _CopyConfig:
     roots: tuple[Root, ...]
     tag: str
     event_id: int | None
+    threads: int = 4  # files a task stages at once
 
 
 class SparkFileCopier(FileCopier):
@@ -114,7 +116,8 @@ class SparkFileCopier(FileCopier):
             super()._stage_files(files, event_id)
             return
         started = time.monotonic()
-        config = _CopyConfig(self.chunk_size, tuple(self.roots), secrets.token_hex(4) + "-", event_id)
+        config = _CopyConfig(self.chunk_size, tuple(self.roots), secrets.token_hex(4) + "-", event_id,
+                             threads=max(1, min(4, self.max_workers)))
         groups = _groups(files, self._tasks(len(files)))
         items = [[(i, f.ref, f.final) for i, f in group] for group in groups]
         try:
@@ -156,22 +159,35 @@ class SparkFileCopier(FileCopier):
 def stage_partition(
     config: _CopyConfig, part: Iterable[list[tuple[int, FileRef, str]]]
 ) -> Iterator[StagedOnExecutor]:
-    """The executor side: stage each file of the partition as the driver's copier would."""
+    """The executor side: stage each file of the partition as the driver's copier would, a few at a
+    time. A failure other than a verification one fails the task (Spark retries it) after removing
+    what this attempt staged."""
     copier = FileCopier(max_workers=1, chunk_size=config.chunk_size, roots=config.roots)
     copier.temp_tag = config.tag
     worker, executor, module = os.getpid(), _executor_jvm(), os.path.dirname(os.path.dirname(__file__))
-    for group in part:
-        for index, ref, final in group:
-            fs, path = url_to_fs(final)
-            f = StagedFile(ref=ref, final=final, fs=fs, path=path)
-            try:
-                copier._stage_one(f, config.event_id)
-            except ApplyError as exc:  # deterministic: report it, do not let Spark retry
-                yield StagedOnExecutor(index, error_type=type(exc).__name__, cause=exc.cause, obj=exc.obj,
-                                       worker_pid=worker, executor_pid=executor, module=module)
-                continue
-            yield StagedOnExecutor(index, f.temp, f.size, f.cm_fallback, f.unverified, f.skipped,
-                                   worker_pid=worker, executor_pid=executor, module=module)
+    items = [item for group in part for item in group]
+    staged: list[StagedFile] = []
+
+    def one(item: tuple[int, FileRef, str]) -> StagedOnExecutor:
+        index, ref, final = item
+        fs, path = url_to_fs(final)
+        f = StagedFile(ref=ref, final=final, fs=fs, path=path)
+        staged.append(f)
+        try:
+            copier._stage_one(f, config.event_id)
+        except ApplyError as exc:  # deterministic: report it, do not let Spark retry
+            return StagedOnExecutor(index, error_type=type(exc).__name__, cause=exc.cause, obj=exc.obj,
+                                    worker_pid=worker, executor_pid=executor, module=module)
+        return StagedOnExecutor(index, f.temp, f.size, f.cm_fallback, f.unverified, f.skipped,
+                                worker_pid=worker, executor_pid=executor, module=module)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(config.threads, len(items)))) as pool:
+            results = list(pool.map(one, items))
+    except BaseException:
+        Staged(staged).discard()
+        raise
+    yield from results
 
 
 def _groups(files: list[StagedFile], n: int) -> list[list[tuple[int, StagedFile]]]:

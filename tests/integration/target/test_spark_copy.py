@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from streamer.errors import ChecksumMismatchError
+from streamer.errors import ApplyError, ChecksumMismatchError
 from streamer.events.model import FileRef
 from streamer.target.files import TMP_PREFIX
 from streamer.target.paths import Root
@@ -79,3 +79,20 @@ def test_tasks_fall_back_to_cmroot_and_a_mismatch_halts_with_nothing_left(
         copier.stage_all([*refs[2:], wrong], lambda _: str(dst / "b"), event_id=4)
     assert failure.value.event_id == 4 and failure.value.obj == wrong.uri
     assert list((dst / "b").iterdir()) == []  # the other tasks' staged files were discarded
+
+
+def test_a_failed_copy_job_halts_the_event_and_leaves_no_staging_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An I/O failure (here: the source is a directory) fails its task; once Spark gives up on the
+    job, the files other tasks staged are removed and the event fails with the cause."""
+    refs = _files(tmp_path / "src", 6)
+    (tmp_path / "src" / "adir").mkdir()
+    broken = FileRef(uri=(tmp_path / "src" / "adir").as_uri(), checksum=refs[0].checksum,
+                     checksum_algorithm="sha256", size=10)
+    dst = tmp_path / "dst"
+    copier = _copier(spark, dst, min_bytes=0, min_files=2)
+    with pytest.raises(ApplyError) as failure:
+        copier.stage_all([*refs, broken], lambda _: str(dst / "c"), event_id=9)
+    assert "copy on Spark executors failed" in failure.value.cause and failure.value.event_id == 9
+    assert [p.name for p in (dst / "c").iterdir()] == []
