@@ -166,15 +166,15 @@ def _backlog(work: Path, databases: int, rounds: int) -> tuple[list[tuple[int, b
 
 
 def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str], mode: str,
-           lanes: int, batch: int) -> dict[str, Any]:
+           lanes: int, batch: int, tag: str | None = None) -> dict[str, Any]:
     from streamer.target.hms_catalog import HmsCatalog
     from streamer.target.job import BatchApplier, TargetSettings
 
-    tag = mode[0]
+    tag = tag or mode[0]
     settings = TargetSettings(
         bootstrap_servers="unused:9092", topic="unused", hms_uri=hms.uri,
-        warehouse_root=(work / f"target-{mode}").as_uri(), state_dir=str(work / f"state-{mode}"),
-        checkpoint_dir=str(work / f"checkpoint-{mode}"), source_id=SOURCE_ID,
+        warehouse_root=(work / f"target-{tag}").as_uri(), state_dir=str(work / f"state-{tag}"),
+        checkpoint_dir=str(work / f"checkpoint-{tag}"), source_id=SOURCE_ID,
         db_map={db: f"{tag}_{db}" for db in dbs}, consistency=mode, apply_lanes=lanes,
     )
     catalog = TimedCatalog(HmsCatalog(hms.uri))
@@ -214,11 +214,14 @@ def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str
 
 
 def run_catchup(
-    work: Path, databases: int, rounds: int, lanes: int, batch: int, threads: int
+    work: Path, databases: int, rounds: int, lanes: int, batch: int, threads: int, warmup: int
 ) -> dict[str, Any]:
     say(f"source: {databases} databases x {rounds} rounds x 4 events")
     records, dbs = _backlog(work, databases, rounds)
     with postgres_metastore(work, threads) as hms:
+        say(f"warm-up (the metastore's JIT, connection pools): the first {warmup} events, both modes")
+        _apply(work, hms, records[:warmup], dbs, "global", lanes, batch, tag="wg")
+        _apply(work, hms, records[:warmup], dbs, "database", lanes, batch, tag="wd")
         say(f"PostgreSQL-backed target metastore at {hms.uri}; applying {len(records)} events, global")
         one = _apply(work, hms, records, dbs, "global", lanes, batch)
         say(f"global: {one['eps']:.1f} events/s; now database, {lanes} lanes")
@@ -322,6 +325,7 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
 @click.option("--rounds", default=50, show_default=True, help="Rounds of 4 events per database.")
 @click.option("--lanes", default=4, show_default=True, help="Lanes (metastore connections) of database mode.")
 @click.option("--batch", default=500, show_default=True, help="Records per micro-batch.")
+@click.option("--warmup", default=100, show_default=True, help="Events applied first (each mode), not timed.")
 @click.option("--hms-threads", default=8, show_default=True, help="The metastore's minimum handler threads.")
 @click.option("--copy-files", default=32, show_default=True, help="Files of the large copy.")
 @click.option("--copy-file-mib", default=4, show_default=True, help="MiB per file of the large copy.")
@@ -329,7 +333,7 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
 @click.option("--spark-master", default="local-cluster[2,1,768]", show_default=True)
 @click.option("--skip-copies", is_flag=True, help="Catch-up only.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, hms_threads: int,
+def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, warmup: int, hms_threads: int,
          copy_files: int, copy_file_mib: int, copy_workers: int, spark_master: str, skip_copies: bool,
          work_dir: Path | None) -> None:
     """Catch-up in global vs database consistency; large copies on the driver vs executors."""
@@ -340,7 +344,7 @@ def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, hms
         work = Path(tmp)
         os.chdir(work)  # Spark's Python workers start here (bench/copy.py must not shadow copy)
         load_before = os.getloadavg()
-        result = run_catchup(work, databases, rounds, lanes, batch, hms_threads)
+        result = run_catchup(work, databases, rounds, lanes, batch, hms_threads, warmup)
         if not skip_copies:
             result.update(run_copies(work, copy_files, copy_file_mib, spark_master, copy_workers))
         result["loadavg_before"] = [round(x, 2) for x in load_before]
