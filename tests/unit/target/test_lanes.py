@@ -16,6 +16,7 @@ from streamer.events.model import (
     AddConstraintsPayload,
     CommitTxnPayload,
     Constraint,
+    DropFunctionPayload,
     Event,
     EventType,
     OpenTxnPayload,
@@ -120,7 +121,7 @@ def test_external_tables_sharing_a_location_share_a_lane() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "txn", "commit"]), st.integers(0, 2)),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "txn", "commit", "nodb"]), st.integers(0, 2)),
              min_size=1, max_size=40)
 )
 def test_every_pair_sharing_a_lane_keeps_event_order(ops: list[tuple[str, int]]) -> None:
@@ -132,6 +133,8 @@ def test_every_pair_sharing_a_lane_keeps_event_order(ops: list[tuple[str, int]])
             events.append(_open(i, k))
         elif what == "commit":
             events.append(_commit(i, k, *["abcd"[k], "abcd"[k + 1]]))
+        elif what == "nodb":  # an event of no database and no transaction: a full barrier
+            events.append(b.event(i, EventType.DROP_FUNCTION, DropFunctionPayload(f"f{k}")))
         else:
             events.append(b.create_table(i, b.table(what, f"t{k}{i}")))
     sched = schedule(plan(events, {}), Consistency.DATABASE)
@@ -139,7 +142,8 @@ def test_every_pair_sharing_a_lane_keeps_event_order(ops: list[tuple[str, int]])
         above = _ancestors(sched, j)
         for i in range(j):
             earlier = sched.nodes[i]
-            if earlier.lanes & later.lanes or earlier.step.db == later.step.db:
+            joined = earlier.lanes & later.lanes or earlier.step.db == later.step.db
+            if joined or earlier.full_barrier or later.full_barrier:
                 assert i in above, (earlier, later)
 
 
