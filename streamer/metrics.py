@@ -147,6 +147,10 @@ TARGET_ABORTED_BYTES_SKIPPED = Counter(
 TARGET_OPEN_TXNS = Gauge(
     "streamer_target_open_txns", "Source transactions buffered on the target", registry=REGISTRY
 )
+TARGET_EXECUTOR_FILES_COPIED = Counter(
+    "streamer_target_executor_files_copied_total",
+    "Files staged by Spark executor tasks (large copies, streamer.target.spark_copy)", registry=REGISTRY,
+)
 
 # --- verification (streamer verify, streamer target run --verify-every) ---
 VERIFY_DRIFT_OBJECTS = Gauge(

@@ -848,39 +848,44 @@ def run_plan(
     """
     report = RunReport(held=list(plan.held))
     with applier.reusing_databases():
-        _run_steps(applier, plan, state, report, on_halt)
+        for step in plan.steps:
+            run_step(applier, step, state, report, on_halt)
     if plan.source_head is not None:
         metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.status.lag_events
     return report
 
 
-def _run_steps(
-    applier: Applier, plan: Plan, state: TargetState, report: RunReport, on_halt: Callable[[str], None] | None
+def run_step(
+    applier: Applier,
+    step: Step,
+    state: TargetState,
+    report: RunReport,
+    on_halt: Callable[[str], None] | None = None,
 ) -> None:
-    for step in plan.steps:
-        if state.is_halted(step.db):
-            report.held.extend(step.event_ids)
-            continue
-        try:
-            applier.apply(step)
-        except ApplyError as exc:
-            halt = state.halt(
-                step.db,
-                exc.event_id or step.first.event_id,
-                exc.cause,
-                event_type=exc.event_type or str(step.first.event_type),
-                obj=exc.obj,
-            )
-            log.error(
-                "database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause
-            )
-            report.halted[step.db] = halt
-            report.held.extend(step.event_ids)
-            if on_halt is not None:
-                on_halt(step.db)
-            continue
-        report.applied.extend(step.event_ids)
-        report.coalesced.extend(step.superseded)
+    """Apply one step unless its database is halted; a failure halts the database (then
+    ``on_halt(db)``). Records the outcome in ``report`` (the lane runner, ``streamer.target.parallel``,
+    passes one per step)."""
+    if state.is_halted(step.db):
+        report.held.extend(step.event_ids)
+        return
+    try:
+        applier.apply(step)
+    except ApplyError as exc:
+        halt = state.halt(
+            step.db,
+            exc.event_id or step.first.event_id,
+            exc.cause,
+            event_type=exc.event_type or str(step.first.event_type),
+            obj=exc.obj,
+        )
+        log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
+        report.halted[step.db] = halt
+        report.held.extend(step.event_ids)
+        if on_halt is not None:
+            on_halt(step.db)
+        return
+    report.applied.extend(step.event_ids)
+    report.coalesced.extend(step.superseded)
 
 
 # --- helpers ------------------------------------------------------------------------------------

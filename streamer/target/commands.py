@@ -36,12 +36,31 @@ def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str,
     return config
 
 
+def _state_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """A local or mounted directory, also spelled as a ``file://`` URL. The state is replaced with
+    rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives: put it on a shared one so a driver
+    restarted on another host finds it."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme and len(parts.scheme) > 1:
+        raise click.BadParameter(
+            f"{value!r}: the state dir must be a mounted filesystem (a path or file:// URL); put it on a "
+            "shared mount for a driver that may restart elsewhere. --checkpoint-dir takes any Hadoop URL.",
+            ctx, param,
+        )
+    return Path(value)
+
+
 def _state_dir_option(f: Any) -> Any:
     return click.option(
         "--state-dir",
         required=True,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Directory of this target's durable state (halts, skips, progress).",
+        callback=_state_dir,
+        help="Directory of this target's durable state (halts, skips, progress): a path or file:// URL, "
+        "on a shared mount when the driver may restart on another host.",
     )(f)
 
 
@@ -64,7 +83,9 @@ def target() -> None:
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
 @_state_dir_option
 @click.option(
-    "--checkpoint-dir", default=None, help="Spark checkpoint dir [default: <state-dir>/checkpoint]."
+    "--checkpoint-dir",
+    default=None,
+    help="Spark checkpoint dir, any Hadoop URL (hdfs://, s3a://, file://) [default: <state-dir>/checkpoint].",
 )
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="Rename a source database; repeatable.")
 @click.option("--allow-existing-db", is_flag=True, help="Apply into databases not created by streamer.")
@@ -86,6 +107,49 @@ def target() -> None:
     "micro-batch; lowest lag). task: a Spark task reads each micro-batch with new consumers.",
 )
 @click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--consistency",
+    type=click.Choice(["global", "database"]),
+    default="global",
+    show_default=True,
+    help="global: one lane, prefix consistency across all databases (read replicas). database: a lane "
+    "per database, applied concurrently; prefix consistency per database only (DR catch-up).",
+)
+@click.option(
+    "--apply-lanes",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="With --consistency database: lanes applied at once, each with its own metastore connection.",
+)
+@click.option(
+    "--executor-copy-min-bytes",
+    default=256 << 20,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="A copy (one event's files of one object) of at least this many bytes runs as Spark tasks on "
+    "the executors; 0 = never by size.",
+)
+@click.option(
+    "--executor-copy-min-files",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="... or of at least this many files; 0 = never by count.",
+)
+@click.option(
+    "--py-files",
+    multiple=True,
+    metavar="ZIP",
+    help="A zip of Python packages for the executors (as spark-submit --py-files), e.g. streamer itself "
+    "when executors lack it; repeatable. See docs/deploy.md.",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master when not started by spark-submit (local[2], local-cluster[2,1,768], "
+    "spark://host:7077). [default: $SPARK_MASTER or local[2]]",
+)
 @click.option(
     "--external-sync-seconds",
     default=0.0,
@@ -153,6 +217,12 @@ def run_cmd(
     trigger_seconds: float,
     kafka_reader: str,
     copy_workers: int,
+    consistency: str,
+    apply_lanes: int,
+    executor_copy_min_bytes: int,
+    executor_copy_min_files: int,
+    py_files: tuple[str, ...],
+    spark_master: str | None,
     external_sync_seconds: float,
     external_source_prefix: str,
     verify_every: float,
@@ -187,6 +257,12 @@ def run_cmd(
         trigger_seconds=trigger_seconds,
         kafka_reader=kafka_reader,
         copy_workers=copy_workers,
+        consistency=consistency,
+        apply_lanes=apply_lanes,
+        executor_copy_min_bytes=executor_copy_min_bytes,
+        executor_copy_min_files=executor_copy_min_files,
+        spark_master=spark_master,
+        py_files=tuple(py_files),
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
         verify_every=verify_every,
@@ -281,18 +357,28 @@ def status(
 
         config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
         head = source_head(config, topic or f"streamer.{source_id}.events")
+    from streamer.target.lanes import GUARANTEES, Consistency
+    from streamer.target.status import read_mode
+
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
     from streamer.target.failover import read_record
 
     failed_over = read_record(state_dir)
+    mode = read_mode(state_dir)
+    try:
+        guarantee = GUARANTEES[Consistency(mode["consistency"])]
+    except ValueError:
+        guarantee = "unknown mode"
     if output == "json":
         click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None,
+                               "consistency": mode["consistency"], "guarantee": guarantee,
                                "failover": failed_over.to_json() if failed_over else None}))
         return
     if failed_over is not None:
         at = f" at source event {failed_over.cut.event_id}" if failed_over.cut else ""
         click.echo(f"failed over{at} ({failed_over.state} since {failed_over.started}): "
                    "no target job applies here")
+    click.echo(f"consistency: {mode['consistency']} ({guarantee})")
     if not rows:
         click.echo("no replicated databases on this target")
         return

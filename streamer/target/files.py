@@ -166,6 +166,7 @@ class FileCopier:
         self.max_workers = max(1, max_workers)
         self.chunk_size = chunk_size
         self.roots = list(roots)
+        self.temp_tag = ""  # marks the staging names of one copy (executor copies clean up by it)
 
     def copy_all(
         self, refs: Iterable[FileRef], dest_for_ref: Callable[[FileRef], str], *, event_id: int | None = None
@@ -191,17 +192,25 @@ class FileCopier:
         staged = Staged(list(jobs.values()), event_id)
         if not staged.files:
             return staged
-        workers = min(self.max_workers, len(staged.files))
+        try:
+            self._stage_files(staged.files, event_id)
+        except BaseException:
+            staged.discard()
+            raise
+        return staged
+
+    def _stage_files(self, files: list[StagedFile], event_id: int | None) -> None:
+        """Stage every file (``_stage_one``) on this process's thread pool; raises the first failure
+        once all have finished. ``streamer.target.spark_copy`` runs large copies on executors instead."""
+        workers = min(self.max_workers, len(files))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="copy") as pool:
-            futures = [pool.submit(self._stage_one, f, event_id) for f in staged.files]
+            futures = [pool.submit(self._stage_one, f, event_id) for f in files]
             errors = [fut.exception() for fut in futures]
         first = next((e for e in errors if e is not None), None)
         if first is not None:
-            staged.discard()
             if isinstance(first, ApplyError):
                 raise first
             raise ApplyError(f"copy failed: {first}", event_id=event_id) from first
-        return staged
 
     # --- one file -------------------------------------------------------------------------
     def _stage_one(self, f: StagedFile, event_id: int | None) -> None:
@@ -230,7 +239,7 @@ class FileCopier:
         for candidate, is_cm in ((ref.uri, False), (ref.cm_uri, True)):
             if not candidate:
                 continue
-            tmp_name = f"{TMP_PREFIX}{posixpath.basename(final)}-{secrets.token_hex(6)}"
+            tmp_name = f"{TMP_PREFIX}{posixpath.basename(final)}-{self.temp_tag}{secrets.token_hex(6)}"
             f.temp = posixpath.join(directory, tmp_name)
             try:
                 digest, size = self._stream(candidate, dst_fs, f.temp, algo, ref.checksum, event_id, f.final)

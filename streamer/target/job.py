@@ -3,7 +3,9 @@
 Kafka (``streamer_kafka`` data source, offsets in Spark's checkpoint) -> ``foreachBatch`` ->
 decode -> plan (pure) -> apply (catalog + files) -> progress. A micro-batch holds metadata events,
 which are small, so the batch is collected on the driver and applied there in event-id order;
-file copies fan out to a thread pool.
+file copies fan out to a thread pool. Scaling out (docs/scaling.md): ``--consistency database``
+applies databases in parallel lanes (``streamer.target.lanes`` / ``parallel``), and large copies run
+as tasks on the executors (``streamer.target.spark_copy``).
 
 An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
 of the event) is stored in the target state, the database's later events are held, and other
@@ -38,16 +40,17 @@ from streamer.errors import EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event
 from streamer.hms.transport import HmsAuth
-from streamer.target.apply import Applier, run_plan
+from streamer.target.apply import Applier
 from streamer.target.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.catalog import Catalog
 from streamer.target.chain import check_chain, read_anchor, write_anchor
 from streamer.target.failover import JobLock, read_record, refuse_if_failed_over
 from streamer.target.files import FileCopier
+from streamer.target.parallel import LaneRunner
 from streamer.target.paths import TargetPaths
 from streamer.target.plan import Plan, plan, step_db
 from streamer.target.state import TargetState
-from streamer.target.status import lag_events, read_progress, write_progress
+from streamer.target.status import lag_events, read_progress, write_mode, write_progress
 from streamer.target.watermark import (
     WatermarkPublisher,
     compute,
@@ -91,6 +94,13 @@ class TargetSettings:
     # database whose parameters publish the watermark (streamer.target.watermark); "" = metrics only,
     # None = streamer_watermark_<source id>
     watermark_db: str | None = None
+    # scaling out (streamer.target.lanes, streamer.target.spark_copy)
+    consistency: str = "global"  # global | database
+    apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes
+    executor_copy_min_bytes: int = 256 << 20  # a copy this large runs on Spark executors; 0 = never
+    executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
+    spark_master: str | None = None  # else SPARK_MASTER, else local[2] (spark-submit chooses its own)
+    py_files: tuple[str, ...] = ()  # zips shipped to executors (SparkContext.addPyFile), like --py-files
 
 
 class BatchApplier:
@@ -103,13 +113,18 @@ class BatchApplier:
         *,
         replay: Callable[[int, int], Iterable[tuple[int, bytes]]] | None = None,
         on_applied: Callable[[Event, float], None] | None = None,
+        copier: FileCopier | None = None,
+        catalogs: Callable[[], Catalog] | None = None,
     ) -> None:
         self.settings = settings
         self.state = TargetState(settings.state_dir)
         paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+        # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.parallel)
+        self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
+        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
         self.applier = Applier(
             catalog,
-            FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+            copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
             paths,
             settings.source_id,
             db_map=dict(settings.db_map),
@@ -168,7 +183,9 @@ class BatchApplier:
         bounded = split_at(events, self.settings.until_event)
         the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         before = self._consumed
-        report = run_plan(self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True))
+        report = self.runner.run(
+            self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True)
+        )
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -300,6 +317,8 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
     """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
     from pyspark.sql import SparkSession
 
+    from streamer.target.spark_copy import executor_conf
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     kerberos = spark_kerberos_conf(settings.hms_auth)
     builder = (
@@ -315,7 +334,10 @@ def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -
         builder = builder.config(key, value)
     # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
+        master = settings.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
+        builder = builder.master(master)
+        for key, value in executor_conf(master).items():
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if kerberos:
         _jvm_kerberos_login(spark, settings.hms_auth)
@@ -405,12 +427,21 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
 
     from streamer.target.external import start_background
     from streamer.target.hms_catalog import HmsCatalog
+    from streamer.target.spark_copy import executor_copier
 
     spark = spark_session(settings)
+    for py_file in settings.py_files:
+        spark.sparkContext.addPyFile(py_file)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
-    batch_applier = BatchApplier(settings, catalog, replay=kafka_replay(settings))
+    batch_applier = BatchApplier(
+        settings, catalog, replay=kafka_replay(settings),
+        copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
+                               settings.copy_workers),
+        catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),
+    )
     query = start_query(spark, settings, batch_applier)
-    log.info("target job started: topic %s -> %s", settings.topic, settings.hms_uri)
+    log.info("target job started: topic %s -> %s, consistency %s", settings.topic, settings.hms_uri,
+             settings.consistency)
     external_sync = start_background(settings, batch_applier.lock)
     verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
     stopped = "stopped"
@@ -448,6 +479,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
             external_sync.stop()
         query.stop()
         catalog.close()
+        batch_applier.runner.close()
 
 
 def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyLoop:

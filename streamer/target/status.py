@@ -142,3 +142,27 @@ def _row(
             if halt is not None else None
         ),
     }
+
+
+MODE_FILE = "job-mode.json"
+
+
+def write_mode(state_dir: str | Path, consistency: str, lanes: int) -> None:
+    """Record the consistency mode the job runs in, for ``streamer status`` (readers must know
+    whether prefix consistency holds across databases or per database)."""
+    path = Path(state_dir) / MODE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"consistency": consistency, "apply_lanes": lanes}), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_mode(state_dir: str | Path) -> dict[str, Any]:
+    """The recorded mode; ``global`` for a job that never recorded one (older versions)."""
+    try:
+        data = json.loads((Path(state_dir) / MODE_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return {"consistency": str(data.get("consistency", "global")), "apply_lanes": data.get("apply_lanes")}

@@ -61,6 +61,7 @@ class CampaignConfig:
     rate: float = 60.0
     name: str = "campaign"
     catch_up_timeout: float = 600.0
+    consistency: str = "global"  # the target's --consistency; the checker judges prefixes in that scope
 
 
 @dataclass
@@ -189,6 +190,7 @@ class Campaign:
             "--warehouse-root", self.target_root,
             "--external-base-dir", (work / "target" / "external").as_uri(),
             "--state-dir", str(self.state_dir), "--trigger-seconds", "0.1", "--metrics-port", "0",
+            "--consistency", config.consistency,
         ], work / "target.log")
         self.catalog = HmsCatalog(config.hms_uri)
 
@@ -235,7 +237,7 @@ class Campaign:
             self.target.stop()
         history = History.from_rows(self.warehouse.notifications(), self.source_id,
                                     txn_writes=self.warehouse.txn_write_rows)
-        report = check(history, samples)
+        report = check(history, samples, scope=cfg.consistency)
         every = report.summary(limit=len(samples))
         (cfg.work_dir / "violations.txt").write_text(every + "\n", encoding="utf-8")
         return CampaignResult(

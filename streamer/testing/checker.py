@@ -35,6 +35,11 @@ Checks, each naming reader, sample and table:
   ``max_in_flight`` steps' changes of the observed tables (the step being applied when the sample was
   taken; a step is what the target applies before advancing ``repl.last.id``: one event, or a run the
   planner applies in one go, see ``History.step_of``).
+
+Scope: ``global`` judges each sample as one cut across all its databases (a target in the
+``global`` consistency mode). ``database`` judges each database of a sample on its own, as if every
+database had its own reader (``reader@db``): the promise of the ``database`` mode, whose lanes let
+databases show different source event ids (``streamer.target.lanes``).
 """
 
 from __future__ import annotations
@@ -101,9 +106,14 @@ class Report:
         return "\n".join([head, *shown])
 
 
-def check(history: History, samples: Iterable[Sample], *, max_in_flight: int = 1) -> Report:
-    """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times)."""
-    samples = list(samples)
+def check(
+    history: History, samples: Iterable[Sample], *, max_in_flight: int = 1, scope: str = "global"
+) -> Report:
+    """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times);
+    ``scope`` is ``global`` or ``database`` (see the module docstring)."""
+    if scope not in ("global", "database"):
+        raise ValueError(f"scope must be 'global' or 'database', not {scope!r}")
+    samples = per_database(samples) if scope == "database" else list(samples)
     report = Report(samples=len(samples), readers=len({s.reader for s in samples}))
     cuts: list[IdSet | None] = []
     for index, sample in enumerate(samples):
@@ -115,6 +125,24 @@ def check(history: History, samples: Iterable[Sample], *, max_in_flight: int = 1
         _staleness(history, sample, cut, report)
     _monotonic(samples, cuts, report.violations)
     return report
+
+
+def per_database(samples: Iterable[Sample]) -> list[Sample]:
+    """Each sample split into one sample per database (tables ``db.*`` and that database's
+    ``repl.last.id``), read by ``reader@db``."""
+    out: list[Sample] = []
+    for sample in samples:
+        dbs = {key.split(".", 1)[0] for key in sample.tables}
+        dbs |= {db.lower() for db in sample.applied_event_ids}
+        for db in sorted(dbs):
+            out.append(Sample(
+                reader=f"{sample.reader}@{db}",
+                wall_time=sample.wall_time,
+                applied_event_ids={d: i for d, i in sample.applied_event_ids.items() if d.lower() == db},
+                tables={k: v for k, v in sample.tables.items() if k.split(".", 1)[0] == db},
+                source_head_event_id=sample.source_head_event_id,
+            ))
+    return out
 
 
 def _tables(history: History, index: int, sample: Sample, out: list[Violation]) -> dict[str, IdSet]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from streamer.testing import Sample, check, table_key
 from streamer.testing.checker import CUT, MONOTONIC, PHANTOM, PREFIX, WATERMARK
@@ -162,3 +163,63 @@ def test_a_table_untouched_since_long_ago_is_not_stale() -> None:
     assert report.ok and report.worst_lag_events == 0, report.summary()
     absent = dataclasses.replace(current, applied_event_ids={}, tables={table_key("a", "t"): None})
     assert check(history, [absent]).worst_lag_events == 50 - 1  # the table is missing: behind event 2
+
+
+def _lanes_replay(run: Run, ahead: str) -> list[Sample]:
+    """A target in ``database`` mode whose lane of database ``ahead`` runs ahead of the others as
+    far as the schedule allows; a reader samples every table after each step, and each database
+    advertises the last event of its own applied (as ``repl.last.id`` does)."""
+    from streamer.target.lanes import Consistency, schedule
+    from streamer.target.plan import plan, step_db
+    from streamer.testing import SourceStateMachine
+
+    sched = schedule(plan(run.events, {}), Consistency.DATABASE)
+    dependents, waiting = sched.dependents(), [len(n.after) for n in sched.nodes]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    machine, advertised, samples, clock = SourceStateMachine(), dict[str, int](), [], 0.0
+    keys = run.history.tables()
+    while ready:
+        ready.sort(key=lambda i: (sched.nodes[i].step.db.lower() != ahead, i))
+        i = ready.pop(0)
+        for event in sched.nodes[i].step.events:
+            machine.apply(event)
+            advertised[step_db(event).lower()] = event.event_id
+        clock = max(clock + 0.001, sched.nodes[i].step.last.source.event_time + 0.5)  # readers' time runs on
+        samples.append(Sample(
+            reader="r", wall_time=clock,
+            applied_event_ids={db: advertised.get(db, 0) for db in {k.split(".", 1)[0] for k in keys}},
+            tables={k: machine.state(k) for k in keys},
+        ))
+        for d in dependents[i]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+    assert len(samples) == len(sched.nodes)
+    return samples
+
+
+def test_database_scope_accepts_lanes_that_global_scope_rejects(run: Run) -> None:
+    """Database lanes show each database as a source prefix, not all databases as one."""
+    dbs = sorted({k.split(".", 1)[0] for k in run.history.tables()})
+    assert len(dbs) >= 2
+    samples = _lanes_replay(run, ahead=dbs[-1])
+    per_db = check(run.history, samples, scope="database")
+    assert per_db.ok, per_db.summary()
+    across = check(run.history, samples, scope="global")
+    assert across.by_check().get(CUT, 0) > 0, across.summary()
+
+
+def test_database_scope_still_catches_a_swap_inside_one_database(run: Run) -> None:
+    changed: dict[int, set[str]] = {}
+    for key, points in run.history.changes.items():
+        for change in points:
+            changed.setdefault(change.event_id, set()).add(key)
+    pairs = [
+        (first, second) for first, second in itertools.pairwise(run.history.event_ids)
+        if len(a := changed.get(first, set())) == 1 and len(b := changed.get(second, set())) == 1 and a != b
+        and next(iter(a)).split(".")[0] == next(iter(b)).split(".")[0]
+    ]
+    assert pairs, "the workload has no two adjacent changes of two tables of one database"
+    events = swapped(run.events, *pairs[0])
+    report = check(run.history, replay_samples(events, run.history.tables()), scope="database")
+    assert report.by_check().get(CUT, 0) > 0, report.summary()
