@@ -197,8 +197,8 @@ def _run(root: Path, mode: Consistency, events: list[Event]) -> tuple[MemoryCata
 
 def test_database_lanes_end_in_the_state_global_order_ends_in(tmp_path: Path) -> None:
     events = _workload(["a", "b", "c", "d"], 5)
-    one, one_slow, global_s = _run(tmp_path / "global", Consistency.GLOBAL, events)
-    four, four_slow, lanes_s = _run(tmp_path / "database", Consistency.DATABASE, events)
+    one, one_slow, _ = _run(tmp_path / "global", Consistency.GLOBAL, events)
+    four, four_slow, _ = _run(tmp_path / "database", Consistency.DATABASE, events)
 
     def seen(catalog: MemoryCatalog, root: Path) -> str:  # the same content, whatever the order
         dump = {k: sorted(v.items(), key=repr) if isinstance(v, dict) else v
@@ -206,8 +206,7 @@ def test_database_lanes_end_in_the_state_global_order_ends_in(tmp_path: Path) ->
         return repr(dump).replace(str(root), "<root>")
 
     assert seen(four, tmp_path / "database") == seen(one, tmp_path / "global")
-    assert one_slow.most == 1 and four_slow.most > 1  # the lanes really ran at once
-    assert lanes_s < global_s
+    assert one_slow.most == 1 and four_slow.most > 1  # the lanes really ran at once (no timing asserted)
 
 
 def test_a_halted_lane_holds_its_database_only(tmp_path: Path) -> None:
@@ -219,7 +218,10 @@ def test_a_halted_lane_holds_its_database_only(tmp_path: Path) -> None:
     events = [b.create_db(1, "a"), b.create_db(2, "b"),
               b.alter_table(3, missing, b.replace(missing, parameters={"k": "v"})),  # a: table is missing
               b.create_table(4, b.table("a", "t")), b.create_table(5, b.table("b", "t"))]
-    report = LaneRunner(Consistency.DATABASE, lambda: inner).run(applier, plan(events, {}), state)
+    halts: list[str] = []
+    runner = LaneRunner(Consistency.DATABASE, lambda: inner)
+    report = runner.run(applier, plan(events, {}), state, halts.append)
+    assert halts == ["a"]  # reported as in global mode (the job publishes it in its watermark)
     assert sorted(report.applied) == [1, 2, 5]
     assert sorted(report.held) == [3, 4] and set(report.halted) == {"a"}
     assert state.halts()["a"].event_id == 3
