@@ -206,7 +206,18 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
         # no read database is halted: every step up to the global watermark (a batch's end) and up
         # to each read database's watermark and repl.last.id is applied, steps being in order
         marked = [w for db in present if (w := mark.of(db)) is not None]
-        event_id = max([mark.event_id, *marked, *present.values()])
+        if mark.consistency == "database" and len(present) > 1:
+            # lanes move databases independently within a batch: only at a batch's end (every read
+            # database at or below its watermark, so no step of the running batch touched it) do
+            # several databases show one source state
+            ahead = sorted(db for db, i in present.items() if i > _db_mark(mark, db))
+            if ahead:
+                text = (f"--consistency database: {', '.join(ahead)} moved past the watermark in the batch "
+                        "being applied; waiting for the batch's end")
+                return Decision(Verdict.RETRY, text)
+            event_id = max([mark.event_id, *marked])
+        else:
+            event_id = max([mark.event_id, *marked, *present.values()])
     if min_event_id is not None and event_id < min_event_id:
         if halted:
             text = f"database {halted[0]} is halted at event {event_id}, below min_event_id {min_event_id}"
@@ -215,6 +226,11 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
         text = f"waiting for event {min_event_id}: the tables reflect event {event_id} ({where})"
         return Decision(Verdict.WAIT, text if where else text[: text.index(" (")], event_id)
     return Decision(Verdict.READ, event_id=event_id)
+
+
+def _db_mark(mark: Watermark, db: str) -> int:
+    own = mark.of(db)
+    return mark.event_id if own is None else own
 
 
 def decide(

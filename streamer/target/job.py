@@ -234,7 +234,8 @@ class BatchApplier:
         step; failing to publish a halt stops the batch)."""
         stuck = set(self.state.halts()) | set(self.state.pending_replays())
         mark = compute(
-            self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id
+            self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id,
+            consistency=self.settings.consistency,
         )
         self.watermark.publish(mark, required=halt)
 

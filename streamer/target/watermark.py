@@ -22,6 +22,7 @@ Where it is published, so that any engine can read it without streamer:
       streamer.watermark.halted         comma-separated target databases pinned at a halt
       streamer.watermark.source.id      the source these ids are of
       streamer.watermark.time           when this record was written (seconds since the epoch)
+      streamer.watermark.consistency    the job's --consistency (global | database)
 
   Spark or Hive: ``DESCRIBE DATABASE EXTENDED streamer_watermark_source``.
 
@@ -59,6 +60,7 @@ DB_PARAM_PREFIX = PREFIX + "db."
 HALTED_PARAM = PREFIX + "halted"
 SOURCE_PARAM = PREFIX + "source.id"
 TIME_PARAM = PREFIX + "time"
+CONSISTENCY_PARAM = PREFIX + "consistency"
 
 
 def default_watermark_db(source_id: str) -> str:
@@ -75,6 +77,9 @@ class Watermark:
     halted: frozenset[str] = frozenset()
     source_id: str = ""
     time: float = 0.0
+    # the job's --consistency: with "database", lanes of one batch move databases independently, so
+    # readers of several databases need them all at the batch's end (streamer.read.decide_marks)
+    consistency: str = "global"
 
     def of(self, db: str) -> int | None:
         """The watermark of target database ``db`` (None when the record does not name it)."""
@@ -93,6 +98,7 @@ def compute(
     stuck: Collection[str],
     target_db: Callable[[str], str] = str.lower,
     source_id: str = "",
+    consistency: str = "global",
 ) -> Watermark:
     """The watermark after a micro-batch whose steps are all applied (pure).
 
@@ -105,7 +111,8 @@ def compute(
     through = replicated_through(applied, consumed_event_id, stuck)
     databases = {target_db(db).lower(): i for db, i in through.items()}
     halted = frozenset(target_db(db).lower() for db in stuck if db in applied)
-    return Watermark(min(databases.values(), default=consumed_event_id), databases, halted, source_id)
+    return Watermark(min(databases.values(), default=consumed_event_id), databases, halted, source_id,
+                     consistency=consistency)
 
 
 def to_parameters(mark: Watermark) -> dict[str, str]:
@@ -115,6 +122,7 @@ def to_parameters(mark: Watermark) -> dict[str, str]:
         HALTED_PARAM: ",".join(sorted(mark.halted)),
         SOURCE_PARAM: mark.source_id,
         TIME_PARAM: f"{mark.time:.3f}",
+        CONSISTENCY_PARAM: mark.consistency,
     }
     params.update({DB_PARAM_PREFIX + db: str(i) for db, i in sorted(mark.databases.items())})
     return params
@@ -140,7 +148,8 @@ def from_parameters(params: Mapping[str, str]) -> Watermark | None:
         written = float(params.get(TIME_PARAM, "0") or 0)
     except ValueError:
         written = 0.0
-    return Watermark(number(EVENT_ID_PARAM), databases, halted, params.get(SOURCE_PARAM, ""), written)
+    return Watermark(number(EVENT_ID_PARAM), databases, halted, params.get(SOURCE_PARAM, ""), written,
+                     consistency=params.get(CONSISTENCY_PARAM, "global") or "global")
 
 
 class WatermarkPublisher:

@@ -30,7 +30,7 @@ from streamer.read import (
 )
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.watermark import Watermark, to_parameters
+from streamer.target.watermark import Watermark, from_parameters, to_parameters
 
 
 def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:
@@ -48,6 +48,19 @@ def test_databases_at_or_below_their_watermark_read_at_the_common_watermark() ->
 def test_a_read_in_the_middle_of_a_batch_shows_at_least_the_newest_repl_last_id() -> None:
     decision = decide_marks(_marks(WM, sales=61, hr=50), ["hr", "sales"])
     assert (decision.verdict, decision.event_id) == (Verdict.READ, 61)
+
+
+def test_database_lanes_read_several_databases_only_at_a_batch_end() -> None:
+    """With --consistency database a lane may be ahead of another inside one batch: a read of
+    several databases waits for the batch's end instead of claiming the newest repl.last.id."""
+    lanes = Watermark(50, {"sales": 50, "hr": 50}, source_id="src", consistency="database")
+    mid_batch = decide_marks(_marks(lanes, sales=61, hr=50), ["hr", "sales"])
+    assert mid_batch.verdict is Verdict.RETRY and "sales" in mid_batch.reason
+    at_end = decide_marks(_marks(lanes, sales=12, hr=50), ["hr", "sales"])
+    assert (at_end.verdict, at_end.event_id) == (Verdict.READ, 50)
+    alone = decide_marks(_marks(lanes, sales=61), ["sales"])  # one database is one lane: in order
+    assert (alone.verdict, alone.event_id) == (Verdict.READ, 61)
+    assert from_parameters(to_parameters(lanes)) == lanes
 
 
 def test_a_database_created_after_the_watermark_reads_at_its_own_id() -> None:
