@@ -23,13 +23,17 @@ apt_install() {
   return 1
 }
 
-# A JDK, not only the JRE: `streamer hms run --notifications` compiles its listener with javac.
-if ! java_ok || ! command -v javac >/dev/null 2>&1; then
+# A JDK, not only the JRE: `streamer hms run --notifications` (and its tests) compile a listener with
+# javac. Java itself is required; javac only for that, so its absence is a note, not a failure.
+if ! java_ok; then
   apt_install openjdk-17-jdk-headless || {
     echo "setup: a Java 17+ JDK is required. Install it (Debian/Ubuntu: sudo apt-get install openjdk-17-jdk-headless;" >&2
     echo "       macOS: brew install openjdk@17) and run this again." >&2
     exit 1
   }
+elif ! command -v javac >/dev/null 2>&1; then
+  apt_install openjdk-17-jdk-headless \
+    || echo "setup: note: javac not found; 'streamer hms run --notifications' needs a JDK (openjdk-17-jdk-headless)" >&2
 fi
 
 if [ ! -f /usr/share/java/postgresql.jar ]; then
