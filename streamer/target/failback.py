@@ -13,8 +13,6 @@ explicitly (``streamer failback --discard-unreplicated``), which records what wa
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +21,7 @@ from typing import Any
 
 from streamer.errors import StreamerError
 from streamer.hive.notification import NotificationRow
-from streamer.target.failover import Cut
+from streamer.target.failover import Cut, read_json, write_json
 
 FAILBACK_FILE = "failback.json"
 
@@ -123,25 +121,13 @@ def record_failback(state_dir: str | Path, div: Divergence, discarded: bool,
     source's databases ``--rebase`` dropped (None: no rebase)."""
     body = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "discarded": discarded,
             **div.to_json(), "dropped": None if dropped is None else sorted(dropped)}
-    path = Path(state_dir) / FAILBACK_FILE
-    tmp = path.with_name(f".{FAILBACK_FILE}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, indent=2, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_json(Path(state_dir) / FAILBACK_FILE, body)
     return body
 
 
 def read_failback(state_dir: str | Path) -> dict[str, Any] | None:
     """``failback.json`` as written by ``record_failback`` (None: no failback accepted yet)."""
-    path = Path(state_dir) / FAILBACK_FILE
-    try:
-        body: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise StreamerError(f"cannot read {path}: {exc}") from exc
+    body: dict[str, Any] | None = read_json(Path(state_dir) / FAILBACK_FILE)
     return body
 
 

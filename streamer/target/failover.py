@@ -146,12 +146,9 @@ class FailoverRecord:
 
 def read_record(state_dir: str | Path) -> FailoverRecord | None:
     path = Path(state_dir) / FAILOVER_FILE
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    raw = read_json(path)
+    if raw is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise StreamerError(f"cannot read {path}: {exc}") from exc
     try:
         cut = Cut.from_json(raw["cut"]) if raw.get("cut") else None
         return FailoverRecord(raw["state"], raw["started"], raw.get("completed"), cut,
@@ -161,12 +158,26 @@ def read_record(state_dir: str | Path) -> FailoverRecord | None:
 
 
 def write_record(state_dir: str | Path, record: FailoverRecord) -> None:
-    """Replace ``failover.json`` atomically (temp file, fsync, rename)."""
-    path = Path(state_dir) / FAILOVER_FILE
+    """Replace ``failover.json`` atomically."""
+    write_json(Path(state_dir) / FAILOVER_FILE, record.to_json())
+
+
+def read_json(path: Path) -> Any:
+    """A state file written by ``write_json`` (None when there is none)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StreamerError(f"cannot read {path}: {exc}") from exc
+
+
+def write_json(path: Path, body: Any) -> None:
+    """Replace a state file atomically (temp file, fsync, rename): ``failover.json``, ``failback.json``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{FAILOVER_FILE}.tmp")
+    tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(record.to_json(), fh, indent=2, sort_keys=True)
+        json.dump(body, fh, indent=2, sort_keys=True)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
