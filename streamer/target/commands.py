@@ -36,6 +36,16 @@ def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str,
     return config
 
 
+def source_head_from_options(
+    bootstrap_servers: str, kafka_setting: tuple[str, ...], topic: str | None, source_id: str
+) -> tuple[int, int] | None:
+    """The source head the topic announced (``status.source_head``), from a command's Kafka options."""
+    from streamer.target.status import source_head
+
+    config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
+    return source_head(config, topic or f"streamer.{source_id}.events")
+
+
 def _state_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
     """A local or mounted directory, also spelled as a ``file://`` URL. The state is replaced with
     rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives: put it on a shared one so a driver
@@ -348,21 +358,15 @@ def status(
     output: str,
 ) -> None:
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
-    from streamer.target.status import collect_status
+    from streamer.target.failover import read_record
+    from streamer.target.lanes import GUARANTEES, Consistency
+    from streamer.target.status import collect_status, read_mode
 
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     head: tuple[int, int] | None = None
     if bootstrap_servers:
-        from streamer.target.status import source_head
-
-        config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
-        head = source_head(config, topic or f"streamer.{source_id}.events")
-    from streamer.target.lanes import GUARANTEES, Consistency
-    from streamer.target.status import read_mode
-
+        head = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
-    from streamer.target.failover import read_record
-
     failed_over = read_record(state_dir)
     mode = read_mode(state_dir)
     try:

@@ -50,11 +50,9 @@ def failover(
     already = fo.read_record(state_dir)
     head: int | None = None
     if bootstrap_servers and (already is None or already.state != "done"):
-        from streamer.target.commands import _kafka_settings
-        from streamer.target.status import source_head
+        from streamer.target.commands import source_head_from_options
 
-        config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
-        found = source_head(config, topic or f"streamer.{source_id}.events")
+        found = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
         head = found[0] if found else None
     reader = ThriftNotificationReader(hms_uri, auth=auth)
     catalog = HmsCatalog(hms_uri, auth=auth)
