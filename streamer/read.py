@@ -64,6 +64,7 @@ from streamer.hms.transport import HmsAuth
 from streamer.target.acid import is_acid_replica, load_visibility
 from streamer.target.acid import table_key as acid_key
 from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.target.files import is_hidden
 from streamer.target.reader import visible_dirs
 from streamer.target.watermark import Watermark, default_watermark_db, from_parameters
 
@@ -464,7 +465,7 @@ def _list_files(location: str, write_ids: Sequence[int] | None, obj: str) -> lis
     while stack:
         entry, rel_dir = stack.pop()
         name = _name(entry)
-        if name.startswith((".", "_")):
+        if is_hidden(name):
             continue
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if entry["type"] == "directory":
