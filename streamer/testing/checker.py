@@ -45,7 +45,7 @@ databases show different source event ids (``streamer.target.lanes``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from streamer.testing import intervals
 from streamer.testing.history import History
@@ -135,12 +135,11 @@ def per_database(samples: Iterable[Sample]) -> list[Sample]:
         dbs = {key.split(".", 1)[0] for key in sample.tables}
         dbs |= {db.lower() for db in sample.applied_event_ids}
         for db in sorted(dbs):
-            out.append(Sample(
+            out.append(replace(
+                sample,
                 reader=f"{sample.reader}@{db}",
-                wall_time=sample.wall_time,
                 applied_event_ids={d: i for d, i in sample.applied_event_ids.items() if d.lower() == db},
                 tables={k: v for k, v in sample.tables.items() if k.split(".", 1)[0] == db},
-                source_head_event_id=sample.source_head_event_id,
             ))
     return out
 
