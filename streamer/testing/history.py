@@ -220,10 +220,15 @@ class SourceStateMachine:
                 files.clear()
             names.append(name)
         if isinstance(p, AddPartitionPayload):
-            for ref in p.files:
-                name = ref.partition or (names[0] if len(names) == 1 else UNPARTITIONED)
-                live.add(name, [ref])
+            self._add_files(live, names, p.files)
         return {key}
+
+    @staticmethod
+    def _add_files(live: _Live, names: Sequence[str], refs: Iterable[FileRef]) -> None:
+        """Files of an event that adds partitions ``names``: each into the partition it names, else
+        into the only one added."""
+        for ref in refs:
+            live.add(ref.partition or (names[0] if len(names) == 1 else UNPARTITIONED), [ref])
 
     def _insert(self, event: Event, p: InsertPayload) -> set[str]:
         key, live = self._live(event, p.table)
@@ -260,11 +265,11 @@ class SourceStateMachine:
             name = self._name(live, part.values)
             live.partition(name, part.sd.location)
             names.append(name)
-        for ref in p.files:
-            if not live.meta.partition_keys:
+        if live.meta.partition_keys:
+            self._add_files(live, names, p.files)
+        else:
+            for ref in p.files:  # per file: no files must add no "" partition (a view has none)
                 live.add(UNPARTITIONED, [ref])
-            else:
-                live.add(ref.partition or (names[0] if len(names) == 1 else UNPARTITIONED), [ref])
         return {key}
 
     def _commit(self, p: CommitTxnPayload) -> set[str]:
