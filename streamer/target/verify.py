@@ -40,7 +40,7 @@ from fsspec.core import url_to_fs
 from streamer import metrics
 from streamer.errors import ConfigError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import Event, FileRef, TableSnapshot
+from streamer.events.model import DatabaseSnapshot, Event, FileRef, TableSnapshot
 from streamer.hive.files import partition_name
 from streamer.hms.transport import HmsAuth
 from streamer.target.acid import is_acid_replica, source_parameters, visible_write_ids
@@ -196,7 +196,7 @@ class _Verifier:
                 continue
             source = reverse.get(name.lower(), name.lower())
             if not wanted or source in wanted:
-                out[source] = int(snap.parameters.get(LAST_ID_PARAM, "0") or 0)
+                out[source] = self._position(source, snap)
         state = TargetState(self.settings.state_dir)
         for db in wanted - set(out):  # asked for, but absent: judged at the progress recorded for it
             out[db] = state.applied().get(db, 0)
@@ -222,7 +222,8 @@ class _Verifier:
         return self._expected[(db, cut)]
 
     def _cut(self, db: str) -> int:
-        return self._cutoffs({db: self._position(db)})[db]
+        snap = self.catalog.get_database(self.target_name(db))
+        return self._cutoffs({db: self._position(db, snap)})[db]
 
     # --- one database ---------------------------------------------------------------------------
     def _database(self, db: str, guard: Guard) -> DatabaseReport:
@@ -236,8 +237,10 @@ class _Verifier:
         for attempt in range(4):
             confirm = attempt > 0
             with guard():
-                cut = self._cut(db)
-                observed = self._observe(db, self._position(db))
+                snap = self.catalog.get_database(self.target_name(db))
+                position = self._position(db, snap)
+                cut = self._cutoffs({db: position})[db]
+                observed = self._observe(db, snap, position)
                 if confirm and hint is not None:
                     observed = self._hash(observed, hint)
                 moved = self._cut(db) != cut  # never under the job's lock; possible out of process
@@ -251,17 +254,17 @@ class _Verifier:
             hint = expected
         return DatabaseReport(db, cut, note="unsettled: the database kept moving while it was read")
 
-    def _position(self, db: str) -> int:
-        snap = self.catalog.get_database(self.target_name(db))
+    def _position(self, db: str, snap: DatabaseSnapshot | None) -> int:
+        """``repl.last.id`` of ``snap``, the replica of source database ``db`` (the progress recorded
+        for it when the replica is missing)."""
         if snap is None:
             return TargetState(self.settings.state_dir).applied().get(db, 0)
         return int(snap.parameters.get(LAST_ID_PARAM, "0") or 0)
 
-    def _observe(self, db: str, position: int) -> ObservedDatabase | None:
-        name = self.target_name(db)
-        snap = self.catalog.get_database(name)
+    def _observe(self, db: str, snap: DatabaseSnapshot | None, position: int) -> ObservedDatabase | None:
         if snap is None:
             return None
+        name = self.target_name(db)
         tables: dict[str, ObservedTable] = {}
         for table_name in self.catalog.list_tables(name):
             table = self.catalog.get_table(name, table_name)
