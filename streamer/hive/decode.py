@@ -80,13 +80,7 @@ def decode_row(row: NotificationRow, source_id: str = "hive") -> Event:
     if isinstance(payload, DeleteColumnStatsPayload) and not payload.table and table_name:
         payload = replace(payload, table=table_name)
     return Event(
-        source=Source(
-            source_id=source_id,
-            event_id=row.event_id,
-            event_time=row.event_time,
-            message_format=row.message_format,
-            catalog=_name(row.cat_name),
-        ),
+        source=_source(row, source_id),
         event_type=event_type,
         payload=payload,
         db=_name(row.db_name) or db,
@@ -111,13 +105,7 @@ def opaque_event(row: NotificationRow, source_id: str = "hive") -> Event:
     raw: str | bytes = row.message or ""
     message = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
     return Event(
-        source=Source(
-            source_id=source_id,
-            event_id=row.event_id,
-            event_time=row.event_time,
-            message_format=row.message_format,
-            catalog=_name(row.cat_name),
-        ),
+        source=_source(row, source_id),
         event_type=EventType.UNKNOWN,
         payload=UnknownPayload(
             hive_event_type=str(row.event_type),
@@ -127,6 +115,17 @@ def opaque_event(row: NotificationRow, source_id: str = "hive") -> Event:
         ),
         db=_name(row.db_name),
         table=_name(row.table_name),
+    )
+
+
+def _source(row: NotificationRow, source_id: str) -> Source:
+    """The ``source`` block of an event made from ``row``."""
+    return Source(
+        source_id=source_id,
+        event_id=row.event_id,
+        event_time=row.event_time,
+        message_format=row.message_format,
+        catalog=_name(row.cat_name),
     )
 
 
