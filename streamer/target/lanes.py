@@ -187,7 +187,7 @@ def _is_txn(event: Event) -> bool:
 
 
 def _db_lane(db: str) -> str:
-    return "txn:" + GLOBAL_DB if db == GLOBAL_DB else "db:" + db.lower()
+    return TXN_LANE if db == GLOBAL_DB else "db:" + db.lower()
 
 
 def _location_lanes(table: TableSnapshot | None) -> set[str]:
