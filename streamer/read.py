@@ -224,8 +224,8 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
             text = f"database {halted[0]} is halted at event {event_id}, below min_event_id {min_event_id}"
             return Decision(Verdict.FAIL, text, event_id)
         where = ", ".join(f"{db} repl.last.id {i} watermark {mark.of(db)}" for db, i in present.items())
-        text = f"waiting for event {min_event_id}: the tables reflect event {event_id} ({where})"
-        return Decision(Verdict.WAIT, text if where else text[: text.index(" (")], event_id)
+        text = f"waiting for event {min_event_id}: the tables reflect event {event_id}"
+        return Decision(Verdict.WAIT, f"{text} ({where})" if where else text, event_id)
     return Decision(Verdict.READ, event_id=event_id)
 
 
