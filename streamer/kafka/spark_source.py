@@ -105,18 +105,22 @@ def _row(msg: Message) -> tuple[Any, ...]:
     return (record.offset, key, record.value, record.timestamp)
 
 
-def read_offset_range(
-    opts: SourceOptions, topic: str, partition: int, first: int, end: int
-) -> Iterator[tuple[Any, ...]]:
+def checked_start(consumer: Consumer, opts: SourceOptions, first: int) -> int:
+    """`first`, or where failOnDataLoss=false moves it; raises DataLossError otherwise."""
+    marks = checked_watermarks(consumer, opts.topic, opts.partition, first)
+    return check_start(opts.topic, opts.partition, first, marks, opts.fail_on_data_loss)
+
+
+def read_offset_range(opts: SourceOptions, first: int, end: int) -> Iterator[tuple[Any, ...]]:
     """Rows of offsets first <= o < end, with new consumers (a Spark task's read; replays)."""
+    topic, partition = opts.topic, opts.partition
     consumer = _consumer(opts, isolation_level="read_committed", auto_offset_reset="error")
     try:
         probe = _consumer(opts)
         try:
-            marks = checked_watermarks(probe, topic, partition, first)
+            start = checked_start(probe, opts, first)
         finally:
             probe.close()
-        start = check_start(topic, partition, first, marks, opts.fail_on_data_loss)
         for msg in iter_range(consumer, topic, partition, start, end, idle_timeout=opts.poll_timeout_s):
             yield _row(msg)
     finally:
@@ -174,9 +178,7 @@ class _DriverClients:
         self._target = self._committed_end()
 
     def _checked_start(self, first: int) -> int:
-        """`first`, or where failOnDataLoss=false moves it; raises DataLossError otherwise."""
-        marks = checked_watermarks(self._client("all"), self.opts.topic, self.opts.partition, first)
-        return check_start(self.opts.topic, self.opts.partition, first, marks, self.opts.fail_on_data_loss)
+        return checked_start(self._client("all"), self.opts, first)
 
     def stop(self) -> None:
         clients, self._clients = self._clients, {}
@@ -205,9 +207,7 @@ class KafkaStreamReader(_DriverClients, DataSourceStreamReader, SupportsTriggerA
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, OffsetRange)
-        return read_offset_range(
-            self.opts, partition.topic, partition.partition, partition.start, partition.end
-        )
+        return read_offset_range(self.opts, partition.start, partition.end)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
@@ -309,7 +309,7 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
         """A batch planned before a restart, re-read from its offset range (in a Spark task)."""
         first, last = offset_of(self.opts, start), offset_of(self.opts, end)
-        return read_offset_range(self.opts, self.opts.topic, self.opts.partition, first, last)
+        return read_offset_range(self.opts, first, last)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
