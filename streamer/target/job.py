@@ -204,10 +204,9 @@ class BatchApplier:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)
         self._publish(self._consumed)  # after every step of the batch (DESIGN invariant 2)
-        stuck = set(self.state.halts()) | set(self.state.pending_replays())
         if the_plan.source_head is not None and self.applier.progress:
             metrics.TARGET_LAG_EVENTS.set(
-                lag_events(the_plan.source_head, self.applier.progress, self._consumed, stuck)
+                lag_events(the_plan.source_head, self.applier.progress, self._consumed, self._stuck())
             )
         if chain.anchor is not None and chain.anchor != self.anchor:
             write_anchor(self.settings.state_dir, chain.anchor)
@@ -228,13 +227,17 @@ class BatchApplier:
     def reached_until(self) -> bool:
         """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
         return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
+
+    def _stuck(self) -> set[str]:
+        """Databases that are halted or hold events to replay: replicated only through their own id."""
+        return set(self.state.halts()) | set(self.state.pending_replays())
+
     def _publish(self, consumed: int, halt: bool = False) -> None:
         """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
         (at a ``halt`` mid-batch: the previous batch's, so that the halt is known before any later
         step; failing to publish a halt stops the batch)."""
-        stuck = set(self.state.halts()) | set(self.state.pending_replays())
         mark = compute(
-            self.applier.progress, consumed, stuck, self.applier.target_db, self.settings.source_id,
+            self.applier.progress, consumed, self._stuck(), self.applier.target_db, self.settings.source_id,
             consistency=self.settings.consistency,
         )
         self.watermark.publish(mark, required=halt)
@@ -423,6 +426,9 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
         return _run(settings, until)
 
 
+FAILED_OVER = "failed over: this target no longer applies events"
+
+
 def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     from pyspark.errors import StreamingQueryException
 
@@ -456,7 +462,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
                     stopped = f"reached --until-event {settings.until_event}"
                     break
                 if read_record(settings.state_dir) is not None:
-                    stopped = "failed over: this target no longer applies events"
+                    stopped = FAILED_OVER
                     break
                 query.awaitTermination(1)
             exc: Any = query.exception()
@@ -468,7 +474,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
         if failure is not None and batch_applier.stopped_at_until is not None:
             stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
         elif failure is not None and read_record(settings.state_dir) is not None:
-            stopped = "failed over: this target no longer applies events"
+            stopped = FAILED_OVER
         elif failure is not None:
             raise query_failure(settings, failure)
         log.info("target job %s", stopped)
