@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
 
 from streamer.errors import StreamerError
 from streamer.events.model import TableSnapshot
+from streamer.filesystems import url_to_fs
 from streamer.hive.files import parse_partition_name, partition_name
 from streamer.hms.transport import HmsAuth
 from streamer.target.acid import is_acid_replica, load_visibility

@@ -35,12 +35,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fsspec.core import url_to_fs
-
 from streamer import metrics
 from streamer.errors import ConfigError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import DatabaseSnapshot, Event, FileRef, TableSnapshot
+from streamer.filesystems import url_to_fs
 from streamer.hive.files import partition_name
 from streamer.hms.transport import HmsAuth
 from streamer.target.acid import is_acid_replica, source_parameters, visible_write_ids
