@@ -29,11 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fsspec.core import url_to_fs
-
 from streamer import metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
+from streamer.filesystems import url_to_fs
 from streamer.target.files import TMP_PREFIX, FileCopier, Staged, StagedFile
 from streamer.target.paths import Root
 
