@@ -355,6 +355,7 @@ def start_query(
     from streamer.kafka.spark_source import register
 
     register(spark)
+    _choose_checkpoint_manager(spark, settings.checkpoint_dir)
     reader = (
         spark.readStream.format("streamer_kafka")
         .option("bootstrap.servers", settings.bootstrap_servers)
@@ -382,6 +383,23 @@ def start_query(
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
     )
+
+
+def _choose_checkpoint_manager(spark: SparkSession, checkpoint_dir: str) -> None:
+    """Sets the cheapest safe checkpoint file manager this Spark has, unless the user chose one."""
+    from streamer.target.checkpoint import CHECKPOINT_MANAGER_CONF, manager_candidates
+
+    if spark.conf.get(CHECKPOINT_MANAGER_CONF, None):
+        return
+    jvm: Any = spark.sparkContext._jvm
+    for name in manager_candidates(checkpoint_dir):
+        try:
+            jvm.java.lang.Class.forName(name)
+        except Exception:  # py4j wraps ClassNotFoundException; another Spark version
+            continue
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, name)
+        log.info("checkpoint %s: writes through %s", checkpoint_dir, name)
+        return
 
 
 def trigger_interval(settings: TargetSettings) -> float:
