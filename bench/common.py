@@ -415,7 +415,13 @@ class Pipeline:
             self.spark = spark_session(self.settings, app_name="streamer-bench")
             self.spark.sparkContext.setLogLevel("ERROR")
         self._target_catalog = HmsCatalog(self.hms.uri)
-        self.applier = TimedBatchApplier(self.settings, self._target_catalog, on_applied=self._on_applied)
+        hms_uri = self.hms.uri
+        self.applier = TimedBatchApplier(
+            self.settings,
+            self._target_catalog,
+            on_applied=self._on_applied,
+            catalogs=lambda: HmsCatalog(hms_uri),  # lanes' connections (--consistency database)
+        )
         self.query = start_query(self.spark, self.settings, self.applier)
         deadline = time.monotonic() + warm_timeout
         while self.applier.batches == 0 and time.monotonic() < deadline and self.query.isActive:

@@ -112,11 +112,12 @@ def run_lag(
     utilization: float,
     trigger_seconds: float = 0.1,
     kafka_reader: str = "driver",
+    consistency: str = "global",
 ) -> dict[str, Any]:
     from streamer.warehouse.workload import COLUMNS
 
     with Pipeline(work) as p:
-        p.start_target(trigger_seconds=trigger_seconds, kafka_reader=kafka_reader)
+        p.start_target(trigger_seconds=trigger_seconds, kafka_reader=kafka_reader, consistency=consistency)
         say(f"measuring the target metastore's capacity ({capacity_calls} raw create_table and alter_table)")
         capacity = raw_create_rate(p.catalog, p.warehouse, p.target_root, capacity_calls, "lag")
         alter_capacity = raw_alter_rate(p.catalog, "raw_lag", "t0", capacity_calls)
@@ -184,6 +185,7 @@ def run_lag(
         result: dict[str, Any] = {
             **lag_stats(canary_lags),
             "kafka_reader": kafka_reader,
+            "consistency": consistency,
             "trigger_seconds": trigger_seconds,
             "rate_eps": (seq + n_load) / elapsed,
             "load_rate_eps": n_load / elapsed,
@@ -244,6 +246,14 @@ def run_lag(
     show_default=True,
     help="The target job's --kafka-reader (task: the earlier reader, for A/B runs).",
 )
+@click.option(
+    "--consistency",
+    type=click.Choice(["global", "database"]),
+    default="global",
+    show_default=True,
+    help="The target job's --consistency (database: the canary's, the load's and the inserts' databases "
+    "are separate lanes).",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
     as_json: bool,
@@ -256,6 +266,7 @@ def main(
     utilization: float,
     trigger_seconds: float,
     kafka_reader: str,
+    consistency: str,
     work_dir: Path | None,
 ) -> None:
     """Lag from source commit to visible on the target (canary + load, and small-file INSERTs)."""
@@ -273,6 +284,7 @@ def main(
             utilization=utilization,
             trigger_seconds=trigger_seconds,
             kafka_reader=kafka_reader,
+            consistency=consistency,
         )
     emit("lag: source commit -> visible on target", result, as_json)
 
