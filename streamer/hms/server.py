@@ -13,6 +13,9 @@ Kerberos keytab and ``-Djava.security.krb5.conf=...``); ``client_auth`` is then 
 probe authenticates. ``hadoop.*`` overrides also go to a ``core-site.xml``, which is where Hadoop's
 ``UserGroupInformation`` looks for ``hadoop.security.authentication``.
 
+``file://`` paths go through streamer's local filesystem (``streamer.hms.localfs``: Hadoop's,
+without a process per permission) unless ``streamer_local_fs=False``.
+
 ``notifications=True`` adds streamer's notification listener (``streamer.hms.listener``): every
 change is then logged in ``NOTIFICATION_LOG`` and served by ``get_next_notification``, as a
 production metastore with Hive's listener does.
@@ -33,7 +36,7 @@ from pathlib import Path
 from types import TracebackType
 
 from streamer.errors import ConfigError
-from streamer.hms import listener
+from streamer.hms import javabuild, listener, localfs
 from streamer.hms.errors import MetastoreError, MetastoreStartError
 from streamer.hms.site import (
     POSTGRES_JAR,
@@ -111,6 +114,7 @@ class EmbeddedMetastore:
         jvm_options: Sequence[str] = (),
         client_auth: HmsAuth | None = None,
         notifications: bool = False,
+        streamer_local_fs: bool = True,
     ) -> None:
         self._owns_work_dir = work_dir is None
         self._work_dir = Path(work_dir or tempfile.mkdtemp(prefix="streamer-hms-")).resolve()
@@ -128,6 +132,7 @@ class EmbeddedMetastore:
         self._jvm_options = list(jvm_options)
         self._client_auth = client_auth or HmsAuth()
         self._notifications = notifications
+        self._streamer_local_fs = streamer_local_fs
         self._proc: subprocess.Popen[bytes] | None = None
         self.start_seconds: float | None = None
 
@@ -183,6 +188,11 @@ class EmbeddedMetastore:
         if self._notifications:
             extra_jars.append(listener.listener_classes(jars_dir))
             props.update(listener.site_properties())
+        classes = self._local_fs_classes(jars_dir) if self._streamer_local_fs else None
+        if classes is not None:
+            if classes not in extra_jars:
+                extra_jars.append(classes)
+            props.update(localfs.site_properties())
         site = conf_dir / "hive-site.xml"
         site.write_text(render_site_xml({**props, **self._site_overrides}))
         site.chmod(0o600)  # may hold the database password
@@ -214,6 +224,15 @@ class EmbeddedMetastore:
         self.start_seconds = time.monotonic() - began
         log.info("metastore answered at %s after %.1f s", self.uri, self.start_seconds)
         return self
+
+    @staticmethod
+    def _local_fs_classes(jars_dir: Path) -> Path | None:
+        """streamer's local filesystem (``streamer.hms.localfs``), or None to run on Hadoop's."""
+        try:
+            return javabuild.classes_dir(jars_dir, "the metastore's local filesystem")
+        except MetastoreError as exc:
+            log.warning("%s; the metastore uses Hadoop's local filesystem (a process per permission)", exc)
+            return None
 
     def _create_schema(self, conf_dir: Path, jars_dir: Path, extra_jars: Sequence[Path]) -> None:
         """Create every metastore table up front with DataNucleus' SchemaTool.

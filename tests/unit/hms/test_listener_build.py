@@ -1,4 +1,4 @@
-"""Building streamer's metastore notification listener: cache key, settings, missing JDK."""
+"""Building streamer's Java classes for the metastore: cache key, settings, missing JDK."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.hms import listener
+from streamer.hms import javabuild, listener, localfs
 from streamer.hms.errors import MetastoreError
 
 
@@ -20,23 +20,38 @@ def test_settings_register_a_transactional_listener_and_dml_events() -> None:
 
 def test_cache_key_follows_source_and_jars(tmp_path: Path) -> None:
     (tmp_path / "hive-metastore-2.3.10.jar").write_bytes(b"")
-    key = listener.build_key(b"class A {}", tmp_path)
-    assert key == listener.build_key(b"class A {}", tmp_path)
-    assert key != listener.build_key(b"class B {}", tmp_path)
+    key = javabuild.build_key(b"class A {}", tmp_path)
+    assert key == javabuild.build_key(b"class A {}", tmp_path)
+    assert key != javabuild.build_key(b"class B {}", tmp_path)
     (tmp_path / "hive-metastore-2.3.10.jar").rename(tmp_path / "hive-metastore-2.3.11.jar")
-    assert key != listener.build_key(b"class A {}", tmp_path)
+    assert key != javabuild.build_key(b"class A {}", tmp_path)
 
 
 def test_missing_javac_names_the_jdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(listener.shutil, "which", lambda name: None)
-    with pytest.raises(MetastoreError, match="openjdk-17-jdk-headless"):
+    monkeypatch.setattr(javabuild.shutil, "which", lambda name: None)
+    with pytest.raises(MetastoreError, match=r"notification listener.*openjdk-17-jdk-headless"):
         listener.listener_classes(tmp_path, cache=tmp_path / "cache")
 
 
 def test_cached_build_is_reused_without_javac(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = listener.build_key(listener.SOURCE.read_bytes(), tmp_path)
-    built = tmp_path / "cache" / "hms-listener" / key / "streamer" / "hms"
+    built = javabuild.build_dir(tmp_path, cache=tmp_path / "cache") / "streamer" / "hms"
     built.mkdir(parents=True)
     (built / "StreamerNotificationListener.class").write_bytes(b"")
-    monkeypatch.setattr(listener.shutil, "which", lambda name: None)
+    monkeypatch.setattr(javabuild.shutil, "which", lambda name: None)
     assert listener.listener_classes(tmp_path, cache=tmp_path / "cache") == built.parent.parent
+
+
+def test_a_changed_source_is_a_new_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    java = tmp_path / "java"
+    java.mkdir()
+    (java / "A.java").write_text("class A {}")
+    monkeypatch.setattr(javabuild, "JAVA_DIR", java)
+    before = javabuild.build_dir(tmp_path)
+    (java / "B.java").write_text("class B {}")
+    assert javabuild.build_dir(tmp_path) != before
+
+
+def test_local_filesystem_replaces_file_scheme_and_its_source_exists() -> None:
+    assert localfs.site_properties() == {"fs.file.impl": localfs.FS_CLASS}
+    name = localfs.FS_CLASS.rsplit(".", 1)[1]
+    assert f"class {name} " in (javabuild.JAVA_DIR / f"{name}.java").read_text()
