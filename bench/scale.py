@@ -105,14 +105,26 @@ def _cpu_snapshot(hms_pid: int) -> dict[str, float]:
         "bench": _cpu_seconds("self"),
         "hms_jvm": _cpu_seconds(hms_pid),
         "postgres": sum(_cpu_seconds(p) for p in _postgres_pids()),
+        "machine": _machine_busy_seconds(),
     }
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every process and the kernel), from /proc/stat.
+
+    The per-process figures miss the kernel's work for them and short-lived children (a metastore
+    that shells out); this one misses nothing, so it bounds what more lanes can get.
+    """
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 # --- catch-up ---------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def postgres_metastore(work: Path, threads: int) -> Iterator[Any]:
+def postgres_metastore(work: Path, threads: int, jvm_options: tuple[str, ...] = ()) -> Iterator[Any]:
     """The embedded metastore on a fresh PostgreSQL database (dropped afterwards)."""
     import psycopg
 
@@ -132,6 +144,7 @@ def postgres_metastore(work: Path, threads: int) -> Iterator[Any]:
         jdbc_url=f"jdbc:postgresql://{PG_HOST}:{PG_PORT}/{dbname}", jdbc_user=user,
         site_overrides={"hive.metastore.server.min.threads": str(threads),
                         "hive.metastore.server.max.threads": str(max(threads, 64))},
+        jvm_options=jvm_options,
     )
     try:
         server.start()
@@ -207,6 +220,9 @@ def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str
         "calls_in_flight": busy / wall,  # average metastore calls in flight
         "catalog_ms_per_call": 1000 * busy / max(1, sum(v[1] for v in calls.values())),
         "cpu_s": {k: cpu1[k] - cpu0[k] for k in cpu0},
+        # cores busy on average during the run, whoever used them (1.0 = one core's worth)
+        "machine_busy_cores": (cpu1["machine"] - cpu0["machine"]) / wall,
+        "machine_cpu_ms_per_event": 1000 * (cpu1["machine"] - cpu0["machine"]) / max(1, applied),
         "top_calls_s": dict(
             sorted(((k, round(v[0], 2)) for k, v in calls.items()), key=lambda kv: -kv[1])[:5]
         ),
@@ -215,14 +231,15 @@ def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str
 
 def run_catchup(
     work: Path, databases: int, rounds: int, lanes: int, batch: int, threads: int, warmup: int,
-    repeats: int,
+    repeats: int, jvm_options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The backlog applied ``repeats`` times in each mode, alternating which goes first (the
     metastore's JVM keeps warming up: the mode that always ran first would pay for it)."""
     say(f"source: {databases} databases x {rounds} rounds x 4 events")
     records, dbs = _backlog(work, databases, rounds)
     runs: dict[str, list[dict[str, Any]]] = {"global": [], "database": []}
-    with postgres_metastore(work, threads) as hms:
+    with postgres_metastore(work, threads, jvm_options) as hms:
+        warmup = len(records) if warmup < 0 else warmup
         say(f"warm-up (the metastore's JIT, connection pools): the first {warmup} events, both modes")
         _apply(work, hms, records[:warmup], dbs, "global", lanes, batch, tag="wg")
         _apply(work, hms, records[:warmup], dbs, "database", lanes, batch, tag="wd")
@@ -237,10 +254,16 @@ def run_catchup(
         raise click.ClickException(f"the targets differ: {tables} tables")
     one = median(run["eps"] for run in runs["global"])
     many = median(run["eps"] for run in runs["database"])
+    busy_global = median(run["machine_busy_cores"] for run in runs["global"])
+    cores = os.cpu_count() or 1
     return {
         "catchup_eps_global": one,
         "catchup_eps_database": many,
         "speedup_database": ratio(many, one),
+        # the most any number of lanes could give on this machine: every core busy at global's CPU
+        # cost per event (lanes add contention, never remove work)
+        "cpu_ceiling_speedup": ratio(cores, busy_global),
+        "cores": cores,
         "speedup_per_repeat": [ratio(d["eps"], g["eps"]) for g, d in zip(runs["global"], runs["database"],
                                                                           strict=True)],
         "catchup_events": len(records),
@@ -336,9 +359,16 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
 @click.option("--rounds", default=50, show_default=True, help="Rounds of 4 events per database.")
 @click.option("--lanes", default=4, show_default=True, help="Lanes (metastore connections) of database mode.")
 @click.option("--batch", default=500, show_default=True, help="Records per micro-batch.")
-@click.option("--warmup", default=100, show_default=True, help="Events applied first (each mode), not timed.")
+@click.option(
+    "--warmup",
+    default=-1,
+    show_default=True,
+    help="Events applied first (each mode), not timed; -1 = the whole backlog (a production metastore "
+    "has long compiled its hot paths; a cold one spends a core on its JIT compiler for a minute).",
+)
 @click.option("--repeats", default=2, show_default=True, help="Runs per mode, alternating the order.")
 @click.option("--hms-threads", default=8, show_default=True, help="The metastore's minimum handler threads.")
+@click.option("--hms-jvm-option", multiple=True, help="A JVM option of the metastore (-XX:+UseSerialGC).")
 @click.option("--copy-files", default=32, show_default=True, help="Files of the large copy.")
 @click.option("--copy-file-mib", default=4, show_default=True, help="MiB per file of the large copy.")
 @click.option("--copy-workers", default=8, show_default=True, help="The driver pool's threads.")
@@ -346,7 +376,7 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
 @click.option("--skip-copies", is_flag=True, help="Catch-up only.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, warmup: int, repeats: int,
-         hms_threads: int,
+         hms_threads: int, hms_jvm_option: tuple[str, ...],
          copy_files: int, copy_file_mib: int, copy_workers: int, spark_master: str, skip_copies: bool,
          work_dir: Path | None) -> None:
     """Catch-up in global vs database consistency; large copies on the driver vs executors."""
@@ -357,7 +387,9 @@ def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, war
         work = Path(tmp)
         os.chdir(work)  # Spark's Python workers start here (bench/copy.py must not shadow copy)
         load_before = os.getloadavg()
-        result = run_catchup(work, databases, rounds, lanes, batch, hms_threads, warmup, repeats)
+        result = run_catchup(work, databases, rounds, lanes, batch, hms_threads, warmup, repeats,
+                             hms_jvm_option)
+        result["hms_jvm_options"] = list(hms_jvm_option)
         if not skip_copies:
             result.update(run_copies(work, copy_files, copy_file_mib, spark_master, copy_workers))
         result["loadavg_before"] = [round(x, 2) for x in load_before]
