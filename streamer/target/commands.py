@@ -13,6 +13,7 @@ import click
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def source_head_from_options(
     from streamer.target.status import source_head
 
     config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
-    return source_head(config, topic or f"streamer.{source_id}.events")
+    return source_head(config, topic_or_default(topic, source_id))
 
 
 def _state_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
@@ -85,7 +86,7 @@ def target() -> None:
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
-@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
 @hms_auth_options()
 @fs_options()
@@ -252,7 +253,7 @@ def run_cmd(
 
     settings = TargetSettings(
         bootstrap_servers=bootstrap_servers,
-        topic=topic or f"streamer.{source_id}.events",
+        topic=topic_or_default(topic, source_id),
         hms_uri=hms_uri,
         hms_auth=auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab),
         warehouse_root=warehouse_root,
@@ -341,7 +342,7 @@ def reset_chain_cmd(state_dir: Path) -> None:
 @click.option(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
-@click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--source-id", default="source", show_default=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(
@@ -406,7 +407,7 @@ def status(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
-@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--db", "db", multiple=True, help="Source database to check; repeatable. [default: all]")
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="As given to `target run`; repeatable.")
 @click.option(
@@ -465,7 +466,7 @@ def verify_cmd(
         hms_uri=hms_uri,
         state_dir=str(state_dir),
         bootstrap_servers=bootstrap_servers,
-        topic=topic or f"streamer.{source_id}.events",
+        topic=topic_or_default(topic, source_id),
         source_id=source_id,
         kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
         databases=db,

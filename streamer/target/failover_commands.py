@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP
 
 
 @click.command("failover")
@@ -23,7 +24,7 @@ from streamer.hms.auth_options import auth_from_options, hms_auth_options
               help="librdkafka setting; repeatable.")
 @click.option("--source-id", default="source", show_default=True,
               help="Source whose replicated databases are failed over.")
-@click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--wait-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="How long to wait for a running target job of this state dir to stop.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
