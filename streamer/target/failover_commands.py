@@ -11,11 +11,12 @@ import click
 
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP
+from streamer.target.state_dir_option import state_dir_option
 
 
 @click.command("failover")
-@click.option("--state-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="State dir of the target job being failed over (the cut is recorded there).")
+@state_dir_option("State dir of the target job being failed over (the cut is recorded there): a path or "
+                  "file:// URL.")
 @click.option("--hms-uri", required=True, help="The target (new primary) metastore's Thrift URI.")
 @hms_auth_options()
 @click.option("--bootstrap-servers", default=None,
@@ -84,8 +85,7 @@ def failover(
 
 
 @click.command("failback")
-@click.option("--state-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="State dir of the failed-over target (holds the cut).")
+@state_dir_option("State dir of the failed-over target (holds the cut): a path or file:// URL.")
 @click.option("--notification-db", default=None,
               help="The old source's metastore database URL (as for `streamer source run`).")
 @click.option("--source-hms-uri", default=None, help="Or the old source's metastore Thrift URI.")
