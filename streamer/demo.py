@@ -29,6 +29,7 @@ from typing import Any, cast
 import click
 
 from streamer import metrics
+from streamer.kafka.naming import default_topic
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,7 @@ def _print_connection(bootstrap: str, hms_uri: str, warehouse: str, state_dir: s
     click.echo(
         f"""
 Everything is still running. Connect with:
-  Kafka bootstrap      {bootstrap}   (topic streamer.{SOURCE_ID}.events)
+  Kafka bootstrap      {bootstrap}   (topic {default_topic(SOURCE_ID)})
   target metastore     {hms_uri}
   target warehouse     {warehouse}
   status               streamer status --hms-uri {hms_uri} --state-dir {state_dir} \\

@@ -132,6 +132,12 @@ def configure(settings: FsSettings) -> None:
         log.info("filesystem settings: %s", settings.masked())
 
 
+def current_settings() -> FsSettings:
+    """The settings ``url_to_fs`` resolves with in this process, to hand to another process (a Spark
+    executor's Python worker) that must resolve URLs the same way."""
+    return _settings
+
+
 # --- hdfs -----------------------------------------------------------------------------------------
 
 

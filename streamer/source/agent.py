@@ -40,6 +40,7 @@ from streamer.events.model import BootstrapObjectPayload, Event, EventType, Prog
 from streamer.hive.decode import decode_row, is_known_type, opaque_event
 from streamer.hive.notification import DEFAULT_CATALOG, NotificationRow, in_catalog
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.naming import topic_or_default
 from streamer.kafka.settings import masked, with_overrides
 from streamer.kafka.topics import ensure_topic, read_tail
 from streamer.source.enrich import Enricher, EnrichSettings
@@ -50,10 +51,6 @@ from streamer.source.policy_record import policy_record
 from streamer.source.reader import NotificationReader
 
 log = logging.getLogger(__name__)
-
-
-def default_topic(source_id: str) -> str:
-    return f"streamer.{source_id}.events"
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class AgentConfig:
 
     @property
     def topic_name(self) -> str:
-        return self.topic or default_topic(self.source_id)
+        return topic_or_default(self.topic, self.source_id)
 
     @property
     def transactional_id(self) -> str:

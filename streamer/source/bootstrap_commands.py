@@ -15,6 +15,7 @@ from streamer import checksums
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
 from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import (
     ObjectCallback,
@@ -68,7 +69,7 @@ def _env(name: str) -> dict[str, Any]:
               help="Kafka bootstrap servers, host:port[,host:port].")
 @click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
               **_env("KAFKA_SETTING"), help="librdkafka property passed through; repeatable.")
-@click.option("--topic", **_env("TOPIC"), help="Topic to publish to. Default: streamer.<source-id>.events.")
+@click.option("--topic", **_env("TOPIC"), help=f"Topic to publish to. Default: {DEFAULT_TOPIC_HELP}.")
 @click.option("--checksum-algorithm", default="sha256", show_default=True,
               type=click.Choice(checksums.ALGORITHMS, case_sensitive=False), **_env("CHECKSUM_ALGORITHM"),
               help="What the source filesystem's file checksums are (recorded with each file): "

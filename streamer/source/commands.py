@@ -13,6 +13,7 @@ from streamer import checksums
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def source() -> None:
 @click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
               **_env("KAFKA_SETTING"),
               help="librdkafka property passed through (security.protocol, sasl.*, ssl.*); repeatable.")
-@click.option("--topic", **_env("TOPIC"), help="Topic to publish to. Default: streamer.<source-id>.events.")
+@click.option("--topic", **_env("TOPIC"), help=f"Topic to publish to. Default: {DEFAULT_TOPIC_HELP}.")
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1), **_env("BATCH_SIZE"),
               help="Events read and published per Kafka transaction.")
 @click.option("--poll-interval", default=1.0, show_default=True, type=click.FloatRange(0),

@@ -13,6 +13,8 @@ import click
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
+from streamer.target.state_dir_option import state_dir_option
 
 log = logging.getLogger(__name__)
 
@@ -43,35 +45,7 @@ def source_head_from_options(
     from streamer.target.status import source_head
 
     config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
-    return source_head(config, topic or f"streamer.{source_id}.events")
-
-
-def _state_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
-    """A local or mounted directory, also spelled as a ``file://`` URL. The state is replaced with
-    rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives: put it on a shared one so a driver
-    restarted on another host finds it."""
-    from urllib.parse import unquote, urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme == "file":
-        return Path(unquote(parts.path))
-    if parts.scheme and len(parts.scheme) > 1:
-        raise click.BadParameter(
-            f"{value!r}: the state dir must be a mounted filesystem (a path or file:// URL); put it on a "
-            "shared mount for a driver that may restart elsewhere. --checkpoint-dir takes any Hadoop URL.",
-            ctx, param,
-        )
-    return Path(value)
-
-
-def _state_dir_option(f: Any) -> Any:
-    return click.option(
-        "--state-dir",
-        required=True,
-        callback=_state_dir,
-        help="Directory of this target's durable state (halts, skips, progress): a path or file:// URL, "
-        "on a shared mount when the driver may restart on another host.",
-    )(f)
+    return source_head(config, topic_or_default(topic, source_id))
 
 
 @click.group()
@@ -85,13 +59,13 @@ def target() -> None:
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
-@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
 @hms_auth_options()
 @fs_options()
 @click.option("--warehouse-root", required=True, help="Target warehouse root (managed data goes here).")
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
-@_state_dir_option
+@state_dir_option()
 @click.option(
     "--checkpoint-dir",
     default=None,
@@ -252,7 +226,7 @@ def run_cmd(
 
     settings = TargetSettings(
         bootstrap_servers=bootstrap_servers,
-        topic=topic or f"streamer.{source_id}.events",
+        topic=topic_or_default(topic, source_id),
         hms_uri=hms_uri,
         hms_auth=auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab),
         warehouse_root=warehouse_root,
@@ -291,7 +265,7 @@ def run_cmd(
 
 
 @target.command("retry")
-@_state_dir_option
+@state_dir_option()
 @click.option("--db", required=True, help="Source database whose halt to clear.")
 def retry_cmd(state_dir: Path, db: str) -> None:
     """Clear a database's halt: the running job applies its held events again, from the halted one."""
@@ -304,7 +278,7 @@ def retry_cmd(state_dir: Path, db: str) -> None:
 
 
 @target.command("skip")
-@_state_dir_option
+@state_dir_option()
 @click.option("--db", required=True, help="Source database that is halted.")
 @click.option("--event", "event_id", required=True, type=int, help="The halted event id to pass over.")
 def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
@@ -316,7 +290,7 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
 
 
 @target.command("reset-chain")
-@_state_dir_option
+@state_dir_option()
 def reset_chain_cmd(state_dir: Path) -> None:
     """Accept a broken event chain: forget the last record consumed, so the next one starts a new chain.
 
@@ -336,12 +310,12 @@ def reset_chain_cmd(state_dir: Path) -> None:
 @click.command("status")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
 @hms_auth_options()
-@_state_dir_option
+@state_dir_option()
 @click.option("--bootstrap-servers", default=None, help="Kafka, to learn the source's newest event id.")
 @click.option(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
-@click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--source-id", default="source", show_default=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(
@@ -400,13 +374,13 @@ def status(
 @click.command("verify")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI (thrift://host:port).")
 @hms_auth_options()
-@_state_dir_option
+@state_dir_option()
 @click.option("--bootstrap-servers", required=True, help="Kafka bootstrap servers: the source's history.")
 @click.option(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
 @click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
-@click.option("--topic", default=None, help="Topic to read. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--db", "db", multiple=True, help="Source database to check; repeatable. [default: all]")
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="As given to `target run`; repeatable.")
 @click.option(
@@ -465,7 +439,7 @@ def verify_cmd(
         hms_uri=hms_uri,
         state_dir=str(state_dir),
         bootstrap_servers=bootstrap_servers,
-        topic=topic or f"streamer.{source_id}.events",
+        topic=topic_or_default(topic, source_id),
         source_id=source_id,
         kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
         databases=db,

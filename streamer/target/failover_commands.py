@@ -10,11 +10,13 @@ from typing import Any
 import click
 
 from streamer.hms.auth_options import auth_from_options, hms_auth_options
+from streamer.kafka.naming import DEFAULT_TOPIC_HELP
+from streamer.target.state_dir_option import state_dir_option
 
 
 @click.command("failover")
-@click.option("--state-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="State dir of the target job being failed over (the cut is recorded there).")
+@state_dir_option("State dir of the target job being failed over (the cut is recorded there): a path or "
+                  "file:// URL.")
 @click.option("--hms-uri", required=True, help="The target (new primary) metastore's Thrift URI.")
 @hms_auth_options()
 @click.option("--bootstrap-servers", default=None,
@@ -23,7 +25,7 @@ from streamer.hms.auth_options import auth_from_options, hms_auth_options
               help="librdkafka setting; repeatable.")
 @click.option("--source-id", default="source", show_default=True,
               help="Source whose replicated databases are failed over.")
-@click.option("--topic", default=None, help="Topic. [default: streamer.<source-id>.events]")
+@click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--wait-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="How long to wait for a running target job of this state dir to stop.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -83,8 +85,7 @@ def failover(
 
 
 @click.command("failback")
-@click.option("--state-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="State dir of the failed-over target (holds the cut).")
+@state_dir_option("State dir of the failed-over target (holds the cut): a path or file:// URL.")
 @click.option("--notification-db", default=None,
               help="The old source's metastore database URL (as for `streamer source run`).")
 @click.option("--source-hms-uri", default=None, help="Or the old source's metastore Thrift URI.")

@@ -13,7 +13,11 @@ driver. Any other failure (I/O, a lost executor) fails the task, which Spark ret
 (they carry the copy's tag in their hidden names) and the event halts with the cause.
 
 The executors must reach the same filesystems as the driver (HDFS, S3, a shared mount) and import
-``streamer`` (``--py-files`` of the built wheel, or the Docker image; docs/deploy.md).
+``streamer`` (``--py-files`` of the built wheel, or the Docker image; docs/deploy.md). The job's
+``--fs-option``/``--hdfs-driver`` settings travel with each copy (``_CopyConfig.fs``) and a task
+applies them before it opens a file, so an executor resolves every URL by the driver's rules (an
+s3 endpoint, the WebHDFS port). They travel inside the task, as Spark ships any closure: keep
+credentials in the executors' environment (AWS_* variables, instance roles) rather than in options.
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streamer import metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
-from streamer.filesystems import url_to_fs
+from streamer.filesystems import FsSettings, configure, current_settings, url_to_fs
 from streamer.target.files import TMP_PREFIX, FileCopier, Staged, StagedFile
 from streamer.target.paths import Root
 
@@ -84,11 +88,16 @@ class StagedOnExecutor:
 
 @dataclass(frozen=True)
 class _CopyConfig:
+    """What every task of one executor copy needs besides its files (pickled into the tasks; its
+    repr masks secret-looking fs options, as ``FsSettings`` does)."""
+
     chunk_size: int
     roots: tuple[Root, ...]
     tag: str
     event_id: int | None
     threads: int = 4  # files a task stages at once
+    # the driver's filesystem settings, applied on the executor before it opens a file
+    fs: FsSettings = field(default_factory=FsSettings)
 
 
 class SparkFileCopier(FileCopier):
@@ -103,9 +112,12 @@ class SparkFileCopier(FileCopier):
         chunk_size: int = 1 << 20,
         roots: Sequence[Root] = (),
         max_tasks: int | None = None,
+        fs_settings: FsSettings | None = None,
     ) -> None:
         super().__init__(max_workers=max_workers, chunk_size=chunk_size, roots=roots)
         self.sc = spark_context
+        # the settings this (driver) process resolves URLs with, unless told otherwise
+        self.fs_settings = fs_settings if fs_settings is not None else current_settings()
         self.threshold = threshold or ExecutorCopy()
         self.max_tasks = max_tasks
         self.last_run: list[StagedOnExecutor] = []  # the reports of the last executor copy
@@ -116,7 +128,7 @@ class SparkFileCopier(FileCopier):
             return
         started = time.monotonic()
         config = _CopyConfig(self.chunk_size, tuple(self.roots), secrets.token_hex(4) + "-", event_id,
-                             threads=max(1, min(4, self.max_workers)))
+                             threads=max(1, min(4, self.max_workers)), fs=self.fs_settings)
         groups = _groups(files, self._tasks(len(files)))
         items = [[(i, f.ref, f.final) for i, f in group] for group in groups]
         try:
@@ -161,6 +173,7 @@ def stage_partition(
     """The executor side: stage each file of the partition as the driver's copier would, a few at a
     time. A failure other than a verification one fails the task (Spark retries it) after removing
     what this attempt staged."""
+    use_fs_settings(config.fs)
     copier = FileCopier(max_workers=1, chunk_size=config.chunk_size, roots=config.roots)
     copier.temp_tag = config.tag
     worker, executor, module = os.getpid(), _executor_jvm(), os.path.dirname(os.path.dirname(__file__))
@@ -187,6 +200,13 @@ def stage_partition(
         Staged(staged).discard()
         raise
     yield from results
+
+
+def use_fs_settings(settings: FsSettings) -> None:
+    """Resolve URLs in this (executor) process as the driver does. A reused Python worker keeps the
+    settings of its previous task: configure (and log, masked) only when they differ."""
+    if current_settings() != settings:
+        configure(settings)
 
 
 def _groups(files: list[StagedFile], n: int) -> list[list[tuple[int, StagedFile]]]:

@@ -1,0 +1,57 @@
+"""``--state-dir``: one option for every command that reads or writes a target's state, so each
+accepts the same spellings (a path or a ``file://`` URL) and refuses the same others.
+
+The state is replaced with rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives but an
+object store does not: a URL of another scheme is refused rather than taken as a relative path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_HELP = (
+    "Directory of this target's durable state (halts, skips, progress): a path or file:// URL, "
+    "on a shared mount when the driver may restart on another host."
+)
+
+
+def parse_state_dir(value: str) -> Path:
+    """The local directory ``value`` names: a path, ``file:/p``, ``file:///p`` or ``file://localhost/p``.
+
+    Raises ``ValueError`` (with the message an operator sees) for any other scheme or host.
+    """
+    parts = urlsplit(value)
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"{value!r} names host {parts.netloc!r}: the state dir must be a local or "
+                             "mounted directory (a path or file:///path)")
+        return Path(unquote(parts.path))
+    if parts.scheme and len(parts.scheme) > 1:  # one letter is a Windows drive, not a scheme
+        raise ValueError(
+            f"{value!r}: the state dir must be a mounted filesystem (a path or file:// URL); put it on a "
+            "shared mount for a driver that may restart elsewhere. --checkpoint-dir takes any Hadoop URL."
+        )
+    return Path(value)
+
+
+def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """Click's side of `parse_state_dir`: a refused value is a usage error naming the option."""
+    try:
+        path = parse_state_dir(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
+    if path.exists() and not path.is_dir():
+        raise click.BadParameter(f"{str(path)!r} is a file, not a directory", ctx, param)
+    return path
+
+
+def state_dir_option(help_text: str = DEFAULT_HELP) -> Callable[[F], F]:
+    """The required ``--state-dir`` option, delivered to the command as a `Path`."""
+    return click.option("--state-dir", required=True, callback=state_dir_callback, help=help_text)
