@@ -231,7 +231,7 @@ def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str
 
 def run_catchup(
     work: Path, databases: int, rounds: int, lanes: int, batch: int, threads: int, warmup: int,
-    repeats: int, jvm_options: tuple[str, ...] = (),
+    repeats: int, jvm_options: tuple[str, ...] = (), warmup_passes: int = 1,
 ) -> dict[str, Any]:
     """The backlog applied ``repeats`` times in each mode, alternating which goes first (the
     metastore's JVM keeps warming up: the mode that always ran first would pay for it)."""
@@ -241,8 +241,9 @@ def run_catchup(
     with postgres_metastore(work, threads, jvm_options) as hms:
         warmup = len(records) if warmup < 0 else warmup
         say(f"warm-up (the metastore's JIT, connection pools): the first {warmup} events, both modes")
-        _apply(work, hms, records[:warmup], dbs, "global", lanes, batch, tag="wg")
-        _apply(work, hms, records[:warmup], dbs, "database", lanes, batch, tag="wd")
+        for w in range(warmup_passes):
+            _apply(work, hms, records[:warmup], dbs, "global", lanes, batch, tag=f"wg{w}")
+            _apply(work, hms, records[:warmup], dbs, "database", lanes, batch, tag=f"wd{w}")
         for r in range(repeats):
             for mode in ("global", "database") if r % 2 == 0 else ("database", "global"):
                 say(f"repeat {r + 1}: {len(records)} events, {mode} ({hms.uri}, PostgreSQL)")
@@ -366,6 +367,7 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
     help="Events applied first (each mode), not timed; -1 = the whole backlog (a production metastore "
     "has long compiled its hot paths; a cold one spends a core on its JIT compiler for a minute).",
 )
+@click.option("--warmup-passes", default=1, show_default=True, help="Warm-up runs (each mode).")
 @click.option("--repeats", default=2, show_default=True, help="Runs per mode, alternating the order.")
 @click.option("--hms-threads", default=8, show_default=True, help="The metastore's minimum handler threads.")
 @click.option("--hms-jvm-option", multiple=True, help="A JVM option of the metastore (-XX:+UseSerialGC).")
@@ -375,7 +377,8 @@ def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> d
 @click.option("--spark-master", default="local-cluster[2,1,768]", show_default=True)
 @click.option("--skip-copies", is_flag=True, help="Catch-up only.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, warmup: int, repeats: int,
+def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, warmup: int, warmup_passes: int,
+         repeats: int,
          hms_threads: int, hms_jvm_option: tuple[str, ...],
          copy_files: int, copy_file_mib: int, copy_workers: int, spark_master: str, skip_copies: bool,
          work_dir: Path | None) -> None:
@@ -388,7 +391,7 @@ def main(as_json: bool, databases: int, rounds: int, lanes: int, batch: int, war
         os.chdir(work)  # Spark's Python workers start here (bench/copy.py must not shadow copy)
         load_before = os.getloadavg()
         result = run_catchup(work, databases, rounds, lanes, batch, hms_threads, warmup, repeats,
-                             hms_jvm_option)
+                             hms_jvm_option, warmup_passes)
         result["hms_jvm_options"] = list(hms_jvm_option)
         if not skip_copies:
             result.update(run_copies(work, copy_files, copy_file_mib, spark_master, copy_workers))
