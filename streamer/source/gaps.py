@@ -59,11 +59,18 @@ def check_contiguity(last_id: int, event_ids: Sequence[int], head: int | None = 
     return Contiguity(len(event_ids))
 
 
+# Re-reads of a hole start this soon and back off to the cap: a lower id that commits after a
+# higher one (two metastore transactions racing) is usually visible within milliseconds, and every
+# event behind the hole waits as long as the agent does.
+FIRST_RECHECK_SECONDS = 0.005
+MAX_RECHECK_SECONDS = 0.25
+
+
 class ContiguousReader:
     """Reads batches that are guaranteed contiguous after ``last_id``, or raises.
 
     Rows after a hole are held back: the prefix before it is returned now, and the hole is settled
-    (waited for, re-read) when it is at the front of the next read.
+    (re-read until it fills, for at most ``settle_seconds``) when it is at the front of the next read.
     """
 
     def __init__(
@@ -71,27 +78,50 @@ class ContiguousReader:
         reader: NotificationReader,
         settle_seconds: float = 5.0,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.reader = reader
         self.settle_seconds = settle_seconds
         self._sleep = sleep
+        self._clock = clock
 
     def read_after(self, last_id: int, limit: int) -> list[NotificationRow]:
         rows, contiguity = self._attempt(last_id, limit)
         if contiguity.gap is not None and contiguity.ready == 0:
-            log.warning("event ids %d..%d are missing; waiting %.1f s for them to commit",
-                        *contiguity.gap, self.settle_seconds)
-            self._sleep(self.settle_seconds)
-            rows, contiguity = self._attempt(last_id, limit)
-            if contiguity.gap is not None and contiguity.ready == 0:
-                SOURCE_GAP.set(1)
-                first, last = contiguity.gap
-                raise EventGapError(
-                    first, last, f"still missing after {self.settle_seconds:g} s; last published id "
-                    f"{last_id}; the metastore's cleaner may have removed them",
-                )
+            rows, contiguity = self._settle(last_id, limit, contiguity)
         SOURCE_GAP.set(0)
         return rows[: contiguity.ready]
+
+    def _settle(self, last_id: int, limit: int, contiguity: Contiguity) -> tuple[list[NotificationRow],
+                                                                                 Contiguity]:
+        """Re-reads, backing off, until the hole at the front fills; raises when the time is up."""
+        assert contiguity.gap is not None
+        deadline = self._clock() + self.settle_seconds
+        pause = FIRST_RECHECK_SECONDS
+        waited = False
+        while True:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                break
+            if not waited:
+                log.info("event ids %d..%d are missing; waiting up to %.1f s for them to commit",
+                         *contiguity.gap, self.settle_seconds)
+                waited = True
+            self._sleep(min(pause, remaining))
+            pause = min(pause * 2, MAX_RECHECK_SECONDS)
+            rows, contiguity = self._attempt(last_id, limit)
+            if contiguity.gap is None or contiguity.ready > 0:
+                return rows, contiguity
+        # the time is up (or settling is off): one last read decides
+        rows, contiguity = self._attempt(last_id, limit)
+        if contiguity.gap is not None and contiguity.ready == 0:
+            SOURCE_GAP.set(1)
+            first, last = contiguity.gap
+            raise EventGapError(
+                first, last, f"still missing after {self.settle_seconds:g} s; last published id "
+                f"{last_id}; the metastore's cleaner may have removed them",
+            )
+        return rows, contiguity
 
     def _attempt(self, last_id: int, limit: int) -> tuple[list[NotificationRow], Contiguity]:
         rows = self.reader.read_after(last_id, limit)

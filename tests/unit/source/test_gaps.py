@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,13 @@ from hypothesis import strategies as st
 from streamer.errors import EventGapError
 from streamer.metrics import SOURCE_GAP
 from streamer.source.exceptions import LogOrderError, LogResetError
-from streamer.source.gaps import Contiguity, ContiguousReader, check_contiguity
+from streamer.source.gaps import (
+    FIRST_RECHECK_SECONDS,
+    MAX_RECHECK_SECONDS,
+    Contiguity,
+    ContiguousReader,
+    check_contiguity,
+)
 from streamer.source.reader import SqlNotificationReader
 from tests.unit.source.logdb import LogDb, sqlite_logdb
 
@@ -76,14 +83,43 @@ def test_gap_that_stays_halts_with_event_gap_error(logdb: LogDb) -> None:
     for i in range(1, 8):
         logdb.add(i)
     logdb.delete(3, 5)
-    waits: list[float] = []
-    reader = ContiguousReader(SqlNotificationReader(logdb.url), settle_seconds=0.5, sleep=waits.append)
+    waits, clock, sleep = _fake_time()
+    reader = ContiguousReader(SqlNotificationReader(logdb.url), settle_seconds=0.5, sleep=sleep, clock=clock)
     assert [r.event_id for r in reader.read_after(0, 10)] == [1, 2]
     with pytest.raises(EventGapError) as info:
         reader.read_after(2, 10)
     assert (info.value.first_missing, info.value.last_missing) == (3, 5)
-    assert waits == [0.5]
+    assert sum(waits) == pytest.approx(0.5)  # the whole settle time, no more
+    assert waits[0] == FIRST_RECHECK_SECONDS
+    assert all(w <= MAX_RECHECK_SECONDS for w in waits)
     assert SOURCE_GAP._value.get() == 1
+
+
+def test_a_hole_that_fills_soon_costs_only_the_rechecks_before_it(logdb: LogDb) -> None:
+    """The agent re-reads a hole at short, growing intervals: events behind a late commit wait for
+    that commit, not for the whole settle time."""
+    for i in (1, 2, 4):
+        logdb.add(i)
+    waits, clock, fake_sleep = _fake_time()
+
+    def sleep(seconds: float) -> None:
+        fake_sleep(seconds)
+        if len(waits) == 3:
+            logdb.add(3)  # the lower id commits while the agent waits
+
+    reader = ContiguousReader(SqlNotificationReader(logdb.url), settle_seconds=5.0, sleep=sleep, clock=clock)
+    assert [r.event_id for r in reader.read_after(2, 10)] == [3, 4]
+    assert waits == [FIRST_RECHECK_SECONDS, 2 * FIRST_RECHECK_SECONDS, 4 * FIRST_RECHECK_SECONDS]
+
+
+def _fake_time() -> tuple[list[float], Callable[[], float], Callable[[float], None]]:
+    """A clock that moves only when the reader sleeps, and the list of its sleeps."""
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    return waits, lambda: sum(waits), sleep
 
 
 def test_cleaned_tail_is_a_gap_through_the_sequence(logdb: LogDb) -> None:
