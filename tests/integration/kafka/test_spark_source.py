@@ -196,3 +196,36 @@ def test_driver_reader_bounds_reads_continues_and_replays_ranges(
             assert list(reader.readBetweenOffsets(start, stop)) == batch
     finally:
         reader.stop()
+
+
+def test_driver_reader_checks_for_data_loss_only_where_it_did_not_read_on(
+    kafka_config: dict[str, Any], topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that continues at the consumer's own position makes no watermark round trip; a read
+    from anywhere else (a start, a restart, a replanned batch) is checked."""
+    from streamer.kafka import spark_source
+    from streamer.kafka.source_options import parse_options
+
+    _produce(kafka_config, topic, [b"a", b"b", b"c"], f"c-{topic}")
+    checks: list[int] = []
+    real = spark_source.checked_start
+
+    def counting(consumer: Any, opts: Any, first: int) -> int:
+        checks.append(first)
+        return real(consumer, opts, first)
+
+    monkeypatch.setattr(spark_source, "checked_start", counting)
+    opts = parse_options({"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic,
+                          "reader": "driver", "maxEventsPerTrigger": "1", "waitMs": "500"})
+    reader = spark_source.KafkaDriverReader(opts)
+    try:
+        offset = reader.initialOffset()
+        _, second = reader.read(offset)
+        _, third = reader.read(second)  # reads on where the first read ended
+        assert checks == [offset["offset"]]
+        rows, _ = reader.read(offset)  # back to the start, as after a restart
+        assert [bytes(r[2]) for r in rows] == [b"a"]
+        assert checks == [offset["offset"], offset["offset"]]
+        assert third["offset"] > second["offset"] > offset["offset"]
+    finally:
+        reader.stop()
