@@ -9,6 +9,7 @@ data loss, whatever form it took inside Spark.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +33,17 @@ def manager_candidates(checkpoint_dir: str) -> tuple[str, ...]:
     Spark's default: their rename semantics are Spark's call, not ours.
     """
     return LOCAL_CHECKPOINT_MANAGERS if _local(checkpoint_dir) is not None else ()
+
+
+def manager_for(checkpoint_dir: str, current: str | None, available: Callable[[str], bool]) -> str | None:
+    """The checkpoint manager a query on ``checkpoint_dir`` should run with (None: Spark's default).
+
+    ``current`` is the session's setting: one the user chose stays; one of ours set for an earlier
+    query is replaced. ``available`` says whether this Spark has a class.
+    """
+    if current and current not in LOCAL_CHECKPOINT_MANAGERS:
+        return current
+    return next((name for name in manager_candidates(checkpoint_dir) if available(name)), None)
 
 
 def _local(checkpoint_dir: str) -> Path | None:

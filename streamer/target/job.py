@@ -386,20 +386,27 @@ def start_query(
 
 
 def _choose_checkpoint_manager(spark: SparkSession, checkpoint_dir: str) -> None:
-    """Sets the cheapest safe checkpoint file manager this Spark has, unless the user chose one."""
-    from streamer.target.checkpoint import CHECKPOINT_MANAGER_CONF, manager_candidates
+    """The cheapest safe checkpoint file manager this Spark has, unless the user chose one."""
+    from streamer.target.checkpoint import CHECKPOINT_MANAGER_CONF, manager_for
 
-    if spark.conf.get(CHECKPOINT_MANAGER_CONF, None):
-        return
     jvm: Any = spark.sparkContext._jvm
-    for name in manager_candidates(checkpoint_dir):
+
+    def available(name: str) -> bool:
         try:
             jvm.java.lang.Class.forName(name)
-        except Exception:  # py4j wraps ClassNotFoundException; another Spark version
-            continue
-        spark.conf.set(CHECKPOINT_MANAGER_CONF, name)
-        log.info("checkpoint %s: writes through %s", checkpoint_dir, name)
+        except Exception:  # py4j wraps ClassNotFoundException: another Spark version
+            return False
+        return True
+
+    current = spark.conf.get(CHECKPOINT_MANAGER_CONF, None)
+    wanted = manager_for(checkpoint_dir, current, available)
+    if wanted == current:
         return
+    if wanted is None:
+        spark.conf.unset(CHECKPOINT_MANAGER_CONF)
+    else:
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, wanted)
+    log.info("checkpoint %s: written through %s", checkpoint_dir, wanted or "Spark's default manager")
 
 
 def trigger_interval(settings: TargetSettings) -> float:
