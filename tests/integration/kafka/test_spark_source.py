@@ -198,11 +198,12 @@ def test_driver_reader_bounds_reads_continues_and_replays_ranges(
         reader.stop()
 
 
-def test_driver_reader_checks_for_data_loss_only_where_it_did_not_read_on(
+def test_driver_reader_checks_for_data_loss_where_it_did_not_read_on_or_found_nothing(
     kafka_config: dict[str, Any], topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read that continues at the consumer's own position makes no watermark round trip; a read
-    from anywhere else (a start, a restart, a replanned batch) is checked."""
+    """A read that continues at the consumer's own position and gets records makes no watermark
+    round trip; a read from anywhere else (a start, a restart, a replanned batch), or one that
+    found nothing, is checked."""
     from streamer.kafka import spark_source
     from streamer.kafka.source_options import parse_options
 
@@ -227,5 +228,13 @@ def test_driver_reader_checks_for_data_loss_only_where_it_did_not_read_on(
         assert [bytes(r[2]) for r in rows] == [b"a"]
         assert checks == [offset["offset"], offset["offset"]]
         assert third["offset"] > second["offset"] > offset["offset"]
+        end = third
+        for _ in range(5):  # read on to the end (the commit marker yields no row)
+            rows, after = reader.read(end)
+            if after == end:
+                break
+            end = after
+        assert list(rows) == [] and after == end
+        assert checks[-1] == end["offset"], "a read that found nothing is checked"
     finally:
         reader.stop()
