@@ -225,10 +225,11 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
     def __init__(self, opts: SourceOptions) -> None:
         super().__init__(opts)
         self._next: int | None = None  # where the reading consumer continues (None: not assigned)
+        self._suspect_since: float | None = None  # first idle read whose watermarks did not hold it
         self._ahead: list[Message] = []  # fetched records at or past `_next`
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_next": None, "_ahead": []}
+        return {**super().__getstate__(), "_next": None, "_ahead": [], "_suspect_since": None}
 
     def _reading(self, begin: int) -> Consumer:
         if "read" not in self._clients:
@@ -254,13 +255,32 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
         if reading_on and end == begin:
             # Records read on from the consumer's own position prove the topic is there; a read that
             # found nothing is checked (a broker that lost the topic answers an empty fetch, not an
-            # error). Checking only then keeps the watermark round trip, which on Tansu can take a
-            # second, off every trigger that has records to deliver.
-            moved = self._checked_start(begin)
+            # error), so the check stays off every trigger that has records to deliver.
+            moved = self._idle_check(begin)
             if moved != begin:  # failOnDataLoss=false: go on where the topic now starts
                 self._next = None
                 return iter(()), offset_dict(self.opts, moved)
         return iter(rows), offset_dict(self.opts, end)
+
+    def _idle_check(self, begin: int) -> int:
+        """The data-loss check of a read on that found nothing, without stalling the stream.
+
+        Watermarks that hold ``begin`` settle it in one round trip. Ones that do not may be Tansu
+        under-reporting the high mark for a moment (the full check then probes and pauses, ~1 s):
+        that is only suspected, and the full check runs once the suspicion outlasts
+        ``_SUSPECT_SECONDS`` of idle reads, raising DataLossError if the records are really gone.
+        """
+        marks = watermarks(self._client("all"), self.opts.topic, self.opts.partition)
+        now = time.monotonic()
+        if marks is not None and marks[0] <= begin <= marks[1]:
+            self._suspect_since = None
+            return begin
+        if self._suspect_since is None:
+            self._suspect_since = now
+        if now - self._suspect_since < _SUSPECT_SECONDS:
+            return begin
+        self._suspect_since = None
+        return self._checked_start(begin)
 
     def _read_available(self, consumer: Consumer, begin: int, cap: int | None) -> tuple[list[Any], int]:
         """Rows from `begin` up to what is readable now (or `cap`), and the offset after them.
@@ -331,6 +351,7 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
 # records the driver reader drains from the consumer's queue per call (what is fetched already)
 _DRAIN = 1000
 _SHORT_POLL = 0.05  # seconds per poll while a read must go on (Trigger.AvailableNow)
+_SUSPECT_SECONDS = 2.0  # idle reads past the reported high mark for this long get the full check
 # Defaults of the long-lived consumer (a `kafka.` option of the same name wins). Tansu answers a
 # fetch only when fetch.wait.max.ms has passed, even if records arrived meanwhile, so the consumer's
 # default (500 ms) would add up to that to every record; at 10 ms a record is seen ~3 ms after its

@@ -202,8 +202,8 @@ def test_driver_reader_checks_for_data_loss_where_it_did_not_read_on_or_found_no
     kafka_config: dict[str, Any], topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A read that continues at the consumer's own position and gets records makes no watermark
-    round trip; a read from anywhere else (a start, a restart, a replanned batch), or one that
-    found nothing, is checked."""
+    round trip; a read from anywhere else (a start, a restart, a replanned batch) gets the full
+    check; one that found nothing only compares the watermarks (a lost topic: test_faults.py)."""
     from streamer.kafka import spark_source
     from streamer.kafka.source_options import parse_options
 
@@ -224,17 +224,18 @@ def test_driver_reader_checks_for_data_loss_where_it_did_not_read_on_or_found_no
         _, second = reader.read(offset)
         _, third = reader.read(second)  # reads on where the first read ended
         assert checks == [offset["offset"]]
-        rows, _ = reader.read(offset)  # back to the start, as after a restart
+        rows, end = reader.read(offset)  # back to the start, as after a restart
         assert [bytes(r[2]) for r in rows] == [b"a"]
         assert checks == [offset["offset"], offset["offset"]]
         assert third["offset"] > second["offset"] > offset["offset"]
-        end = third
-        for _ in range(5):  # read on to the end (the commit marker yields no row)
+        for _ in range(6):  # read on to the end (the commit marker yields no row)
             rows, after = reader.read(end)
             if after == end:
                 break
             end = after
         assert list(rows) == [] and after == end
-        assert checks[-1] == end["offset"], "a read that found nothing is checked"
+        # a read that found nothing is checked against the watermarks, which hold its offset here:
+        # one round trip, no full check (the full one, with its probe, is for a suspected loss)
+        assert len(checks) == 2
     finally:
         reader.stop()
