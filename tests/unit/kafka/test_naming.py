@@ -1,7 +1,7 @@
 import click
 
-from streamer.cli import cli
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, default_topic, topic_or_default
+from tests.unit.cli_options import cli_options
 
 
 def test_default_topic_names_the_source() -> None:
@@ -23,21 +23,7 @@ def test_the_agent_publishes_where_targets_read() -> None:
 
 
 def _topic_options() -> dict[str, click.Option]:
-    found: dict[str, click.Option] = {}
-    ctx = click.Context(cli)
-    todo: list[tuple[str, click.Command]] = []
-    for name in cli.list_commands(ctx):
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        todo.append((name, command))
-    while todo:
-        path, command = todo.pop()
-        if isinstance(command, click.Group):
-            todo.extend((f"{path} {n}", c) for n, c in command.commands.items())
-        for param in command.params:
-            if isinstance(param, click.Option) and param.name == "topic":
-                found[path] = param
-    return found
+    return cli_options(lambda param: param.name == "topic")
 
 
 def test_every_topic_option_documents_the_one_default() -> None:

@@ -7,25 +7,12 @@ from click.testing import CliRunner
 from streamer.cli import cli
 from streamer.errors import ConfigError
 from streamer.target.state_dir_option import parse_state_dir, state_dir_callback
+from tests.unit.cli_options import cli_options
 
 
 def _state_dir_options() -> dict[str, click.Option]:
     """Every ``--state-dir`` option of the command line, by command path."""
-    found: dict[str, click.Option] = {}
-    ctx = click.Context(cli)
-    todo: list[tuple[str, click.Command]] = []
-    for name in cli.list_commands(ctx):
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        todo.append((name, command))
-    while todo:
-        path, command = todo.pop()
-        if isinstance(command, click.Group):
-            todo.extend((f"{path} {n}", c) for n, c in command.commands.items())
-        for param in command.params:
-            if isinstance(param, click.Option) and "--state-dir" in param.opts:
-                found[path] = param
-    return found
+    return cli_options(lambda param: "--state-dir" in param.opts)
 
 
 OPTIONS = _state_dir_options()
