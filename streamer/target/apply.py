@@ -142,10 +142,14 @@ class Applier:
         self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join())
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
         # target db -> its snapshot as this applier last read or wrote it, kept across the steps of
-        # one batch only (``reusing_databases``; None outside one): nothing else writes a replicated
+        # one batch only (``reusing_snapshots``; None outside one): nothing else writes a replicated
         # database while a batch runs (the job's lock; a failover needs the job stopped), so
         # re-reading it per step would only repeat what the last step wrote
         self._databases: dict[str, DatabaseSnapshot] | None = None
+        # (target db, table) -> the table as a create or alter step of this batch left it, for the
+        # next create/alter of it (a canary bumped every 100 ms is one get_table less per event).
+        # Any other kind of step forgets them all: only these two handlers' results are known exactly
+        self._tables: dict[tuple[str, str], TableSnapshot] | None = None
         if not copier.roots:
             copier.roots = paths.roots
 
@@ -174,14 +178,15 @@ class Applier:
 
     # --- steps ----------------------------------------------------------------------------
     @contextmanager
-    def reusing_databases(self) -> Iterator[None]:
-        """Within: a database read or written by one step is not read again by the next steps
-        (``run_plan`` runs each batch so). Outside, every step reads its database."""
-        self._databases = {}
+    def reusing_snapshots(self) -> Iterator[None]:
+        """Within: a database read or written by one step is not read again by the next steps, nor
+        a table a create or alter step wrote by the next create or alter of it (``run_plan`` runs
+        each batch so). Outside, every step reads what it changes."""
+        self._databases, self._tables = {}, {}
         try:
             yield
         finally:
-            self._databases = None
+            self._databases, self._tables = None, None
 
     # (each reads self._databases once: a concurrent batch ending may set it to None meanwhile)
     def _forget(self, name: str | None = None) -> None:
@@ -196,6 +201,16 @@ class Applier:
         known = self._databases
         if known is not None:
             known[name] = db
+
+    def _forget_tables(self) -> None:
+        known = self._tables
+        if known is not None:
+            known.clear()
+
+    def _remember_table(self, table: TableSnapshot) -> None:
+        known = self._tables
+        if known is not None:
+            known[(table.db, table.name)] = table
 
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
@@ -218,12 +233,16 @@ class Applier:
             unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
             if not unchanged:
                 self._forget(name)
+            if not all(_keeps_known_tables(e) for e in step.events):
+                self._forget_tables()
             self._advance(step, db if unchanged else None)
         except EventError as exc:
             self._forget(name)  # a failed step may have left it in any state
+            self._forget_tables()
             raise _with_event(exc, step.first, _run_note(step)) from exc
         except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
             self._forget(name)
+            self._forget_tables()
             raise ApplyError(
                 f"{type(exc).__name__}: {exc}{_run_note(step)}",
                 event_id=step.first.event_id,
@@ -369,10 +388,16 @@ class Applier:
             raise ApplyError("target table exists and was not created by replication", obj=f"{db}.{name}")
         return table
 
+    def _known_table(self, db: str, name: str) -> TableSnapshot | None:
+        """``_existing_table``, answered without a call when a step of this batch wrote the table."""
+        known = self._tables
+        table = known.get((db, name)) if known is not None else None
+        return table if table is not None else self._existing_table(db, name)
+
     def _create_table(self, event: Event) -> None:
         payload = _payload(event, CreateTablePayload)
         desired = self._target_table(payload.table)
-        current = self._existing_table(desired.db, desired.name)  # refuses a foreign table before any copy
+        current = self._known_table(desired.db, desired.name)  # refuses a foreign table before any copy
         if payload.files and desired.sd.location:
             source_dir = payload.table.sd.location
             self._copy(event, payload.files, desired.sd.location, source_dir, desired.table_type).publish()
@@ -382,6 +407,7 @@ class Applier:
             self.catalog.create_table(desired)
         elif current != desired:
             self.catalog.alter_table(desired.db, desired.name, desired)
+        self._remember_table(desired)
 
     def _alter_table(self, event: Event) -> None:
         payload = _payload(event, AlterTablePayload)
@@ -389,11 +415,12 @@ class Applier:
         if payload.is_rename:
             self._rename_table(event, payload, desired)
             return
-        current = self._existing_table(desired.db, desired.name)
+        current = self._known_table(desired.db, desired.name)
         if current is None:
             raise ApplyError("table is missing on the target", obj=f"{desired.db}.{desired.name}")
         if current != desired:
             self.catalog.alter_table(desired.db, desired.name, desired)
+        self._remember_table(desired)
         if payload.is_truncate and _is_managed(desired) and desired.sd.location:
             clear_dir(desired.sd.location, self.paths.roots, recursive_files=True, event_id=event.event_id)
 
@@ -847,7 +874,7 @@ def run_plan(
     publishes the halt there, so readers know it before other databases move past it.
     """
     report = RunReport(held=list(plan.held))
-    with applier.reusing_databases():
+    with applier.reusing_snapshots():
         for step in plan.steps:
             run_step(applier, step, state, report, on_halt)
     if plan.source_head is not None:
@@ -943,6 +970,18 @@ def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
             event_type=str(event.event_type),
             obj=exc.obj or _obj(event),
         )
+
+
+def _keeps_known_tables(event: Event) -> bool:
+    """Whether the tables remembered in a batch are still exact after ``event``: it is a create or a
+    plain alter, whose handler remembers what it wrote (a rename moves a table away from its key)."""
+    if event.event_type is EventType.CREATE_TABLE:
+        return True
+    return (
+        event.event_type is EventType.ALTER_TABLE
+        and isinstance(event.payload, AlterTablePayload)
+        and not event.payload.is_rename
+    )
 
 
 def _is_managed(table: TableSnapshot) -> bool:

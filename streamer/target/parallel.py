@@ -61,9 +61,9 @@ class LaneRunner:
                 with halted_lock:
                     on_halt(db)
 
-        # the lanes share one batch's database reads: one database is one lane, so no lane reads
-        # what another writes (streamer.target.apply.Applier.reusing_databases)
-        with applier.reusing_databases():
+        # the lanes share one batch's database and table snapshots: one database is one lane, so no
+        # lane reads what another writes (streamer.target.apply.Applier.reusing_snapshots)
+        with applier.reusing_snapshots():
             report = self._run(applier, the_schedule, state, RunReport(held=list(plan.held)), one_halt)
         if plan.source_head is not None:
             metrics.TARGET_SOURCE_HEAD.set(plan.source_head)

@@ -117,3 +117,11 @@ def test_visible_lags_take_the_first_newer_sighting() -> None:
     lag = _lag()
     # seq 2 was never seen itself; seq 3 (newer) was seen at 13.0
     assert sorted(lag.visible_lags({1: 10.0, 2: 11.0, 3: 12.0}, {1: 10.5, 3: 13.0})) == [0.5, 1.0, 2.0]
+
+
+def test_lag_load_is_what_the_canary_leaves_of_the_share() -> None:
+    lag = _lag()
+    assert lag.load_rate_for(3.0, 100.0, 50.0, 0.1, 0.5) == 3.0  # --rate wins
+    # the canary's 10 bumps/s are 0.2 of 50 alter_table/s: the load gets 0.3 of 100 create_table/s
+    assert lag.load_rate_for(None, 100.0, 50.0, 0.1, 0.5) == pytest.approx(30.0)
+    assert lag.load_rate_for(None, 100.0, 10.0, 0.1, 0.5) == 0.0  # the canary alone is over the share

@@ -424,3 +424,40 @@ def test_a_batch_reads_each_database_once_and_advances_it_after_every_step(
     assert env.run([b.create_table(7, env.table("t7", db="a"))]) == [7]
     assert env.catalog.databases["a"].parameters["note"] == "x"
     assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "7"
+
+
+def test_a_batch_reads_a_table_it_created_or_altered_only_once(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interleaved alters of one table (not coalesced: another database's events lie between) read
+    it once per batch; any other kind of step, and a new batch, read it again."""
+    assert env.run([b.create_db(1, "a"), b.create_db(2, "b")]) == [1, 2]
+    c = env.table("c")
+    bumps = [dataclasses.replace(c, parameters={"seq": str(i)}) for i in range(4)]
+    events = [b.create_table(3, c)]
+    for i in range(1, 4):  # c bumped, then a table of database b, three times
+        other = env.table(f"u{i}", db="b")
+        events += [b.alter_table(2 + 2 * i, bumps[i - 1], bumps[i]), b.create_table(3 + 2 * i, other)]
+    reads: list[str] = []
+    read = env.catalog.get_table
+    monkeypatch.setattr(env.catalog, "get_table", lambda db, t: reads.append(f"{db}.{t}") or read(db, t))
+    assert env.run(events) == list(range(3, 10))
+    assert reads.count("a.c") == 1  # by the create (absent); the three alters reuse what it wrote
+    assert env.catalog.get_table("a", "c").parameters["seq"] == "3"  # type: ignore[union-attr]
+    assert env.catalog.calls.count("alter_table") == 3  # each bump still reaches the metastore
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "8"
+
+    # an insert into c between two bumps: the second bump reads c again
+    reads.clear()
+    f = env.file(bumps[3], "f1", b"x")
+    assert env.run([b.alter_table(10, bumps[3], bumps[0]), b.insert(11, bumps[0], [f]),
+                    b.alter_table(12, bumps[0], bumps[1])]) == [10, 11, 12]
+    assert reads.count("a.c") == 3  # event 10 (new batch), 11 (insert), 12 (after the insert)
+
+    # nothing is kept from one batch to the next: a change made between batches is seen
+    stored = env.catalog.tables[("a", "c")]
+    env.catalog.tables[("a", "c")] = dataclasses.replace(stored, parameters={**stored.parameters, "seq": "x"})
+    reads.clear()
+    assert env.run([b.alter_table(13, bumps[1], bumps[1])]) == [13]
+    assert reads == ["a.c"]
+    assert env.catalog.get_table("a", "c").parameters["seq"] == "1"  # type: ignore[union-attr]
