@@ -220,7 +220,11 @@ class Applier:
                 from streamer.target.bootstrap import apply_bootstrap
 
                 self._forget()
-                apply_bootstrap(self, step)
+                self._forget_tables()  # a bootstrap record replaces tables by its own rules
+                try:
+                    apply_bootstrap(self, step)
+                finally:
+                    self._forget_tables()
                 return
             db = self._check_owned(name) if step.db != GLOBAL_DB else None
             if step.kind is StepKind.ADD_PARTITIONS:

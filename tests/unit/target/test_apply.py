@@ -461,3 +461,26 @@ def test_a_batch_reads_a_table_it_created_or_altered_only_once(
     assert env.run([b.alter_table(13, bumps[1], bumps[1])]) == [13]
     assert reads == ["a.c"]
     assert env.catalog.get_table("a", "c").parameters["seq"] == "1"  # type: ignore[union-attr]
+
+
+def test_a_bootstrap_step_forgets_the_remembered_tables(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bootstrap record replaces tables by its own rules: a later alter must not trust what an
+    earlier create of the batch wrote."""
+    import streamer.target.bootstrap as bootstrap
+    from streamer.target.plan import Step, StepKind
+
+    assert env.run([b.create_db(1, "a")]) == [1]
+    c = env.table("c")
+
+    def rewrite_c(applier: Applier, step: Step) -> None:
+        stored = env.catalog.tables[("a", "c")]
+        changed = {**stored.parameters, "x": "y"}
+        env.catalog.tables[("a", "c")] = dataclasses.replace(stored, parameters=changed)
+
+    monkeypatch.setattr(bootstrap, "apply_bootstrap", rewrite_c)
+    create, alter = b.create_table(2, c), b.alter_table(4, c, c)  # the alter re-states c as created
+    with env.applier.reusing_snapshots():
+        env.applier.apply(Step(StepKind.EVENT, (create,), "a"))
+        env.applier.apply(Step(StepKind.BOOTSTRAP, (create,), "a"))
+        env.applier.apply(Step(StepKind.EVENT, (alter,), "a"))
+    assert "x" not in env.catalog.tables[("a", "c")].parameters  # the alter read c again and restored it
