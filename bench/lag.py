@@ -181,6 +181,8 @@ def run_lag(
 ) -> dict[str, Any]:
     from streamer.warehouse.workload import COLUMNS
 
+    if load_basis == "warm" and warmup <= 0:
+        raise click.ClickException("--load-basis warm needs a --warmup")
     with Pipeline(work) as p:
         p.start_target(trigger_seconds=trigger_seconds, kafka_reader=kafka_reader, consistency=consistency)
         wh = p.warehouse
@@ -212,15 +214,15 @@ def run_lag(
             warm_rate = load_rate_for(rate, *cold, canary_interval, utilization)
             say(f"warm-up {warmup:.0f}s: canary every {canary_interval}s, load {warm_rate:.1f} tables/s")
             mix.run(warmup, warm_rate)
-            p.wait_applied(wh.current_event_id(), 120)
+            if not p.wait_applied(wh.current_event_id(), 120):  # else the window would start on a backlog
+                raise click.ClickException("the target did not catch up with the warm-up in 120 s")
+            time.sleep(0.3)  # the poller's last sightings, as after the measured window
             warm = {**lag_stats(visible_lags(mix.canary_commits, poller.seen)), "seconds": warmup}
             mix.canary_commits.clear()
             mix.canary_ids.clear()
             warm["hms_create_table_capacity_eps"], warm["hms_alter_table_capacity_eps"] = capacity("warm")
             if load_basis == "warm":
                 basis = (warm["hms_create_table_capacity_eps"], warm["hms_alter_table_capacity_eps"])
-        elif load_basis == "warm":
-            raise click.ClickException("--load-basis warm needs a --warmup")
         load_rate = load_rate_for(rate, *basis, canary_interval, utilization)
         say(f"canary every {canary_interval}s + load {load_rate:.1f} create_table/s for {duration:.0f}s")
         started, polls_before = time.time(), poller.polls
@@ -231,6 +233,7 @@ def run_lag(
         caught_up = p.wait_applied(last_load_id, 120)
         time.sleep(0.3)
         canary_lags = visible_lags(canary_commits, poller.seen)
+        polls_per_s = (poller.polls - polls_before) / (time.time() - started)
 
         say(f"small-file INSERT every {insert_interval}s for {insert_duration:.0f}s")
         target_small = p.catalog.get_table("ins", "small")
@@ -253,8 +256,8 @@ def run_lag(
         poller.stop()
         insert_lags = visible_lags(insert_commits, poller.files_seen)
         with p.stages.lock:
-            measured = [i for i, t in p.stages.committed.items() if t >= started]
-        event_lags = p.stages.lags(measured)  # the warm-up's events are not in the figures
+            measured = [i for i, t in p.stages.committed.items() if started <= t <= started + elapsed]
+        event_lags = p.stages.lags(measured)  # the measured window's: not the warm-up's nor the INSERTs'
         publish_n = metric_sum("streamer_source_publish_seconds_count")
         publish_mean = metric_sum("streamer_source_publish_seconds_sum") / publish_n if publish_n else None
         result: dict[str, Any] = {
@@ -273,7 +276,7 @@ def run_lag(
             "caught_up": caught_up,
             "events_coalesced": metric_sum("streamer_target_events_coalesced_total"),
             "poll_interval_s": poll_interval,
-            "poller_polls_per_s": (poller.polls - polls_before) / (time.time() - started),
+            "poller_polls_per_s": polls_per_s,
             # capacities measured before the warm-up (cold) and after it; the load's share of the latter
             "hms_capacity_cold_eps": {"create_table": cold[0], "alter_table": cold[1]},
             "warmup": warm,

@@ -212,6 +212,11 @@ class Applier:
         if known is not None:
             known[(table.db, table.name)] = table
 
+    def _forget_table(self, db: str, name: str) -> None:
+        known = self._tables
+        if known is not None:
+            known.pop((db, name), None)
+
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
         name = self.target_db(step.db)
@@ -430,6 +435,8 @@ class Applier:
 
     def _rename_table(self, event: Event, payload: AlterTablePayload, desired: TableSnapshot) -> None:
         old_db, old_name = self.target_db(payload.before.db), payload.before.name.lower()
+        self._forget_table(old_db, old_name)  # (apply() forgets all after a rename; this holds within)
+        self._forget_table(desired.db, desired.name)
         old = self._existing_table(old_db, old_name)
         new = self._existing_table(desired.db, desired.name)
         if old is None and new is None:
@@ -473,6 +480,7 @@ class Applier:
         snap = payload.table
         db = self.target_db(snap.db if snap else event.db or "")
         name = (snap.name if snap else event.table or "").lower()
+        self._forget_table(db, name)
         current = self._existing_table(db, name)
         if current is not None:
             self.catalog.drop_table(db, name)

@@ -484,3 +484,17 @@ def test_a_bootstrap_step_forgets_the_remembered_tables(env: Env, monkeypatch: p
         env.applier.apply(Step(StepKind.BOOTSTRAP, (create,), "a"))
         env.applier.apply(Step(StepKind.EVENT, (alter,), "a"))
     assert "x" not in env.catalog.tables[("a", "c")].parameters  # the alter read c again and restored it
+
+
+@pytest.mark.parametrize("away", ["rename", "drop"])
+def test_a_table_moved_or_dropped_in_a_batch_is_created_again_for_real(env: Env, away: str) -> None:
+    """create a.t, (rename a.t -> a.u | drop a.t), create a.t in one batch, with another database's
+    events between (nothing coalesces or collapses): the second create must not trust the first."""
+    assert env.run([b.create_db(1, "a"), b.create_db(2, "b")]) == [1, 2]
+    t, u = env.table("t"), env.table("u")
+    gone = b.alter_table(5, t, u) if away == "rename" else b.drop_table(5, t)
+    events = [b.create_table(3, t), b.create_table(4, env.table("x4", db="b")), gone,
+              b.create_table(6, env.table("x6", db="b")), b.create_table(7, t)]
+    assert env.run(events) == [3, 4, 5, 6, 7]
+    assert env.catalog.get_table("a", "t") is not None
+    assert (env.catalog.get_table("a", "u") is not None) == (away == "rename")
