@@ -43,6 +43,7 @@ from common import (
     lag_stats,
     median,
     metric_sum,
+    percentile,
     quiet_logs,
     raw_alter_rate,
     raw_create_rate,
@@ -112,6 +113,22 @@ def visible_lags(committed: dict[int, float], seen: dict[int, float]) -> list[fl
         times = [s for k, s in seen.items() if k >= key]
         if times:
             out.append(min(times) - t)
+    return out
+
+
+def lag_windows(
+    committed: dict[int, float], seen: dict[int, float], start: float, width: float
+) -> list[dict[str, float | int | None]]:
+    """Canary lags per ``width`` seconds of commit time from ``start``: where in a run the tail lies
+    (a JVM still compiling shows as slow first windows; a steady one as even windows)."""
+    groups: dict[int, dict[int, float]] = {}
+    for key, t in committed.items():
+        groups.setdefault(int((t - start) // width), {})[key] = t
+    out: list[dict[str, float | int | None]] = []
+    for index in sorted(groups):
+        lags = visible_lags(groups[index], seen)
+        out.append({"from_s": index * width, "p50_s": percentile(lags, 0.5), "max_s": max(lags, default=None),
+                    "samples": len(lags)})
     return out
 
 
@@ -233,6 +250,7 @@ def run_lag(
         caught_up = p.wait_applied(last_load_id, 120)
         time.sleep(0.3)
         canary_lags = visible_lags(canary_commits, poller.seen)
+        windows = lag_windows(canary_commits, poller.seen, started, 10.0)
         polls_per_s = (poller.polls - polls_before) / (time.time() - started)
 
         say(f"small-file INSERT every {insert_interval}s for {insert_duration:.0f}s")
@@ -280,6 +298,7 @@ def run_lag(
             # capacities measured before the warm-up (cold) and after it; the load's share of the latter
             "hms_capacity_cold_eps": {"create_table": cold[0], "alter_table": cold[1]},
             "warmup": warm,
+            "canary_windows": windows,  # per 10 s of the measured window
             "offered_utilization_warm": (
                 (n_load / elapsed) / warm["hms_create_table_capacity_eps"]
                 + (seq / elapsed) / warm["hms_alter_table_capacity_eps"]

@@ -125,3 +125,17 @@ def test_lag_load_is_what_the_canary_leaves_of_the_share() -> None:
     # the canary's 10 bumps/s are 0.2 of 50 alter_table/s: the load gets 0.3 of 100 create_table/s
     assert lag.load_rate_for(None, 100.0, 50.0, 0.1, 0.5) == pytest.approx(30.0)
     assert lag.load_rate_for(None, 100.0, 10.0, 0.1, 0.5) == 0.0  # the canary alone is over the share
+
+
+def test_lag_windows_split_the_canary_lags_by_commit_time() -> None:
+    lag = _lag()
+    committed = {1: 100.0, 2: 104.0, 3: 111.0, 4: 125.0}
+    seen = {1: 100.5, 2: 106.0, 3: 111.25, 4: 125.5}
+    assert lag.lag_windows(committed, seen, 100.0, 10.0) == [
+        {"from_s": 0.0, "p50_s": 0.5, "max_s": 2.0, "samples": 2},
+        {"from_s": 10.0, "p50_s": 0.25, "max_s": 0.25, "samples": 1},
+        {"from_s": 20.0, "p50_s": 0.5, "max_s": 0.5, "samples": 1},
+    ]
+    assert lag.lag_windows({1: 100.0}, {}, 100.0, 10.0) == [
+        {"from_s": 0.0, "p50_s": None, "max_s": None, "samples": 0}  # committed, never seen
+    ]
