@@ -95,9 +95,10 @@ def _raw_table(catalog: Any, tbl: Any, name: str, root: Path) -> Any:
 
 
 def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, batch: int) -> dict[str, Any]:
-    from streamer.hms.server import EmbeddedMetastore
-    from streamer.target.hms_catalog import HmsCatalog
-    from streamer.target.job import BatchApplier, TargetSettings
+    from streamer.embedded_metastore.server import EmbeddedMetastore
+    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse
 
     root = work / "target" / "warehouse"

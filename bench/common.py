@@ -294,9 +294,9 @@ class Pipeline:
         self._stack.close()
 
     def _start(self) -> None:
-        from streamer.hms.server import EmbeddedMetastore
+        from streamer.embedded_metastore.server import EmbeddedMetastore
         from streamer.kafka.broker import EmbeddedBroker
-        from streamer.target.hms_catalog import HmsCatalog
+        from streamer.metastore.thrift_catalog import HmsCatalog
         from streamer.warehouse.warehouse import Warehouse
 
         (self.work / "source").mkdir(parents=True, exist_ok=True)
@@ -376,7 +376,7 @@ class Pipeline:
     def target_settings(
         self, trigger_seconds: float = 0.1, max_events_per_trigger: int = 5000, **more: Any
     ) -> Any:
-        from streamer.target.job import TargetSettings
+        from streamer.target.job.settings import TargetSettings
 
         return TargetSettings(
             bootstrap_servers=self.broker.bootstrap_servers,
@@ -400,8 +400,8 @@ class Pipeline:
         **more: Any,
     ) -> None:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
-        from streamer.target.hms_catalog import HmsCatalog
-        from streamer.target.job import spark_session, start_query
+        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.target.job.streaming import spark_session, start_query
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if os.sep in os.environ["PYSPARK_PYTHON"]:  # a relative path would break after the chdir below
@@ -469,7 +469,7 @@ class Pipeline:
 
 
 def _timed_batch_applier() -> type:
-    from streamer.target.job import BatchApplier
+    from streamer.target.job.streaming import BatchApplier
 
     class _Timed(BatchApplier):
         """Records when each micro-batch started, for the lag split."""

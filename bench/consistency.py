@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from streamer.hms.server import EmbeddedMetastore
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.testing.campaign import CampaignConfig, run_campaign
 

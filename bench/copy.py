@@ -80,7 +80,7 @@ def _fsync_tree(root: Path) -> None:
 
 
 def copy_once(refs: list[Any], src: Path, dst: Path, workers: int) -> dict[str, float]:
-    from streamer.target.files import FileCopier
+    from streamer.target.apply.files import FileCopier
 
     total = sum(r.size for r in refs)
     copier = FileCopier(max_workers=workers)
@@ -112,8 +112,9 @@ def copy_once(refs: list[Any], src: Path, dst: Path, workers: int) -> dict[str, 
 
 def aborted_workload(work: Path, events: int, seed: int) -> dict[str, Any]:
     """ACID workload with aborts -> BatchApplier; aborted delta bytes on the target."""
-    from streamer.target.job import BatchApplier, TargetSettings
-    from streamer.target.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse
     from streamer.warehouse.workload import Workload
 

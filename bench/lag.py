@@ -55,7 +55,7 @@ class CanaryPoller:
     """Reads the canary property (and the insert table's files) on the target as fast as it can."""
 
     def __init__(self, hms_uri: str, interval: float) -> None:
-        from streamer.target.hms_catalog import HmsCatalog
+        from streamer.metastore.thrift_catalog import HmsCatalog
 
         self.catalog = HmsCatalog(hms_uri)
         self.interval = interval

@@ -128,7 +128,7 @@ def postgres_metastore(work: Path, threads: int, jvm_options: tuple[str, ...] = 
     """The embedded metastore on a fresh PostgreSQL database (dropped afterwards)."""
     import psycopg
 
-    from streamer.hms.server import EmbeddedMetastore
+    from streamer.embedded_metastore.server import EmbeddedMetastore
 
     try:
         socket.create_connection((PG_HOST, PG_PORT), timeout=1).close()
@@ -180,8 +180,9 @@ def _backlog(work: Path, databases: int, rounds: int) -> tuple[list[tuple[int, b
 
 def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str], mode: str,
            lanes: int, batch: int, tag: str | None = None) -> dict[str, Any]:
-    from streamer.target.hms_catalog import HmsCatalog
-    from streamer.target.job import BatchApplier, TargetSettings
+    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.streaming import BatchApplier
 
     tag = tag or mode[0]
     settings = TargetSettings(
@@ -305,9 +306,9 @@ def _source_files(directory: Path, n: int, size: int) -> list[Any]:
 def run_copies(work: Path, files: int, mib: int, master: str, workers: int) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
-    from streamer.target.files import FileCopier
-    from streamer.target.paths import Root
-    from streamer.target.spark_copy import ExecutorCopy, SparkFileCopier, executor_conf
+    from streamer.target.apply.files import FileCopier
+    from streamer.target.apply.paths import Root
+    from streamer.target.job.executor_copy import ExecutorCopy, SparkFileCopier, executor_conf
 
     size = mib << 20
     say(f"copies: {files} files x {mib} MiB")

@@ -24,14 +24,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "warehouse": ("streamer.warehouse.commands:warehouse", "Drive the bundled Hive-compatible source."),
     "broker": ("streamer.kafka.commands:broker", "Run the embedded Kafka-protocol broker (Tansu)."),
     "source": ("streamer.source.commands:source", "Run the source agent: notification log -> Kafka."),
-    "hms": ("streamer.hms.commands:hms", "Run an embedded Hive Metastore (from PySpark's jars)."),
+    "hms": (
+        "streamer.embedded_metastore.commands:hms",
+        "Run an embedded Hive Metastore (from PySpark's jars).",
+    ),
     "target": ("streamer.target.commands:target", "Run the target job and operate halted databases."),
     "status": ("streamer.target.commands:status", "Show replication status per target database."),
     "verify": ("streamer.target.commands:verify_cmd", "Compare a replica with its source; report drift."),
     "demo": ("streamer.demo:demo", "Run the whole pipeline on embedded services and compare."),
     "bootstrap": ("streamer.source.bootstrap_commands:bootstrap", "Dump a source's policy into the topic."),
-    "failover": ("streamer.target.failover_commands:failover", "Promote a replica at a recorded cut."),
-    "failback": ("streamer.target.failover_commands:failback", "Check the old source before it rejoins."),
+    "failover": ("streamer.target.dr.commands:failover", "Promote a replica at a recorded cut."),
+    "failback": ("streamer.target.dr.commands:failback", "Check the old source before it rejoins."),
 }
 
 

@@ -120,7 +120,7 @@ def compare_tables(warehouse: Any, spark: Any, target_root: str) -> list[TableCo
     """Every source table's rows vs the target's: Spark SQL on the target HMS, ACID tables through
     ``read_table`` (committed write ids only), all ACID tables against one visibility snapshot."""
     from streamer.target import read_table
-    from streamer.target.acid import load_visibility
+    from streamer.target.state.visibility import load_visibility
 
     visibility = load_visibility(target_root)
     out: list[TableComparison] = []
@@ -171,13 +171,14 @@ def run_demo(
     keep: bool = False,
 ) -> dict[str, Any]:
     """Run the whole pipeline once and return the summary (see ``--output json``)."""
-    from streamer.hms.server import EmbeddedMetastore
+    from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.kafka.broker import EmbeddedBroker
+    from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
     from streamer.source.reader import SqlNotificationReader
-    from streamer.target.hms_catalog import HmsCatalog
-    from streamer.target.job import BatchApplier, TargetSettings, spark_session, start_query
+    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.streaming import BatchApplier, spark_session, start_query
     from streamer.warehouse.files import CHECKSUM_ALGORITHM
     from streamer.warehouse.warehouse import Warehouse
     from streamer.warehouse.workload import scripted_scenario
@@ -304,7 +305,7 @@ def run_demo(
 
 def aborted_bytes_on_target(root: Path) -> int:
     """Bytes in ACID directories on the target whose write ids are not committed (should be 0)."""
-    from streamer.target.acid import load_visibility
+    from streamer.target.state.visibility import load_visibility
     from streamer.warehouse.acid import parse_dir
 
     visibility = load_visibility(root.as_uri())

@@ -149,7 +149,8 @@ TARGET_OPEN_TXNS = Gauge(
 )
 TARGET_EXECUTOR_FILES_COPIED = Counter(
     "streamer_target_executor_files_copied_total",
-    "Files staged by Spark executor tasks (large copies, streamer.target.spark_copy)", registry=REGISTRY,
+    "Files staged by Spark executor tasks (large copies, streamer.target.job.executor_copy)",
+    registry=REGISTRY,
 )
 
 # --- verification (streamer verify, streamer target run --verify-every) ---

@@ -5,11 +5,11 @@ of a live replica may get A before a step and B after it: a state the source nev
 reads a set of tables the way the consistency checker (:mod:`streamer.testing.checker`) judges
 reads, and retries until the read is one source prefix:
 
-1. read the published watermark (:mod:`streamer.target.watermark`) and every involved database's
+1. read the published watermark (:mod:`streamer.target.job.watermark`) and every involved database's
    ``repl.last.id``;
 2. resolve every table twice: metadata, partitions and the exact data files (path, size, modification
    time, inode; for ACID replicas only the directories of committed write ids, as
-   :func:`streamer.target.reader.read_table` reads them);
+   :func:`streamer.target.table_reader.read_table` reads them);
 3. read the watermark and ids again. Both readings equal and both resolutions equal means the
    target held exactly that state at one instant (states only move forward, so a value seen at both
    ends held in between) and no step of those databases completed meanwhile. The target applies
@@ -22,7 +22,7 @@ reads, and retries until the read is one source prefix:
 **Pinning.** DataFrames are lazy: Spark lists and reads files when an action runs, long after the
 check above. The target does not keep old files for that: an INSERT OVERWRITE or TRUNCATE replaces
 or removes them (source file names are reused, so a new file may appear under an old path with other
-content), and a replaced directory tree stays only 60 s, hidden (:mod:`streamer.target.swap`). A
+content), and a replaced directory tree stays only 60 s, hidden (:mod:`streamer.target.apply.swap`). A
 DataFrame over the resolved file list could therefore fail later, or worse read a newer file under
 the same name. So :func:`snapshot` *materializes*: it reads exactly the resolved files into Spark's
 block store (``DataFrame.localCheckpoint(eager=True)``) and then checks that every one of those files
@@ -59,14 +59,13 @@ from fsspec import AbstractFileSystem
 from streamer.errors import StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.filesystems import url_to_fs
-from streamer.hive.files import parse_partition_name, partition_name
-from streamer.hms.transport import HmsAuth
-from streamer.target.acid import is_acid_replica, load_visibility
-from streamer.target.acid import table_key as acid_key
-from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
-from streamer.target.files import is_hidden
-from streamer.target.reader import visible_dirs
-from streamer.target.watermark import Watermark, default_watermark_db, from_parameters
+from streamer.hive.files import is_hidden, parse_partition_name, partition_name
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.transport import HmsAuth
+from streamer.target.job.watermark import Watermark, default_watermark_db, from_parameters
+from streamer.target.state.visibility import is_acid_replica, load_visibility
+from streamer.target.state.visibility import table_key as acid_key
+from streamer.target.table_reader import visible_dirs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -301,7 +300,7 @@ def snapshot(
     table's location). Raises :class:`TableNotFound` for a table absent in that state and
     :class:`SnapshotError` when no single source state covers the databases (one of them halted).
     """
-    from streamer.target.hms_catalog import HmsCatalog
+    from streamer.metastore.thrift_catalog import HmsCatalog
 
     with HmsCatalog(hms_uri, auth=hms_auth) as catalog:
         return snapshot_from(

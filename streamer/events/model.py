@@ -580,7 +580,7 @@ class Event:
     db: str | None = None
     table: str | None = None
     ts_ms: int | None = None
-    # None in records written before streamer kept the chain (``streamer.target.chain``)
+    # None in records written before streamer kept the chain (``streamer.target.state.chain``)
     prev_event_id: int | None = None
 
     @property

@@ -96,3 +96,8 @@ def parse_partition_name(name: str) -> dict[str, str]:
             raise ValueError(f"malformed partition name {name!r}: {part!r} is not key=value")
         spec[unescape_path_name(key)] = unescape_path_name(value)
     return spec
+
+
+def is_hidden(name: str) -> bool:
+    """Names Hive's readers skip (``FileUtils.HIDDEN_FILES_PATH_FILTER``)."""
+    return name.startswith((".", "_"))

@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import with_overrides
-from streamer.kafka.source_options import (
+from streamer.kafka.spark_source_options import (
     SourceOptions,
     batch_end,
     check_start,

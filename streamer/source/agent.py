@@ -17,7 +17,7 @@ Events of another metastore catalog than ``AgentConfig.catalog`` (``CAT_NAME``, 
 ``spark``) are passed over like filtered ones: they never reach a same-named database of a target.
 
 Every record names the event id of the record before it in the topic (``Event.prev_event_id``),
-so a target can tell that none is missing (``streamer.target.chain``).
+so a target can tell that none is missing (``streamer.target.state.chain``).
 """
 
 from __future__ import annotations

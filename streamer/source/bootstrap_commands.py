@@ -14,8 +14,8 @@ import click
 from streamer import checksums
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
 from streamer.fs_options import fs_options
-from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP
+from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import (
     ObjectCallback,

@@ -31,12 +31,11 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
-from streamer.hive.files import partition_name
-from streamer.hms.transport import HmsAuth
+from streamer.hive.files import is_hidden, partition_name
+from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.transport import HmsAuth
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
 from streamer.source.enrich import filesystem_of
-from streamer.target.files import is_hidden
-from streamer.target.hms_catalog import HmsCatalog
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ notification API (``hive.metastore.event.db.notification.api.auth``: proxy super
 default). ``hmsclient``'s bindings predate Hive 4's ``get_all_write_event_info``, so ``txn_writes``
 is empty here: Hive 3.1 sources carry ACID data in INSERT events anyway; a Hive 4 source with ACID
 tables needs the SQL reader (its COMMIT_TXN writes live only in TXN_WRITE_NOTIFICATION_LOG).
-A metastore with ``hive.metastore.sasl.enabled`` needs ``auth`` (Kerberos, ``streamer.hms.transport``).
+A metastore with ``hive.metastore.sasl.enabled`` needs ``auth`` (Kerberos, ``streamer.metastore.transport``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from streamer.errors import ConfigError
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
-from streamer.hms.transport import HmsAuth, open_client
+from streamer.metastore.transport import HmsAuth, open_client
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import click
 
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
-from streamer.hms.auth_options import auth_from_options, hms_auth_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
-from streamer.target.state_dir_option import state_dir_option
+from streamer.metastore.auth_options import auth_from_options, hms_auth_options
+from streamer.target.state.dir_option import state_dir_option
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +36,6 @@ def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str,
     config = config_from_options(bootstrap_servers, pairs)
     config.pop("bootstrap.servers", None)
     return config
-
-
-def source_head_from_options(
-    bootstrap_servers: str, kafka_setting: tuple[str, ...], topic: str | None, source_id: str
-) -> tuple[int, int] | None:
-    """The source head the topic announced (``status.source_head``), from a command's Kafka options."""
-    from streamer.target.status import source_head
-
-    config = {"bootstrap.servers": bootstrap_servers, **_kafka_settings(bootstrap_servers, kafka_setting)}
-    return source_head(config, topic_or_default(topic, source_id))
 
 
 @click.group()
@@ -222,7 +212,8 @@ def run_cmd(
 ) -> None:
     """Apply the source's events to a target metastore and filesystem, continuously."""
     from streamer import metrics
-    from streamer.target.job import TargetSettings, run
+    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.streaming import run
 
     settings = TargetSettings(
         bootstrap_servers=bootstrap_servers,
@@ -269,7 +260,7 @@ def run_cmd(
 @click.option("--db", required=True, help="Source database whose halt to clear.")
 def retry_cmd(state_dir: Path, db: str) -> None:
     """Clear a database's halt: the running job applies its held events again, from the halted one."""
-    from streamer.target.state import TargetState
+    from streamer.target.state.state_file import TargetState
 
     halt = TargetState(state_dir).retry(db)
     if halt is None:
@@ -283,7 +274,7 @@ def retry_cmd(state_dir: Path, db: str) -> None:
 @click.option("--event", "event_id", required=True, type=int, help="The halted event id to pass over.")
 def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
     """Pass over exactly the halted event (recorded as an operator skip) and resume the database."""
-    from streamer.target.state import TargetState
+    from streamer.target.state.state_file import TargetState
 
     TargetState(state_dir).skip(db, event_id)
     click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
@@ -297,7 +288,7 @@ def reset_chain_cmd(state_dir: Path) -> None:
     Only after `streamer target run` stopped with EventChainError and you decided to keep the target
     although the records between the two were lost (otherwise rebuild it from a bootstrap).
     """
-    from streamer.target.chain import reset_anchor
+    from streamer.target.state.chain import reset_anchor
 
     anchor = reset_anchor(state_dir)
     if anchor is None:
@@ -332,13 +323,15 @@ def status(
     output: str,
 ) -> None:
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
-    from streamer.target.failover import read_record
-    from streamer.target.lanes import GUARANTEES, Consistency
-    from streamer.target.status import collect_status, read_mode
+    from streamer.target.dr.failover import read_record
+    from streamer.target.job.lanes import GUARANTEES, Consistency
+    from streamer.target.state.status import collect_status, read_mode
 
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     head: tuple[int, int] | None = None
     if bootstrap_servers:
+        from streamer.target.state.status import source_head_from_options
+
         head = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
     rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
     failed_over = read_record(state_dir)
@@ -430,7 +423,7 @@ def verify_cmd(
     """
     import sys
 
-    from streamer.target.verify import VerifySettings, verify
+    from streamer.target.dr.verify import VerifySettings, verify
 
     if repair and not warehouse_root:
         raise click.UsageError("--repair needs --warehouse-root (copies stay inside the target roots)")

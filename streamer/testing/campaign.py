@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, cast
 
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.hms_catalog import HmsCatalog
-from streamer.target.state import TargetState
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.target.state.state_file import TargetState
 from streamer.testing.checker import Report, Sample, check
 from streamer.testing.history import History
 from streamer.testing.sampler import Sampler

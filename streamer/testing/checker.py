@@ -12,7 +12,7 @@ Sample format (what a sampler records, one :class:`Sample` per reader per instan
 - ``applied_event_ids``: the target's advertised progress, database name -> ``repl.last.id`` of that
   target database;
 - ``tables``: ``db.table`` (lower case, source names) -> :class:`TableState`, or ``None`` for a table
-  the reader looked for and did not find. Build states with :func:`streamer.testing.state.observe`
+  the reader looked for and did not find. Build states with :func:`streamer.replay.state.observe`
   from the target metastore's table snapshot and, per partition name (``""`` for an unpartitioned
   table), the visible data files as ``(path relative to the partition directory, sha256 hex)``,
   hidden ``.``/``_`` files left out. Transactional tables: pass the table's write ids the reader API
@@ -39,7 +39,7 @@ Checks, each naming reader, sample and table:
 Scope: ``global`` judges each sample as one cut across all its databases (a target in the
 ``global`` consistency mode). ``database`` judges each database of a sample on its own, as if every
 database had its own reader (``reader@db``): the promise of the ``database`` mode, whose lanes let
-databases show different source event ids (``streamer.target.lanes``).
+databases show different source event ids (``streamer.target.job.lanes``).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from streamer.replay.state import TableState, diff
 from streamer.testing import intervals
 from streamer.testing.history import History
 from streamer.testing.intervals import IdSet
-from streamer.testing.state import TableState, diff
 
 PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK = "phantom", "prefix", "cut", "monotonic", "watermark"
 CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK)

@@ -31,13 +31,13 @@ from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from streamer.events.model import TableSnapshot
-from streamer.target.acid import is_acid_replica, source_parameters, visible_write_ids
-from streamer.target.catalog import LAST_ID_PARAM, Catalog
-from streamer.target.files import is_hidden
-from streamer.target.hms_catalog import CatalogError
+from streamer.hive.files import is_hidden
+from streamer.metastore.catalog import LAST_ID_PARAM, Catalog
+from streamer.metastore.thrift_catalog import CatalogError
+from streamer.replay.machine import table_key
+from streamer.replay.state import UNPARTITIONED, FileKey, TableState, observe
+from streamer.target.state.visibility import is_acid_replica, source_parameters, visible_write_ids
 from streamer.testing.checker import Sample
-from streamer.testing.history import table_key
-from streamer.testing.state import UNPARTITIONED, FileKey, TableState, observe
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def visible_files(directory: str, hashes: FileHashes, top: Iterable[str] | None 
 
 
 def _acid_dirs(directory: str, committed: Sequence[int]) -> list[str]:
-    from streamer.target.reader import visible_dirs
+    from streamer.target.table_reader import visible_dirs
 
     try:
         names = os.listdir(directory)

@@ -64,7 +64,7 @@ def test_config_file_with_unknown_setting_exits_2(tmp_path: object) -> None:
 def test_config_file_supplies_flags_by_their_names(tmp_path: object) -> None:
     from pathlib import Path
 
-    from streamer.target.state import TargetState
+    from streamer.target.state.state_file import TargetState
 
     state_dir = Path(str(tmp_path)) / "state"
     TargetState(state_dir).halt("sales", 7, "boom")

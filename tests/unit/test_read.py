@@ -17,6 +17,8 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.read import (
     DbMark,
     Marks,
@@ -28,9 +30,7 @@ from streamer.read import (
     resolve,
     still_there,
 )
-from streamer.target.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.watermark import Watermark, from_parameters, to_parameters
+from streamer.target.job.watermark import Watermark, from_parameters, to_parameters
 
 
 def _marks(wm: Watermark | None, **dbs: int | None) -> Marks:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from streamer.hms.server import EmbeddedMetastore
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import ensure_topic
 from streamer.target import read_table
-from streamer.target.acid import Visibility
-from streamer.target.plan import GLOBAL_DB
-from streamer.target.state import TargetState
+from streamer.target.apply.plan import GLOBAL_DB
+from streamer.target.state.state_file import TargetState
+from streamer.target.state.visibility import Visibility
 from tests.integration.target.helpers import Source, TargetError, TargetProcess, TargetStack
 
 if TYPE_CHECKING:

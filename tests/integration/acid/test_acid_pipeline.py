@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from streamer.events.model import Column
-from streamer.target.acid import TxnState, Visibility, load_visibility, table_key
-from streamer.target.files import TMP_PREFIX
+from streamer.target.apply.files import TMP_PREFIX
+from streamer.target.state.visibility import TxnState, Visibility, load_visibility, table_key
 from streamer.warehouse import Warehouse
 from streamer.warehouse.acid import parse_dir
 from tests.integration.acid.conftest import Pipeline, multiset

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.source.bootstrap import enrich_records, records, snapshot
 from streamer.source.policy import PolicySet

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import (
     AddPartitionPayload,
     Column,
@@ -45,13 +46,12 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.encode import encode_event
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.thrift_reader import ThriftNotificationReader
-from streamer.target.hms_catalog import HmsCatalog
 from tests.integration.target.helpers import STREAMER, TargetProcess, TargetStack, target_files, wait_applied
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

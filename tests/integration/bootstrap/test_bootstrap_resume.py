@@ -15,6 +15,8 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import BootstrapMarkerPayload, BootstrapObjectPayload, Column, Event, EventType
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.enrich import EnrichSettings
@@ -23,9 +25,7 @@ from streamer.source.policy import PolicySet
 from streamer.source.publish_bootstrap import BootstrapResumeError, BootstrapWork
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.chain import check_chain
-from streamer.target.memory_catalog import MemoryCatalog
+from streamer.target.state.chain import check_chain
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
 from streamer.warehouse.workload import COLUMNS, Workload

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import pytest
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import (
     BootstrapKind,
     BootstrapMarkerPayload,
@@ -37,7 +38,6 @@ from streamer.events.model import (
     PartitionSnapshot,
     ProgressPayload,
 )
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import end_offsets
 from streamer.source.policy import PolicySet

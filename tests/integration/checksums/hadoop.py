@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from streamer import checksums
-from streamer.hms.server import pyspark_jars_dir
+from streamer.embedded_metastore.server import pyspark_jars_dir
 
 HARNESS = Path(__file__).with_name("HdfsChecksum.java")
 MODES = {

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from streamer import checksums
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import FileRef
-from streamer.hms.server import EmbeddedMetastore
-from streamer.target.apply import Applier, run_plan
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.files import FileCopier
-from streamer.target.hms_catalog import HmsCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import plan
-from streamer.target.state import TargetState
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.state.state_file import TargetState
 from tests.integration.checksums.hadoop import MODES, reference
 from tests.unit.target import builders as b
 

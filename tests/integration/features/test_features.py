@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column, ColumnStatistic, Constraint, ResourceUri
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.target.catalog import LAST_ID_PARAM
+from streamer.metastore.catalog import LAST_ID_PARAM
 from tests.integration.target.helpers import (
     Source,
     SparkReader,

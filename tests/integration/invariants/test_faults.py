@@ -17,19 +17,19 @@ from pathlib import Path
 import pytest
 
 from streamer import metrics
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.errors import EventGapError
 from streamer.events.model import Column
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.reader import SqlNotificationReader
-from streamer.target.apply import Applier, run_plan
-from streamer.target.files import TMP_PREFIX, FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import plan
-from streamer.target.state import TargetState
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import TMP_PREFIX, FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.state.state_file import TargetState
 from streamer.testing.campaign import Child
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
@@ -158,7 +158,7 @@ def test_broker_restart_halts_the_target_with_data_loss(
 
 
 def _last_id(hms: EmbeddedMetastore, db: str) -> int:
-    from streamer.target.hms_catalog import HmsCatalog
+    from streamer.metastore.thrift_catalog import HmsCatalog
 
     with HmsCatalog(hms.uri) as catalog:
         snap = catalog.get_database(db)

@@ -158,8 +158,8 @@ def test_driver_reader_bounds_reads_continues_and_replays_ranges(
     kafka_config: dict[str, Any], topic: str
 ) -> None:
     """The driver reader without Spark: what Spark's simple-reader wrapper calls, in its order."""
-    from streamer.kafka.source_options import parse_options
     from streamer.kafka.spark_source import KafkaDriverReader
+    from streamer.kafka.spark_source_options import parse_options
 
     values = [f"d{i}".encode() for i in range(5)]
     _produce(kafka_config, topic, values[:3], f"d-{topic}")
@@ -205,7 +205,7 @@ def test_driver_reader_checks_for_data_loss_where_it_did_not_read_on_or_found_no
     round trip; a read from anywhere else (a start, a restart, a replanned batch) gets the full
     check; one that found nothing only compares the watermarks (a lost topic: test_faults.py)."""
     from streamer.kafka import spark_source
-    from streamer.kafka.source_options import parse_options
+    from streamer.kafka.spark_source_options import parse_options
 
     _produce(kafka_config, topic, [b"a", b"b", b"c"], f"c-{topic}")
     checks: list[int] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.hms.server import EmbeddedMetastore
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.source.prerequisites import (
     CM_ENABLED,

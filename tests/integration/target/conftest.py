@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.hms.server import EmbeddedMetastore
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from tests.integration.target.helpers import Source, SparkReader, TargetProcess, TargetStack
 

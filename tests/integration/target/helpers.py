@@ -24,14 +24,14 @@ from urllib.parse import unquote, urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamer.hms.server import EmbeddedMetastore, free_port
+from streamer.embedded_metastore.server import EmbeddedMetastore, free_port
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.reader import SqlNotificationReader
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.files import TMP_PREFIX
-from streamer.target.hms_catalog import HmsCatalog
-from streamer.target.state import Halt, TargetState
+from streamer.target.apply.files import TMP_PREFIX
+from streamer.target.state.state_file import Halt, TargetState
 from streamer.testing.campaign import Child
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM

@@ -15,23 +15,29 @@ import pytest
 
 from streamer.events.model import Column
 from streamer.hive.decode import decode_row
+from streamer.metastore.catalog import Catalog
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.reader import SqlNotificationReader
 from streamer.target import read_table
-from streamer.target.acid import ACID_PARAM, AcidStateError, Visibility, VisibilityStore, load_visibility
-from streamer.target.apply import Applier, run_plan
-from streamer.target.catalog import Catalog
-from streamer.target.files import FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import GLOBAL_DB, plan
-from streamer.target.state import TargetState
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import GLOBAL_DB, plan
+from streamer.target.state.state_file import TargetState
+from streamer.target.state.visibility import (
+    ACID_PARAM,
+    AcidStateError,
+    Visibility,
+    VisibilityStore,
+    load_visibility,
+)
 from streamer.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamer.hms.server import EmbeddedMetastore
+    from streamer.embedded_metastore.server import EmbeddedMetastore
 
 pytestmark = pytest.mark.timeout(300)
 SOURCE = "acid-src"
@@ -162,7 +168,7 @@ def test_read_table_returns_exactly_the_committed_rows(spark: SparkSession, tmp_
 def test_acid_replica_on_the_hive_2_3_metastore(
     spark: SparkSession, hms: EmbeddedMetastore, tmp_path: Path
 ) -> None:
-    from streamer.target.hms_catalog import HmsCatalog
+    from streamer.metastore.thrift_catalog import HmsCatalog
 
     tag = uuid.uuid4().hex[:8]
     db1, db2 = f"hacid_a_{tag}", f"hacid_b_{tag}"
@@ -197,7 +203,7 @@ def test_snapshot_reads_acid_replicas_as_read_table_does(spark: SparkSession, tm
     pins them: rows of aborted transactions never show, and a commit after the snapshot does not
     change the DataFrames it returned."""
     from streamer.read import snapshot_from
-    from streamer.target.watermark import WatermarkPublisher, compute, default_watermark_db
+    from streamer.target.job.watermark import WatermarkPublisher, compute, default_watermark_db
 
     tag = uuid.uuid4().hex[:8]
     db1, db2 = f"acid_s_{tag}", f"acid_t_{tag}"

@@ -17,14 +17,14 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from streamer import metrics
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.errors import EventChainError
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import ensure_topic, watermarks
 from streamer.source.agent import SourceAgent
 from streamer.source.reader import SqlNotificationReader
-from streamer.target import job
-from streamer.target.chain import read_anchor
+from streamer.target.job import streaming as job
+from streamer.target.state.chain import read_anchor
 from streamer.warehouse.workload import COLUMNS
 from tests.integration.target.helpers import Source, TargetStack, seed_databases
 

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 import pytest
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.errors import ConfigError
 from streamer.events.model import (
     Column,
@@ -49,14 +50,13 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
-from streamer.hms.server import EmbeddedMetastore
-from streamer.hms.transport import open_client
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.metastore.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_TARGET_PARAM
+from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.transport import open_client
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.thrift_reader import ThriftNotificationReader
-from streamer.target.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_TARGET_PARAM
-from streamer.target.failover import read_record
-from streamer.target.hms_catalog import HmsCatalog
+from streamer.target.dr.failover import read_record
 from tests.integration.source.test_agent import topic_events
 from tests.integration.target.helpers import (
     STREAMER,

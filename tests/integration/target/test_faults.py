@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.read import Verdict, decide_marks, read_marks
 from streamer.warehouse.files import path_of

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.codec import EventSerializer
 from streamer.events.model import Column, Event, EventType, InsertPayload
 from streamer.events.model import Source as EventSource
-from streamer.hms.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.target.files import TMP_PREFIX
-from streamer.target.hms_catalog import HmsCatalog
+from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.target.apply.files import TMP_PREFIX
 from streamer.warehouse.files import path_of
 from streamer.warehouse.workload import COLUMNS
 from tests.fixtures.s3 import S3Server

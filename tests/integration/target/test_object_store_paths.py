@@ -25,16 +25,16 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
+from streamer.metastore.catalog import REPL_SOURCE_PARAM
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref
 from streamer.source.hms_source_catalog import list_files
-from streamer.target.apply import Applier, run_plan
-from streamer.target.catalog import REPL_SOURCE_PARAM
-from streamer.target.external import ExternalSync
-from streamer.target.files import TMP_PREFIX, FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import plan
-from streamer.target.state import TargetState
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import TMP_PREFIX, FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.job.external_sync import ExternalSync
+from streamer.target.state.state_file import TargetState
 from tests.fixtures.s3 import S3Server
 from tests.unit.target import builders as b
 

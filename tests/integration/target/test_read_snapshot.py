@@ -21,13 +21,13 @@ from fsspec.core import url_to_fs
 
 from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.read import PinnedTable, Snapshot, SnapshotTimeout, TableNotFound, resolve, snapshot
-from streamer.target.hms_catalog import HmsCatalog
-from streamer.target.watermark import default_watermark_db, from_parameters
+from streamer.replay.state import TableState, observe
+from streamer.target.job.watermark import default_watermark_db, from_parameters
 from streamer.testing import intervals
 from streamer.testing.checker import CUT, EVERYTHING, Sample, check
 from streamer.testing.history import History
-from streamer.testing.state import TableState, observe
 from streamer.warehouse import Warehouse
 from tests.integration.target.helpers import Source, TargetProcess, TargetStack, wait_converged
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from streamer.hms.server import EmbeddedMetastore
+from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from tests.integration.target.helpers import (
     Source,

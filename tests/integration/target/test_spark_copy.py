@@ -1,4 +1,4 @@
-"""Large copies as Spark tasks (``streamer.target.spark_copy``) on the session's Spark: staged by
+"""Large copies as Spark tasks (``streamer.target.job.executor_copy``) on the session's Spark: staged by
 Python workers, verified there, published by the driver; small copies stay on the driver pool."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from streamer.errors import ApplyError, ChecksumMismatchError
 from streamer.events.model import FileRef
-from streamer.target.files import TMP_PREFIX
-from streamer.target.paths import Root
-from streamer.target.spark_copy import ExecutorCopy, SparkFileCopier
+from streamer.target.apply.files import TMP_PREFIX
+from streamer.target.apply.paths import Root
+from streamer.target.job.executor_copy import ExecutorCopy, SparkFileCopier
 from tests.unit.target import builders as b
 
 if TYPE_CHECKING:

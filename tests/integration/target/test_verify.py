@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.target.hms_catalog import HmsCatalog
+from streamer.metastore.thrift_catalog import HmsCatalog
 from tests.integration.target.helpers import (
     STREAMER,
     Source,

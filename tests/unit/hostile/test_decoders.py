@@ -31,12 +31,12 @@ from streamer.events.model import Event, EventType, OpenTxnPayload, Source
 from streamer.events.schemas import load_event_schema
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
-from streamer.target.apply import Applier, run_plan
-from streamer.target.files import FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import plan
-from streamer.target.state import TargetState
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.state.state_file import TargetState
 
 pytestmark = pytest.mark.timeout(300)
 LIMIT_S = 5

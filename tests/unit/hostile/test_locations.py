@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamer.events.model import Event, FileRef, PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.target.apply import Applier, run_plan
-from streamer.target.files import FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import plan
-from streamer.target.state import TargetState
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.state.state_file import TargetState
 from tests.unit.target import builders as b
 
 pytestmark = pytest.mark.timeout(120)

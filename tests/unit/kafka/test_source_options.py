@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamer.errors import ConfigError, DataLossError
-from streamer.kafka.source_options import (
+from streamer.kafka.spark_source_options import (
     batch_end,
     check_start,
     offset_dict,

@@ -21,18 +21,18 @@ from streamer.events.model import (
     Source,
 )
 from streamer.events.schemas import WriterSchema, schemas_dir
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
-from streamer.target.apply import Applier, run_plan
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.files import FileCopier
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.paths import TargetPaths
-from streamer.target.plan import StepKind, plan
-from streamer.target.state import TargetState
+from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import StepKind, plan
+from streamer.target.state.state_file import TargetState
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
 from streamer.warehouse.workload import COLUMNS, Workload
@@ -168,7 +168,7 @@ def test_target_progress_is_a_bar_on_a_terminal_and_a_log_line_otherwise(
     import logging
 
     from streamer.events.model import BootstrapKind as Kind
-    from streamer.target import bootstrap as target_bootstrap
+    from streamer.target.apply import bootstrap as target_bootstrap
 
     def record(seq: int) -> BootstrapObjectPayload:
         return BootstrapObjectPayload(7, seq, 4, Kind.DATABASE)
@@ -177,7 +177,7 @@ def test_target_progress_is_a_bar_on_a_terminal_and_a_log_line_otherwise(
         def isatty(self) -> bool:
             return True
 
-    caplog.set_level(logging.INFO, logger="streamer.target.bootstrap")
+    caplog.set_level(logging.INFO, logger="streamer.target.apply.bootstrap")
     monkeypatch.setattr("sys.stderr", io.StringIO())
     for seq in range(1, 5):
         target_bootstrap._report(record(seq))

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload, BootstrapScope, Column
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.bootstrap import records, snapshot
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import parse_policy_record, policy_record
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.replace import _Changed, split
 from streamer.source.warehouse_catalog import WarehouseCatalog
-from streamer.target.apply import run_plan
-from streamer.target.memory_catalog import MemoryCatalog
-from streamer.target.plan import plan
+from streamer.target.apply.applier import run_plan
+from streamer.target.apply.plan import plan
 from streamer.warehouse import Warehouse
 from streamer.warehouse.workload import COLUMNS
 

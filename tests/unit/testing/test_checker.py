@@ -123,8 +123,8 @@ def test_a_step_of_several_events_may_be_in_flight_but_not_two() -> None:
     """Three ADD_PARTITION of one table in a row are one step for the target (one catalog call, then
     the watermark): its tables may show all three ahead of ``repl.last.id``. Separated by another
     change of the table they are three steps, and the same sample is a watermark violation."""
+    from streamer.replay.state import observe
     from streamer.testing import History
-    from streamer.testing.state import observe
     from tests.unit.target import builders as b
 
     t = b.table("a", "t", ("p",))
@@ -150,8 +150,8 @@ def test_a_step_of_several_events_may_be_in_flight_but_not_two() -> None:
 def test_a_table_untouched_since_long_ago_is_not_stale() -> None:
     """Staleness counts from the newest source event the observed state still matches: a target
     whose only table last changed at event 2 is current at head 50."""
+    from streamer.replay.state import observe
     from streamer.testing import History
-    from streamer.testing.state import observe
     from tests.unit.target import builders as b
 
     t = b.table("a", "t")
@@ -169,8 +169,8 @@ def _lanes_replay(run: Run, ahead: str) -> list[Sample]:
     """A target in ``database`` mode whose lane of database ``ahead`` runs ahead of the others as
     far as the schedule allows; a reader samples every table after each step, and each database
     advertises the last event of its own applied (as ``repl.last.id`` does)."""
-    from streamer.target.lanes import Consistency, schedule
-    from streamer.target.plan import plan, step_db
+    from streamer.target.apply.plan import plan, step_db
+    from streamer.target.job.lanes import Consistency, schedule
     from streamer.testing import SourceStateMachine
 
     sched = schedule(plan(run.events, {}), Consistency.DATABASE)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from streamer.events.model import DatabaseSnapshot
-from streamer.target.catalog import LAST_ID_PARAM
-from streamer.target.hms_catalog import CatalogError
-from streamer.target.memory_catalog import MemoryCatalog
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.thrift_catalog import CatalogError
 from streamer.testing.sampler import Sampler
 from tests.unit.target import builders as b
 

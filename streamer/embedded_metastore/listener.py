@@ -1,0 +1,32 @@
+"""streamer's notification listener for the embedded metastore: its settings and its build.
+
+PySpark's jars hold Hive 2.3's metastore but not hive-hcatalog-server-extensions, where Hive's
+``DbNotificationListener`` lives; without a listener nothing writes ``NOTIFICATION_LOG``.
+``java/StreamerNotificationListener.java`` (in this package) is streamer's own listener, written
+against the metastore's listener API and built by
+``streamer.embedded_metastore.javabuild``. ``site_properties``
+registers it as a *transactional* listener (each event is stored in the metastore transaction of
+its change) and turns on INSERT events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamer.embedded_metastore import javabuild
+
+LISTENER_CLASS = "streamer.embedded_metastore.StreamerNotificationListener"
+SOURCE = javabuild.JAVA_DIR / "StreamerNotificationListener.java"
+
+
+def site_properties() -> dict[str, str]:
+    """hive-site.xml properties that make the metastore log its changes for `get_next_notification`."""
+    return {
+        "hive.metastore.transactional.event.listeners": LISTENER_CLASS,
+        "hive.metastore.dml.events": "true",  # fire_listener_event(INSERT) reaches the listener
+    }
+
+
+def listener_classes(jars_dir: Path, cache: Path | None = None) -> Path:
+    """The directory holding the compiled listener (compiled now if the cache has no build of it)."""
+    return javabuild.classes_dir(jars_dir, "the metastore's notification listener", cache)

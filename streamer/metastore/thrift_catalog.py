@@ -1,0 +1,420 @@
+"""The target catalog on a Hive Metastore, over Thrift (``hmsclient``'s generated Hive 2.x client).
+
+Implements ``Catalog``: snapshots go in and come out through ``streamer.metastore.convert``. Missing
+objects read as ``None`` and dropping a missing object does nothing, so replaying an event is
+harmless. Every other metastore error becomes a ``CatalogError`` naming the object. A broken
+connection is reopened once and the call repeated; a call whose answer was lost may then report
+that its object already exists, which the applier's idempotency absorbs.
+
+What the metastore changes on its own (so ``get_*`` differs from what was stored):
+- table and partition parameters gain ``transient_lastDdlTime``; calls here send Hive's
+  ``DO_NOT_UPDATE_STATS`` so it does not recompute ``numFiles``/``totalSize`` where the API allows,
+  but ``add_partitions`` has no such switch in 2.3 and may add those basic statistics;
+- ``create_time`` is set by the server when 0 / missing; ``file:///x`` locations read back as
+  ``file:/x`` (Hadoop's Path normalisation); a missing location becomes
+  ``<warehouse>/<db>.db/<table>`` for managed tables (and ``<warehouse>/<db>.db`` for databases);
+- renaming a managed table while keeping its location makes the metastore *move the directory*
+  to ``<warehouse>/<db>.db/<new name>`` and rewrite its partitions' locations; passing an explicit
+  new location changes metadata only (partition locations then stay as they were);
+- ``catalog``, ``write_id``, a database's ``managed_location``/``create_time`` and a table's
+  ``owner_type`` do not exist in Hive 2.3's API and read back as ``None``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes as tt
+from thrift.protocol import TBinaryProtocol
+from thrift.Thrift import TException
+from thrift.transport import TTransport
+
+from streamer.errors import ApplyError, ConfigError
+from streamer.events.model import (
+    ColumnStatistic,
+    Constraint,
+    DatabaseSnapshot,
+    FunctionSnapshot,
+    PartitionSnapshot,
+    TableSnapshot,
+)
+from streamer.hive.files import partition_name
+from streamer.metastore import convert
+from streamer.metastore.transport import HmsAuth, open_transport
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Hive's StatsSetupConst.DO_NOT_UPDATE_STATS: keep the statistics parameters we send.
+_KEEP_STATS = tt.EnvironmentContext(properties={"DO_NOT_UPDATE_STATS": "true"})
+_SUPPORTED_CONSTRAINTS = ("PRIMARY_KEY", "FOREIGN_KEY")
+
+
+class CatalogError(ApplyError):
+    """A metastore call failed; ``obj`` names the database/table/partition/function concerned."""
+
+
+class ObjectExistsError(CatalogError):
+    """The object to create already exists on the target."""
+
+
+class CatalogUnsupportedError(CatalogError):
+    """The operation exists in newer Hive but not in this metastore's API (Hive 2.3)."""
+
+
+class CatalogUnavailableError(CatalogError):
+    """The metastore could not be reached, even after reconnecting once."""
+
+
+_BROKEN = (TTransport.TTransportException, OSError, EOFError)
+
+
+def _parse_uri(uri: str) -> tuple[str, int]:
+    parsed = urlparse(uri)
+    if parsed.scheme != "thrift" or not parsed.hostname:
+        raise ConfigError(f"metastore URI {uri!r} is not of the form thrift://HOST:PORT")
+    return parsed.hostname, parsed.port or hmsclient.DEFAULT_PORT
+
+
+class HmsCatalog:
+    """``Catalog`` on a Hive Metastore at ``uri`` (``thrift://host:port``); connects on creation.
+
+    ``auth`` chooses plain Thrift (default) or SASL/GSSAPI (Kerberos), see ``streamer.metastore.transport``.
+    """
+
+    def __init__(self, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None) -> None:
+        self.uri = uri
+        self._host, self._port = _parse_uri(uri)
+        self._timeout_s = timeout_s
+        self._auth = auth or HmsAuth()
+        self._client: hmsclient.HMSClient | None = None
+        self._connect()
+
+    # --- connection ---------------------------------------------------------------------
+
+    def _connect(self) -> hmsclient.HMSClient:
+        try:
+            transport = open_transport(self.uri, timeout_s=self._timeout_s, auth=self._auth)
+        except _BROKEN as exc:
+            how = " with Kerberos" if self._auth.kerberos else ""
+            raise CatalogUnavailableError(
+                f"cannot connect to the metastore at {self.uri}{how}: {exc}"
+            ) from exc
+        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
+        self._client = client
+        return client
+
+    def _drop_connection(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(*_BROKEN):
+                client.close()
+
+    def _call(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
+        """Run one Thrift call, reconnecting once if the connection broke; map Thrift errors."""
+        for attempt in (1, 2):
+            client = self._client or self._connect()
+            try:
+                return fn(client)
+            except _BROKEN as exc:
+                self._drop_connection()
+                if attempt == 2:
+                    raise CatalogUnavailableError(
+                        f"metastore at {self.uri} connection lost: {exc}", obj=obj
+                    ) from exc
+                log.warning("metastore connection lost (%s) during a call on %s; reconnecting", exc, obj)
+            except tt.AlreadyExistsException as exc:
+                raise ObjectExistsError(f"already exists: {exc.message}", obj=obj) from exc
+            except (tt.NoSuchObjectException, tt.UnknownDBException, tt.UnknownTableException) as exc:
+                raise _Missing(obj) from exc
+            except TException as exc:
+                message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+                raise CatalogError(f"{type(exc).__name__}: {message}", obj=obj) from exc
+        raise AssertionError("unreachable")
+
+    def _get(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T | None:
+        try:
+            return self._call(obj, fn)
+        except _Missing:
+            return None
+
+    def _drop(self, obj: str, fn: Callable[[hmsclient.HMSClient], Any]) -> None:
+        try:
+            self._call(obj, fn)
+        except _Missing:
+            log.debug("%s is already gone", obj)
+
+    def _must(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
+        try:
+            return self._call(obj, fn)
+        except _Missing as exc:
+            raise CatalogError("does not exist on the target", obj=obj) from exc
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    def __enter__(self) -> HmsCatalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- databases ----------------------------------------------------------------------
+
+    def list_databases(self) -> list[str]:
+        return list(self._call("databases", lambda c: c.get_all_databases()))
+
+    def get_database(self, name: str) -> DatabaseSnapshot | None:
+        db = self._get(name, lambda c: c.get_database(name))
+        return None if db is None else convert.from_database(db)
+
+    def create_database(self, db: DatabaseSnapshot) -> None:
+        self._call(db.name, lambda c: c.create_database(convert.to_database(db)))
+
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+        if not exists and self.get_database(name) is None:  # Hive 2.3 silently ignores a missing one
+            raise CatalogError("does not exist on the target", obj=name)
+        self._must(name, lambda c: c.alter_database(name, convert.to_database(db)))
+
+    def drop_database(self, name: str) -> None:
+        """Drop with everything left in it (the source had emptied it); never deletes files."""
+        if self.get_database(name) is None:  # Hive 2.3 answers a missing one with an NPE
+            return
+        self._drop(name, lambda c: c.drop_database(name, False, True))
+
+    # --- tables -------------------------------------------------------------------------
+
+    def list_tables(self, db: str) -> list[str]:
+        if self.get_database(db) is None:
+            return []
+        return list(self._call(db, lambda c: c.get_all_tables(db)))
+
+    def get_table(self, db: str, name: str) -> TableSnapshot | None:
+        t = self._get(f"{db}.{name}", lambda c: c.get_table(db, name))
+        return None if t is None else convert.from_table(t)
+
+    def create_table(self, table: TableSnapshot) -> None:
+        obj = table.qualified_name
+        self._must(
+            obj, lambda c: c.create_table_with_environment_context(convert.to_table(table), _KEEP_STATS)
+        )
+
+    def alter_table(self, db: str, name: str, table: TableSnapshot) -> None:
+        """Replace the table's definition; a different db/name in ``table`` renames it."""
+        obj = f"{db}.{name}"
+        if (db, name) != (table.db, table.name):
+            obj += f" -> {table.qualified_name}"
+        self._must(
+            obj,
+            lambda c: c.alter_table_with_environment_context(db, name, convert.to_table(table), _KEEP_STATS),
+        )
+
+    def drop_table(self, db: str, name: str) -> None:
+        """Drop the table's metadata; its files stay (they are the applier's business)."""
+        self._drop(f"{db}.{name}", lambda c: c.drop_table(db, name, False))
+
+    # --- partitions ---------------------------------------------------------------------
+
+    def list_partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
+        parts = self._get(f"{db}.{table}", lambda c: c.get_partitions(db, table, -1))
+        return [convert.from_partition(p) for p in parts or []]
+
+    def get_partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+        obj = f"{db}.{table} partition {values}"
+        p = self._get(obj, lambda c: c.get_partition(db, table, list(values)))
+        return None if p is None else convert.from_partition(p)
+
+    def add_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+        """Add all partitions in one metastore transaction (all or none become visible)."""
+        if not partitions:
+            return
+        parts = [convert.to_partition(p, db, table) for p in partitions]
+        obj = f"{db}.{table} partitions {[p.values for p in partitions]}"
+        # The plain Thrift call: hmsclient's wrapper overrides add_partition, not add_partitions.
+        self._must(obj, lambda c: c.add_partitions(parts))
+
+    def alter_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+        if not partitions:
+            return
+        parts = [convert.to_partition(p, db, table) for p in partitions]
+        obj = f"{db}.{table} partitions {[p.values for p in partitions]}"
+        self._must(obj, lambda c: c.alter_partitions_with_environment_context(db, table, parts, _KEEP_STATS))
+
+    def drop_partitions(self, db: str, table: str, values: list[list[str]]) -> None:
+        """Drop the partitions that exist, in one metastore transaction; files stay."""
+        if not values:
+            return
+        t = self.get_table(db, table)
+        if t is None:
+            return
+        keys = [k.name for k in t.partition_keys]
+        names = [partition_name(keys, v) for v in values]
+        request = tt.DropPartitionsRequest(
+            dbName=db,
+            tblName=table,
+            parts=tt.RequestPartsSpec(names=names),
+            deleteData=False,
+            ifExists=True,
+            needResult=False,
+        )
+        self._drop(f"{db}.{table} partitions {values}", lambda c: c.drop_partitions_req(request))
+
+    # --- functions ----------------------------------------------------------------------
+
+    def get_function(self, db: str, name: str) -> FunctionSnapshot | None:
+        f = self._get(f"function {db}.{name}", lambda c: c.get_function(db, name))
+        return None if f is None else convert.from_function(f)
+
+    def create_function(self, function: FunctionSnapshot) -> None:
+        obj = f"function {function.db}.{function.name}"
+        try:
+            thrift_fn = convert.to_function(function)
+        except ValueError as exc:
+            raise CatalogError(str(exc), obj=obj) from exc
+        self._must(obj, lambda c: c.create_function(thrift_fn))
+
+    def drop_function(self, db: str, name: str) -> None:
+        self._drop(f"function {db}.{name}", lambda c: c.drop_function(db, name))
+
+    # --- constraints --------------------------------------------------------------------
+
+    def add_constraints(self, constraints: list[Constraint]) -> None:
+        """Add primary and foreign keys (one call per kind); other kinds need Hive 3 and are refused
+        before anything is changed."""
+        for c in constraints:
+            if c.kind not in _SUPPORTED_CONSTRAINTS:
+                raise CatalogUnsupportedError(
+                    f"{c.kind} constraints are not supported by this metastore (Hive 2.3)",
+                    obj=f"{c.db}.{c.table} constraint {c.name}",
+                )
+        pks = [convert.to_primary_key(c) for c in constraints if c.kind == "PRIMARY_KEY"]
+        fks_in = [c for c in constraints if c.kind == "FOREIGN_KEY"]
+        try:
+            fks = [convert.to_foreign_key(c) for c in fks_in]
+        except ValueError as exc:
+            raise CatalogError(str(exc), obj=f"{fks_in[0].db}.{fks_in[0].table}") from exc
+        if pks:
+            obj = f"{pks[0].table_db}.{pks[0].table_name} primary key {pks[0].pk_name}"
+            self._must(obj, lambda c: c.add_primary_key(tt.AddPrimaryKeyRequest(primaryKeyCols=pks)))
+        if fks:
+            obj = f"{fks[0].fktable_db}.{fks[0].fktable_name} foreign key {fks[0].fk_name}"
+            self._must(obj, lambda c: c.add_foreign_key(tt.AddForeignKeyRequest(foreignKeyCols=fks)))
+
+    def drop_constraint(self, db: str, table: str, name: str) -> None:
+        """Drop a primary or foreign key of ``db.table``; a missing one is left alone (Hive 2.3
+        answers that with an internal error, so existence is checked first)."""
+        if name.lower() not in {c.name.lower() for c in self.get_constraints(db, table)}:
+            return
+        request = tt.DropConstraintRequest(dbname=db, tablename=table, constraintname=name)
+        self._drop(f"{db}.{table} constraint {name}", lambda c: c.drop_constraint(request))
+
+    def get_constraints(self, db: str, table: str) -> list[Constraint]:
+        """Primary keys of the table and the foreign keys declared on it (for checks and tests)."""
+        obj = f"{db}.{table} constraints"
+        pks = self._get(obj, lambda c: c.get_primary_keys(tt.PrimaryKeysRequest(db_name=db, tbl_name=table)))
+        fks = self._get(
+            obj,
+            lambda c: c.get_foreign_keys(tt.ForeignKeysRequest(foreign_db_name=db, foreign_tbl_name=table)),
+        )
+        out = [convert.from_primary_key(k) for k in (pks.primaryKeys if pks else None) or []]
+        out += [convert.from_foreign_key(k) for k in (fks.foreignKeys if fks else None) or []]
+        return out
+
+    # --- column statistics --------------------------------------------------------------
+
+    def _part_name(self, db: str, table: str, values: list[str]) -> str:
+        t = self.get_table(db, table)
+        if t is None:
+            raise CatalogError("does not exist on the target", obj=f"{db}.{table}")
+        try:
+            return partition_name([k.name for k in t.partition_keys], values)
+        except ValueError as exc:
+            raise CatalogError(str(exc), obj=f"{db}.{table}") from exc
+
+    def update_column_statistics(
+        self, db: str, table: str, partition_values: list[str] | None, stats: list[ColumnStatistic]
+    ) -> None:
+        if not stats:
+            return
+        part = None if partition_values is None else self._part_name(db, table, partition_values)
+        obj = f"{db}.{table}" + (f" partition {part}" if part else "") + " column statistics"
+        try:
+            col_stats = convert.to_column_statistics(db, table, part, stats)
+        except convert.UnsupportedStatisticError as exc:
+            raise CatalogUnsupportedError(str(exc), obj=obj) from exc
+        except ValueError as exc:
+            raise CatalogError(str(exc), obj=obj) from exc
+        if part is None:
+            self._must(obj, lambda c: c.update_table_column_statistics(col_stats))
+        else:
+            self._must(obj, lambda c: c.update_partition_column_statistics(col_stats))
+
+    def delete_column_statistics(
+        self, db: str, table: str, partition_values: list[str] | None, column: str | None
+    ) -> None:
+        """Delete one column's statistics, or every column's when ``column`` is None."""
+        if partition_values is None:
+            obj = f"{db}.{table} column statistics"
+            self._drop(obj, lambda c: c.delete_table_column_statistics(db, table, column))
+            return
+        part = self._part_name(db, table, partition_values)
+        obj = f"{db}.{table} partition {part} column statistics"
+        self._drop(obj, lambda c: c.delete_partition_column_statistics(db, table, part, column))
+
+    def get_column_statistics(
+        self, db: str, table: str, partition_values: list[str] | None, columns: list[str]
+    ) -> list[ColumnStatistic]:
+        """Statistics stored for ``columns`` (missing ones are simply absent)."""
+        if partition_values is None:
+            obj = f"{db}.{table} column statistics"
+            req: Any = tt.TableStatsRequest(dbName=db, tblName=table, colNames=list(columns))
+            res = self._get(obj, lambda c: c.get_table_statistics_req(req))
+            return [convert.from_stats_obj(o) for o in (res.tableStats if res else None) or []]
+        part = self._part_name(db, table, partition_values)
+        obj = f"{db}.{table} partition {part} column statistics"
+        req = tt.PartitionsStatsRequest(dbName=db, tblName=table, colNames=list(columns), partNames=[part])
+        res2 = self._get(obj, lambda c: c.get_partitions_statistics_req(req))
+        found = (res2.partStats if res2 else None) or {}
+        return [convert.from_stats_obj(o) for o in found.get(part, [])]
+
+    # --- source-side reads (bootstrap from a Hive source: streamer.source.hms_source_catalog) ----
+
+    def current_notification_event_id(self) -> int:
+        """The metastore's newest notification event id (0 when its log is empty)."""
+        answer = self._call("notification log", lambda c: c.get_current_notificationEventId())
+        return int(answer.eventId or 0)
+
+    def list_functions(self, db: str) -> list[str]:
+        """Names of the database's functions ([] when the database is missing)."""
+        if self.get_database(db) is None:
+            return []
+        return list(self._call(f"{db} functions", lambda c: c.get_functions(db, "*")) or [])
+
+    def get_partitions_column_statistics(
+        self, db: str, table: str, partition_names: list[str], columns: list[str]
+    ) -> dict[str, list[ColumnStatistic]]:
+        """Stored column statistics of several partitions (by Hive partition name; absent ones are
+        missing from the answer), in one call."""
+        if not partition_names or not columns:
+            return {}
+        obj = f"{db}.{table} partition column statistics"
+        req = tt.PartitionsStatsRequest(
+            dbName=db, tblName=table, colNames=list(columns), partNames=list(partition_names)
+        )
+        res = self._get(obj, lambda c: c.get_partitions_statistics_req(req))
+        found = (res.partStats if res else None) or {}
+        return {name: [convert.from_stats_obj(o) for o in objs or []] for name, objs in found.items()}
+
+
+class _Missing(Exception):
+    """Internal: the metastore said the object does not exist."""
+
+    def __init__(self, obj: str) -> None:
+        super().__init__(obj)
+        self.obj = obj

@@ -1,0 +1,268 @@
+"""Bootstrap, target side: apply bootstrap records (``STREAMER_BOOTSTRAP`` / ``_END``) to the target.
+
+Each record is impressed with the applier's own handlers (names mapped, locations re-derived, files
+copied and verified), but a database's ``repl.last.id`` is set only by the closing marker: until
+then the database is being bootstrapped, and a crash resumes the bootstrap rather than skipping it.
+The last applied record of each bootstrap is kept in ``<state dir>/bootstrap-progress.json``, so an
+interrupted bootstrap resumes after the last finished object instead of redoing them all.
+Progress shows as a bar while stderr is a terminal, as a log line every 5% otherwise.
+
+A FULL bootstrap refuses a target database that exists and was not made by this bootstrap (foreign,
+or replicated before: it has a ``repl.last.id``) unless the applier allows existing databases.
+A table is created afresh by its TABLE record: a leftover table of that name is dropped first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamer.errors import ApplyError
+from streamer.events.model import (
+    AddConstraintsPayload,
+    AddPartitionPayload,
+    BootstrapKind,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    BootstrapScope,
+    CreateFunctionPayload,
+    CreateTablePayload,
+    DatabaseSnapshot,
+    DropTablePayload,
+    Event,
+    EventType,
+    InsertPayload,
+    Payload,
+)
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
+from streamer.target.apply.plan import Step
+from streamer.target.state.visibility import table_key
+
+if TYPE_CHECKING:
+    from streamer.target.apply.applier import Applier
+
+log = logging.getLogger(__name__)
+
+PROGRESS_FILE = "bootstrap-progress.json"
+
+
+class BootstrapProgress:
+    """Last applied record per bootstrap id, in one small JSON file replaced atomically."""
+
+    def __init__(self, state_dir: str | Path | None) -> None:
+        self.path = Path(state_dir) / PROGRESS_FILE if state_dir is not None else None
+        self.done: dict[int, int] = {}
+        if self.path is not None and self.path.exists():
+            self.done = {int(k): int(v) for k, v in json.loads(self.path.read_text(encoding="utf-8")).items()}
+
+    def applied_through(self, bootstrap_id: int) -> int:
+        return self.done.get(bootstrap_id, 0)
+
+    def record(self, bootstrap_id: int, sequence: int) -> None:
+        if self.done.get(bootstrap_id, 0) >= sequence:
+            return
+        self.done[bootstrap_id] = sequence
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{PROGRESS_FILE}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({str(k): v for k, v in sorted(self.done.items())}, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def apply_bootstrap(applier: Applier, step: Step) -> None:
+    """Apply one bootstrap record or marker (the planner makes one step of each)."""
+    progress = _progress(applier)
+    for event in step.events:
+        payload = event.payload
+        if isinstance(payload, BootstrapMarkerPayload):
+            _finish(applier, event, payload)
+            progress.record(payload.bootstrap_id, payload.records + 1)
+            continue
+        if not isinstance(payload, BootstrapObjectPayload):
+            raise ApplyError(f"payload is {type(payload).__name__}, not a bootstrap record", obj=event.db)
+        if payload.sequence <= progress.applied_through(payload.bootstrap_id):
+            continue  # finished before an interruption
+        _apply_object(applier, event, payload)
+        progress.record(payload.bootstrap_id, payload.sequence)
+        _report(payload)
+
+
+def _progress(applier: Applier) -> BootstrapProgress:
+    cached = getattr(applier, "_bootstrap_progress", None)
+    if isinstance(cached, BootstrapProgress):
+        return cached
+    progress = BootstrapProgress(applier.state.dir if applier.state is not None else None)
+    applier._bootstrap_progress = progress  # type: ignore[attr-defined]
+    return progress
+
+
+def _synth(event: Event, event_type: EventType, payload: Payload, table: str | None = None) -> Event:
+    return Event(
+        event.source, event_type, payload, db=event.db, table=table or event.table, ts_ms=event.ts_ms
+    )
+
+
+def _apply_object(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+    kind = p.kind
+    if kind is BootstrapKind.DATABASE and p.database is not None:
+        _database(applier, p.database, p.scope)
+    elif kind is BootstrapKind.FUNCTION and p.function is not None:
+        applier._create_function(_synth(event, EventType.CREATE_FUNCTION, CreateFunctionPayload(p.function)))
+    elif kind is BootstrapKind.DROP_TABLE and p.table is not None:
+        applier._drop_table(_synth(event, EventType.DROP_TABLE, DropTablePayload(p.table), p.table.name))
+    elif kind is BootstrapKind.TABLE and p.table is not None:
+        _table(applier, event, p)
+    elif kind is BootstrapKind.PARTITIONS and p.table is not None:
+        _partitions(applier, event, p)
+    else:
+        raise ApplyError(f"bootstrap record {p.sequence} ({kind}) carries no object", obj=event.db)
+
+
+def _database(applier: Applier, snap: DatabaseSnapshot, scope: BootstrapScope) -> None:
+    name = applier.target_db(snap.name)
+    current = applier.catalog.get_database(name)
+    if current is not None and not applier.allow_existing_db:
+        ours = current.parameters.get(REPL_SOURCE_PARAM) == applier.source_id
+        if not ours or LAST_ID_PARAM in current.parameters:
+            raise ApplyError(
+                f"target database {name!r} already exists; a bootstrap refuses to overwrite it "
+                "(drop it, use --db-map to bootstrap into another name, or --allow-existing-db to "
+                "replace its content)",
+                obj=name,
+            )
+    params = {**source_params(snap.parameters), REPL_SOURCE_PARAM: applier.source_id}
+    if current is not None and LAST_ID_PARAM in current.parameters:
+        params[LAST_ID_PARAM] = current.parameters[LAST_ID_PARAM]  # never moves back; the marker sets E1
+    desired = DatabaseSnapshot(
+        name=name,
+        description=snap.description,
+        location=applier.paths.database_location(name),
+        parameters=params,
+        owner_name=snap.owner_name,
+        owner_type=snap.owner_type,
+    )
+    if current is None:
+        applier.catalog.create_database(desired)
+    elif current != desired:
+        applier.catalog.alter_database(name, desired)
+
+
+def _table(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+    assert p.table is not None
+    table = p.table
+    db, name = applier.target_db(table.db), table.name.lower()
+    if applier.catalog.get_table(db, name) is not None:  # stale: start from nothing
+        applier._drop_table(_synth(event, EventType.DROP_TABLE, DropTablePayload(None), name))
+    applier._create_table(_synth(event, EventType.CREATE_TABLE, CreateTablePayload(table), name))
+    _partitions(applier, event, p)
+    if p.write_ids:
+        ids = list(p.write_ids)
+        applier.acid.update(
+            lambda v: v.committed(applier.source_id, -p.bootstrap_id, {table_key(db, name): ids})
+        )
+    if p.constraints:
+        applier._add_constraints(_synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
+    if p.statistics:
+        applier.catalog.update_column_statistics(db, name, None, list(p.statistics))
+
+
+def _constraints(p: BootstrapObjectPayload) -> Payload:
+    return AddConstraintsPayload(list(p.constraints))
+
+
+def _partitions(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+    """The record's partitions with their files and column statistics (or an unpartitioned table's
+    files); setting statistics again is harmless, so a record redone after a crash converges."""
+    assert p.table is not None
+    table = p.table
+    if table.partition_keys:
+        if p.partitions:
+            add = AddPartitionPayload(table, list(p.partitions), list(p.files))
+            applier._add_partitions([_synth(event, EventType.ADD_PARTITION, add, table.name)])
+        db, name = applier.target_db(table.db), table.name.lower()
+        for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
+            applier.catalog.update_column_statistics(db, name, list(ps.values), list(ps.statistics))
+    elif p.files:
+        insert = InsertPayload(table, None, [], True, list(p.files))
+        applier._insert(_synth(event, EventType.INSERT, insert, table.name))
+
+
+def _finish(applier: Applier, event: Event, marker: BootstrapMarkerPayload) -> None:
+    """Databases of a FULL bootstrap are now at its event id; incremental events follow."""
+    if marker.scope is not BootstrapScope.FULL:
+        return
+    for source_db in marker.databases:
+        name = applier.target_db(source_db)
+        current = applier.catalog.get_database(name)
+        if current is None:
+            continue
+        last = int(current.parameters.get(LAST_ID_PARAM, "0") or 0)
+        if last >= marker.bootstrap_id:
+            continue
+        params = {**current.parameters, LAST_ID_PARAM: str(marker.bootstrap_id)}
+        applier.catalog.alter_database(name, _with_params(current, params))
+        applier.progress[source_db] = max(applier.progress.get(source_db, 0), marker.bootstrap_id)
+    log.info("bootstrap %d applied: %d records, databases %s", marker.bootstrap_id, marker.records,
+             ", ".join(marker.databases))
+
+
+def _with_params(db: DatabaseSnapshot, params: dict[str, str]) -> DatabaseSnapshot:
+    return dataclasses.replace(db, parameters=params)
+
+
+def _report(p: BootstrapObjectPayload) -> None:
+    """A progress bar on a terminal (stderr); a log line every 5% otherwise (logs, containers)."""
+    if _BARS.show(p):
+        return
+    step = max(1, p.total // 20)
+    if p.sequence % step == 0 or p.sequence == p.total:
+        log.info("bootstrap %d: %d/%d records applied (%.0f%%)", p.bootstrap_id, p.sequence, p.total,
+                 100.0 * p.sequence / max(1, p.total))
+
+
+class _Bars:
+    """One rich progress bar per bootstrap being applied, while stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.tasks: dict[int, Any] = {}
+
+    def show(self, p: BootstrapObjectPayload) -> bool:
+        if not sys.stderr.isatty():
+            return False
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=Console(stderr=True))
+            self.progress.start()
+        if p.bootstrap_id not in self.tasks:
+            self.tasks[p.bootstrap_id] = self.progress.add_task(
+                f"bootstrap {p.bootstrap_id} records applied", total=p.total)
+        self.progress.update(self.tasks[p.bootstrap_id], completed=p.sequence)
+        if p.sequence >= p.total:
+            del self.tasks[p.bootstrap_id]
+            if not self.tasks:
+                self.progress.stop()
+                self.progress = None
+        return True
+
+
+_BARS = _Bars()

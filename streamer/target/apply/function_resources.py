@@ -1,0 +1,55 @@
+"""Resource files of replicated functions (jars, files, archives), copied into the target's own tree.
+
+A function created on the source names its jars by source URIs, which a target cluster may not be
+able to read (or which may change later). As Hive's REPL LOAD does with
+``hive.repl.replica.functions.root.dir``, the target keeps its own copies under
+``<warehouse root>/_functions/<db>/<function>/`` and registers the function with those URIs. A
+managed database directory is always ``<name>.db``, so ``_functions`` never collides with one.
+Resource URIs carry no checksum in Hive's events: the copies are counted as unverified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from urllib.parse import urlsplit
+
+from streamer.errors import PathEscapeError
+from streamer.events.model import FileRef, FunctionSnapshot, ResourceUri
+from streamer.target.apply.files import FileCopier, remove_tree
+from streamer.target.apply.paths import TargetPaths, check_name
+
+FUNCTIONS_DIR = "_functions"
+
+
+def resource_dir(paths: TargetPaths, db: str, name: str) -> str:
+    """Where the target keeps the resources of function ``db.name``."""
+    return paths.warehouse.join(FUNCTIONS_DIR, check_name("database", db), check_name("function", name))
+
+
+def _file_name(uri: str) -> str:
+    name = posixpath.basename(urlsplit(uri).path.rstrip("/"))
+    check_name("resource file", name)
+    return name
+
+
+def copy_resources(
+    fn: FunctionSnapshot, paths: TargetPaths, copier: FileCopier, event_id: int | None = None
+) -> FunctionSnapshot:
+    """Copy ``fn``'s resources into its target directory; returns ``fn`` naming the copies."""
+    if not fn.resource_uris:
+        return fn
+    dest = resource_dir(paths, fn.db, fn.name)
+    names = [_file_name(r.uri) for r in fn.resource_uris]
+    if len(set(names)) != len(names):
+        raise PathEscapeError(
+            f"function {fn.db}.{fn.name} has two resources named alike: {names}", obj=fn.name
+        )
+    copier.copy_all([FileRef(uri=r.uri) for r in fn.resource_uris], lambda _: dest, event_id=event_id)
+    uris = [ResourceUri(r.resource_type, f"{dest}/{n}") for r, n in zip(fn.resource_uris, names, strict=True)]
+    return dataclasses.replace(fn, resource_uris=uris)
+
+
+def remove_resources(paths: TargetPaths, db: str, name: str, event_id: int | None = None) -> None:
+    """A dropped function's copies go with it (absent is fine: a replay, or it had none)."""
+    remove_tree(resource_dir(paths, db, name), paths.roots, event_id=event_id)

@@ -1,0 +1,355 @@
+"""The target planner: a micro-batch of events + what the target has applied -> ordered steps. Pure.
+
+Rules (DESIGN invariants 1, 2, 4):
+- Events are sorted by event id and de-duplicated (Kafka delivers at least once).
+- An event whose database has applied an id ``>=`` it is dropped. Progress is kept per database
+  (``repl.last.id``); events without a database (``OPEN_TXN``, ``COMMIT_TXN``, ``ABORT_TXN``) key on
+  the pseudo-database ``GLOBAL_DB``, whose progress the target keeps in its state file. An event keyed
+  by the database of a halted stream is held: not applied, not lost (it is read again after a retry).
+- ``STREAMER_PROGRESS`` records only tell the target how far the source is (``Plan.source_head``).
+- Bootstrap records (``STREAMER_BOOTSTRAP`` / ``_END``) share their bootstrap's event id, so they are
+  de-duplicated by (bootstrap id, sequence) instead; a FULL bootstrap's records of a database that
+  already applied that id are dropped; each record is its own ``BOOTSTRAP`` step
+  (``streamer.target.apply.bootstrap`` applies it and resumes after the last finished one).
+- Every step covers one event, with three exceptions, all keeping every visible state a source prefix:
+  * consecutive ``ADD_PARTITION`` events of one table become one ``add_partitions`` step (each
+    intermediate state would be "some of those partitions added", itself a prefix);
+  * a *collapsed* run: an object created and dropped within the batch with nothing in between except
+    events on that same object. Conservative on purpose: only databases, functions and non-external
+    tables (dropping an external table keeps its files, so skipping its copy would lose data), and
+    the run must be contiguous (no event of any other object between), so the target jumps from the
+    state before the create to the state after the drop, both source prefixes. The applier executes
+    only the final drop (a no-op when the object is absent), which also removes an object left
+    behind by a crash between an earlier create and its ``repl.last.id``;
+  * a *coalesced* run: consecutive events that each carry the FULL after-state of one and the same
+    object, nothing else in between: ``ALTER_TABLE`` of one table (not renames, whose key changes,
+    nor truncates, which also clear files), ``ALTER_PARTITION`` of one partition (same values
+    before and after, not truncates), ``UPDATE_*_COLUMN_STAT`` of one table or partition and the
+    same columns. The applier executes only the last event (``Plan.coalesced`` lists the others).
+
+Why coalescing keeps DESIGN's invariants (the checks of ``streamer.testing.checker``). The handlers
+of those event types make the object equal to the event's after-state (``alter_table`` /
+``alter_partitions`` of the whole object; statistics replaced per column, and every event of a run
+names the same columns, so the last overwrites all the others wrote) and read nothing else from the
+event, so applying the last event alone ends in the state applying all of them ends in. "Nothing
+else in between" means no event of any other object or database in the batch's ordered events
+(a reader may sample several databases at once): readers see the target jump from the source's
+state before the run's first event to its state after the last, both source states (``prefix``;
+``cut``: every other object stays where it was), and only forward (``monotonic``). A run broken by
+another object's event is not coalesced (merging across it would show that event's effect with a
+state of this object the source never had next to it). ``repl.last.id`` is written once, after
+the catalog call, to the run's last event id, exactly as for any one-event step: it never shows an
+id whose effect is missing, and it lags the visible state by at most the step being applied
+(``watermark``). That step stands for several source events, so a sample taken in the few
+milliseconds between the step's catalog call and its ``repl.last.id`` write sees as many changes
+in flight as the run holds, as merged ``ADD_PARTITION`` steps already do: the checker counts steps in
+flight, not events (``History.step_of`` forms them with this planner), so that is one step
+(``tests/unit/target/apply/test_plan_coalesce.py`` samples every step's window). A crash in that window
+replays the run as one step (idempotent: same call, same state). A failing run halts its database at the run's
+first event (progress is still before the run; the cause names the run and the event applied), and
+a retry applies the run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from streamer.events.model import (
+    AlterPartitionPayload,
+    AlterTablePayload,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    BootstrapScope,
+    CreateFunctionPayload,
+    CreateTablePayload,
+    DropFunctionPayload,
+    DropTablePayload,
+    Event,
+    EventType,
+    ProgressPayload,
+    UpdateColumnStatsPayload,
+)
+
+GLOBAL_DB = "<global>"
+"""Pseudo-database for events that belong to no database (transactions); not a legal Hive name."""
+
+_EXTERNAL = "EXTERNAL_TABLE"
+# Events that touch only the table named by ``event.db``/``event.table`` and may sit inside a collapsed run.
+_TABLE_LOCAL = frozenset(
+    {
+        EventType.ALTER_TABLE,
+        EventType.ADD_PARTITION,
+        EventType.ALTER_PARTITION,
+        EventType.ALTER_PARTITIONS,
+        EventType.DROP_PARTITION,
+        EventType.INSERT,
+        EventType.UPDATE_TABLE_COLUMN_STAT,
+        EventType.DELETE_TABLE_COLUMN_STAT,
+        EventType.UPDATE_PARTITION_COLUMN_STAT,
+        EventType.DELETE_PARTITION_COLUMN_STAT,
+    }
+)
+
+
+_STATS = frozenset({EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITION_COLUMN_STAT})
+
+
+class StepKind(StrEnum):
+    EVENT = "event"  # apply one event
+    ADD_PARTITIONS = "add_partitions"  # consecutive ADD_PARTITION of one table, one catalog call
+    COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
+    COALESCED = "coalesced"  # full after-states of one object: only the last event is applied
+    BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.apply.bootstrap)
+
+
+@dataclass(frozen=True)
+class Step:
+    """Events applied as one unit; afterwards ``db``'s ``repl.last.id`` is ``last_event_id``."""
+
+    kind: StepKind
+    events: tuple[Event, ...]
+    db: str  # source database name (or GLOBAL_DB) whose progress this step advances
+
+    @property
+    def event_ids(self) -> tuple[int, ...]:
+        return tuple(e.event_id for e in self.events)
+
+    @property
+    def first(self) -> Event:
+        return self.events[0]
+
+    @property
+    def last(self) -> Event:
+        return self.events[-1]
+
+    @property
+    def last_event_id(self) -> int:
+        return self.events[-1].event_id
+
+    @property
+    def superseded(self) -> tuple[int, ...]:
+        """Ids of the events a coalesced step does not execute (the last one stands for them)."""
+        return self.event_ids[:-1] if self.kind is StepKind.COALESCED else ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...] = ()
+    already_applied: tuple[int, ...] = ()  # dropped: ``<=`` their database's applied id
+    held: tuple[int, ...] = ()  # events of halted databases
+    progress: tuple[int, ...] = ()  # STREAMER_PROGRESS records
+    source_head: int | None = None  # newest source event id known after this batch
+    duplicates: tuple[int, ...] = field(default=())  # ids delivered more than once in the batch
+
+    @property
+    def event_ids(self) -> tuple[int, ...]:
+        return tuple(i for s in self.steps for i in s.event_ids)
+
+    @property
+    def coalesced(self) -> tuple[int, ...]:
+        """Planned events not executed themselves: a later event of their coalesced run carries their
+        object's full state (they still count as applied: ``repl.last.id`` passes them)."""
+        return tuple(i for s in self.steps for i in s.superseded)
+
+
+def step_db(event: Event) -> str:
+    """The database whose progress an event advances (source name; ``GLOBAL_DB`` when it has none)."""
+    return event.db if event.db else GLOBAL_DB
+
+
+def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection[str] = ()) -> Plan:
+    """Order, filter and group one batch; ``applied`` maps source db -> last applied event id."""
+    ordered: list[Event] = []
+    seen: set[int] = set()
+    seen_bootstrap: set[tuple[int, int]] = set()
+    duplicates: list[int] = []
+    for event in sorted(events, key=lambda e: e.event_id):
+        # a PROGRESS record carries the id of the last event it passed: it never replaces that event
+        if event.event_type is EventType.PROGRESS:
+            ordered.append(event)
+            continue
+        record = _bootstrap_key(event)
+        if record is not None:
+            if record in seen_bootstrap:
+                duplicates.append(event.event_id)
+            else:
+                seen_bootstrap.add(record)
+                ordered.append(event)
+            continue
+        if event.event_id in seen:
+            duplicates.append(event.event_id)
+            continue
+        seen.add(event.event_id)
+        ordered.append(event)
+
+    todo: list[Event] = []
+    done: list[int] = []
+    held: list[int] = []
+    progress: list[int] = []
+    head: int | None = None
+    for event in ordered:
+        head = event.event_id if head is None else max(head, event.event_id)
+        if isinstance(event.payload, ProgressPayload) or event.event_type is EventType.PROGRESS:
+            progress.append(event.event_id)
+            if isinstance(event.payload, ProgressPayload):
+                head = max(head, event.payload.source_head_event_id, event.payload.last_event_id)
+            continue
+        db = step_db(event)
+        last = applied.get(db)
+        if _is_bootstrap(event):
+            if _bootstrapped(event, last):
+                done.append(event.event_id)
+            elif db in halted:
+                held.append(event.event_id)
+            else:
+                todo.append(event)
+        elif last is not None and event.event_id <= last:
+            done.append(event.event_id)
+        elif db in halted:
+            held.append(event.event_id)
+        else:
+            todo.append(event)
+
+    return Plan(
+        steps=tuple(_group(todo)),
+        already_applied=tuple(done),
+        held=tuple(held),
+        progress=tuple(progress),
+        source_head=head,
+        duplicates=tuple(duplicates),
+    )
+
+
+def _group(events: list[Event]) -> list[Step]:
+    steps: list[Step] = []
+    i = 0
+    while i < len(events):
+        event = events[i]
+        if _is_bootstrap(event):
+            steps.append(Step(StepKind.BOOTSTRAP, (event,), step_db(event)))
+            i += 1
+            continue
+        end = _collapsible_run(events, i)
+        if end is not None:
+            steps.append(Step(StepKind.COLLAPSED, tuple(events[i : end + 1]), step_db(event)))
+            i = end + 1
+            continue
+        j = i + 1
+        state = _full_state_key(event)
+        if state is not None:
+            while j < len(events) and _full_state_key(events[j]) == state:
+                j += 1
+            steps.append(Step(StepKind.COALESCED if j - i > 1 else StepKind.EVENT, tuple(events[i:j]),
+                              step_db(event)))
+            i = j
+            continue
+        if event.event_type is EventType.ADD_PARTITION:
+            while (
+                j < len(events)
+                and events[j].event_type is EventType.ADD_PARTITION
+                and _table_key(events[j]) == _table_key(event)
+            ):
+                j += 1
+        kind = StepKind.ADD_PARTITIONS if j - i > 1 else StepKind.EVENT
+        steps.append(Step(kind, tuple(events[i:j]), step_db(event)))
+        i = j
+    return steps
+
+
+def _is_bootstrap(event: Event) -> bool:
+    return isinstance(event.payload, BootstrapObjectPayload | BootstrapMarkerPayload)
+
+
+def _bootstrap_key(event: Event) -> tuple[int, int] | None:
+    """(bootstrap id, sequence) of a bootstrap record; the marker counts as sequence 0."""
+    p = event.payload
+    if isinstance(p, BootstrapObjectPayload):
+        return (p.bootstrap_id, p.sequence)
+    if isinstance(p, BootstrapMarkerPayload):
+        return (p.bootstrap_id, 0)
+    return None
+
+
+def _bootstrapped(event: Event, applied: int | None) -> bool:
+    """A FULL bootstrap record of a database that already applied the bootstrap's id changes nothing."""
+    p = event.payload
+    return (
+        isinstance(p, BootstrapObjectPayload)
+        and p.scope is BootstrapScope.FULL
+        and applied is not None
+        and applied >= p.bootstrap_id
+    )
+
+
+def _table_key(event: Event) -> tuple[str, str]:
+    return ((event.db or "").lower(), (event.table or "").lower())
+
+
+def _full_state_key(event: Event) -> tuple[object, ...] | None:
+    """The object whose full after-state ``event`` carries, for coalescing; None when it carries
+    less (or more: a rename moves the object, a truncate also clears files)."""
+    p = event.payload
+    db = (event.db or "").lower()
+    if not db:
+        return None
+    if event.event_type is EventType.ALTER_TABLE and isinstance(p, AlterTablePayload):
+        if p.is_rename or p.is_truncate or p.after.db.lower() != db:
+            return None
+        return (EventType.ALTER_TABLE, db, p.after.name.lower())
+    if event.event_type is EventType.ALTER_PARTITION and isinstance(p, AlterPartitionPayload):
+        if p.is_truncate or p.before.values != p.after.values or not event.table:
+            return None
+        return (EventType.ALTER_PARTITION, db, event.table.lower(), tuple(p.after.values))
+    if event.event_type in _STATS and isinstance(p, UpdateColumnStatsPayload):
+        if p.db.lower() != db or not p.statistics:
+            return None
+        columns = frozenset(s.column.lower() for s in p.statistics)
+        if len(columns) != len(p.statistics):
+            return None  # a column twice in one event: which one wins is the catalog's business
+        return (event.event_type, db, p.table.lower(), tuple(p.partition_values), columns)
+    return None
+
+
+def _collapsible_run(events: list[Event], start: int) -> int | None:
+    """Index of the drop ending a create...drop run that starts at ``start``, if the run may collapse."""
+    first = events[start]
+    if start + 1 >= len(events):
+        return None
+    nxt = events[start + 1]
+    if first.event_type is EventType.CREATE_DATABASE:
+        same_db = (nxt.db or "").lower() == (first.db or "").lower()
+        return start + 1 if nxt.event_type is EventType.DROP_DATABASE and same_db and first.db else None
+    if first.event_type is EventType.CREATE_FUNCTION:
+        key = _function_key(first)
+        same = nxt.event_type is EventType.DROP_FUNCTION and key is not None and key == _function_key(nxt)
+        return start + 1 if same else None
+    if first.event_type is not EventType.CREATE_TABLE or not isinstance(first.payload, CreateTablePayload):
+        return None
+    if first.payload.table.table_type == _EXTERNAL or not first.table:
+        return None
+    table = _table_key(first)
+    for j in range(start + 1, len(events)):
+        event = events[j]
+        if _table_key(event) != table:
+            return None
+        if event.event_type is EventType.DROP_TABLE:
+            dropped = event.payload.table if isinstance(event.payload, DropTablePayload) else None
+            return None if dropped is not None and dropped.table_type == _EXTERNAL else j
+        if event.event_type not in _TABLE_LOCAL:
+            return None
+        if isinstance(event.payload, AlterTablePayload) and (
+            event.payload.is_rename or event.payload.after.table_type == _EXTERNAL
+        ):
+            return None
+    return None
+
+
+def _function_key(event: Event) -> tuple[str, str] | None:
+    payload = event.payload
+    if isinstance(payload, CreateFunctionPayload):
+        return ((event.db or payload.function.db).lower(), payload.function.name.lower())
+    if isinstance(payload, DropFunctionPayload) and event.db:
+        return (event.db.lower(), payload.function_name.lower())
+    return None

@@ -1,0 +1,235 @@
+"""Publishing an INSERT's files into a directory readers already list, as one atomic switch.
+
+Renaming staged files into place one by one lets a reader that lists the directory in between see
+some of the new files but not all, and an INSERT OVERWRITE show old and new files together: states
+the source never had (DESIGN invariant 2). On a local filesystem the directory's next state is built
+beside it instead, in a hidden sibling (``.<name>.streamer-swap-<event id>``): hard links of the
+files that stay, plus the staged files moved in; one ``renameat2(RENAME_EXCHANGE)`` then swaps the
+two directories, so a reader lists either the old directory or the new one. The old tree, now
+under the hidden name, is renamed aside (``.<name>.streamer-old-...``) and removed only after
+``GRACE_SECONDS``: a reader that opened the old directory just before the switch is still listing
+it, and deleting its entries under it would show that reader part of the old state. Files are
+linked, never copied, and open readers keep their inodes.
+
+Where that is impossible (a filesystem or kernel without RENAME_EXCHANGE, object stores, a
+directory too large to re-link on every insert) ``publish_swapped`` returns None and the applier
+publishes file by file. A crash leaves at most a hidden sibling, which the replay of the same event
+removes before building it again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import heapq
+import logging
+import os
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Sequence
+
+from fsspec.implementations.local import LocalFileSystem
+
+from streamer.errors import ApplyError, PathEscapeError
+from streamer.filesystems import url_to_fs
+from streamer.hive.files import is_hidden
+from streamer.target.apply.files import TMP_PREFIX, CopyReport, Staged, ensure_no_symlinks
+from streamer.target.apply.paths import Root
+
+log = logging.getLogger(__name__)
+
+SWAP_INFIX = ".streamer-swap-"
+OLD_INFIX = ".streamer-old-"
+GRACE_SECONDS = 60.0  # how long a replaced tree stays (hidden) for readers still listing it
+MAX_RELINKED = 10_000  # entries of the old directory re-linked per insert before falling back
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV})
+_support: dict[int, bool] = {}  # st_dev -> RENAME_EXCHANGE works there
+
+
+def exchange(a: str, b: str) -> None:
+    """Atomically swap two paths (Linux ``renameat2`` with ``RENAME_EXCHANGE``); OSError otherwise."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available", a)
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), a)
+
+
+def supports_exchange(directory: str) -> bool:
+    """Whether directories inside ``directory`` can be exchanged (probed once per filesystem)."""
+    device = os.stat(directory).st_dev
+    known = _support.get(device)
+    if known is not None:
+        return known
+    probe = os.path.join(directory, f"{SWAP_INFIX}probe-{os.getpid()}")
+    first, second = probe + "-a", probe + "-b"
+    try:
+        os.makedirs(first, exist_ok=True)
+        os.makedirs(second, exist_ok=True)
+        exchange(first, second)
+        works = True
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
+        works = False
+    finally:
+        for path in (first, second):
+            shutil.rmtree(path, ignore_errors=True)
+    _support[device] = works
+    if not works:
+        log.warning("this filesystem cannot exchange directories atomically (%s): INSERTs publish file "
+                    "by file there, and readers may see part of one while it is applied", directory)
+    return works
+
+
+def publish_swapped(
+    staged: Staged, directory_url: str, *, replace: bool, roots: Sequence[Root], event_id: int | None
+) -> CopyReport | None:
+    """Make ``staged`` (all inside ``directory_url``) visible in one switch; with ``replace`` the
+    directory then holds only them (and its hidden entries). None: not possible here, nothing done."""
+    fs, directory = url_to_fs(directory_url)
+    directory = directory.rstrip("/")
+    if not isinstance(fs, LocalFileSystem):
+        return None
+    if not all(isinstance(f.fs, LocalFileSystem) for f in staged.files):
+        return None
+    if any(os.path.commonpath([directory, f.path]) != directory for f in staged.files):
+        return None  # files outside the directory (external layouts): file by file
+    parent, name = os.path.split(directory)
+    ensure_no_symlinks(directory_url, roots, event_id=event_id)  # before anything is written near it
+    if not os.path.isdir(parent) or not supports_exchange(parent):
+        return None
+    exists = os.path.isdir(directory)
+    if exists and _too_large(directory):
+        return None
+    shadow = os.path.join(parent, f".{name}{SWAP_INFIX}{event_id or 0}")
+    try:
+        _sweep(parent)
+        if os.path.lexists(shadow):
+            shutil.rmtree(shadow)  # a crash's leftover: rebuilt from scratch
+        os.mkdir(shadow)
+        if exists:
+            _link_tree(directory, shadow, replace=replace, event_id=event_id, obj=directory_url)
+        for f in staged.files:
+            target = os.path.join(shadow, os.path.relpath(f.path, directory))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if f.temp is not None:
+                os.replace(f.temp, target)
+                f.temp = None
+            elif not os.path.exists(target):  # verified in place already (a replay): keep it
+                os.link(f.path, target, follow_symlinks=False)
+        _fsync_tree(shadow)
+        if exists:
+            exchange(shadow, directory)
+        else:
+            os.rename(shadow, directory)
+        _fsync(parent)
+        if exists:  # the old tree, now hidden: removed once readers listing it are done
+            aside = os.path.join(parent, f".{name}{OLD_INFIX}{time.time_ns()}")
+            os.rename(shadow, aside)
+            _remove_later(aside)
+    except PathEscapeError:
+        staged.discard()
+        raise
+    except OSError as exc:
+        staged.discard()
+        raise ApplyError(f"cannot publish into {directory_url}: {exc}", event_id=event_id,
+                         obj=directory_url) from exc
+    return staged.published()
+
+
+class _Reaper:
+    """One daemon thread removing set-aside trees once their grace period is over (a timer thread
+    per insert would pile up under a high insert rate)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, path: str) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + GRACE_SECONDS, path))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="streamer-swap-reaper", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, path = heapq.heappop(self._due)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+_reaper = _Reaper()
+
+
+def _remove_later(path: str) -> None:
+    _reaper.add(path)
+
+
+def _sweep(parent: str) -> None:
+    """Remove replaced trees older than the grace period (left behind when a process stopped)."""
+    cutoff = time.time_ns() - int(GRACE_SECONDS * 1e9)
+    for entry in os.listdir(parent):
+        _, sep, stamp = entry.rpartition(OLD_INFIX)
+        if sep and entry.startswith(".") and stamp.isdigit() and int(stamp) < cutoff:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _too_large(directory: str) -> bool:
+    count = 0
+    for _current, dirs, files in os.walk(directory):
+        count += len(dirs) + len(files)
+        if count > MAX_RELINKED:
+            log.info("%s holds over %d entries: publishing file by file", directory, MAX_RELINKED)
+            return True
+    return False
+
+
+def _link_tree(src: str, dst: str, *, replace: bool, event_id: int | None, obj: str) -> None:
+    """Hard-link what stays of ``src`` into ``dst``: everything but staging leftovers, or with
+    ``replace`` only the hidden top-level entries (an overwrite replaces every visible one)."""
+    for current, dirs, files in os.walk(src):
+        rel = os.path.relpath(current, src)
+        top = rel == "."
+        for d in dirs:
+            if os.path.islink(os.path.join(current, d)):
+                cause = f"{os.path.join(current, d)} is a symlink inside the target root"
+                raise PathEscapeError(cause, event_id=event_id, obj=obj)
+        dirs[:] = [
+            d for d in dirs
+            if SWAP_INFIX not in d and OLD_INFIX not in d and not (top and replace and not is_hidden(d))
+        ]
+        target_dir = dst if top else os.path.join(dst, rel)
+        os.makedirs(target_dir, exist_ok=True)
+        for entry in files:
+            if entry.startswith(TMP_PREFIX) or (top and replace and not is_hidden(entry)):
+                continue
+            path = os.path.join(current, entry)
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                cause = f"{path} is a symlink inside the target root"
+                raise PathEscapeError(cause, event_id=event_id, obj=obj)
+            os.link(path, os.path.join(target_dir, entry), follow_symlinks=False)
+
+
+def _fsync_tree(root: str) -> None:
+    for current, _dirs, _files in os.walk(root):
+        _fsync(current)
+
+
+def _fsync(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,459 @@
+"""``streamer verify``: prove a replica equals the source at the replica's own position.
+
+The I/O around :mod:`streamer.target.dr.drift` (the pure comparison): the source's history is read back
+from the Kafka topic (its events carry full snapshots and file checksums), the target from its
+metastore over Thrift and its files through fsspec, and drifted files may be re-copied through the
+applier's own verified :class:`~streamer.target.apply.files.FileCopier` (``repair``). Metadata drift is
+reported, never repaired: an operator decides (re-bootstrap the table, or retry from a backup).
+
+Interleaving with a running target job. Each database is read in two passes:
+
+1. *optimistic*: its cut-off (``repl.last.id``, progress), tables, partitions and file listings are
+   read under ``guard`` (the job's ``BatchApplier.lock`` in ``streamer target run --verify-every``:
+   no batch is being applied meanwhile); with the lock released, the source's state at that
+   cut-off is computed (reading the topic) and the files are hashed;
+2. *confirm*, only for a database where pass 1 found drift: the database is read *and hashed* again
+   under ``guard``, and compared with the source at its cut-off then, so a file a batch replaced
+   between listing and hashing is not reported.
+
+So the apply waits at most for one database's metadata reads (plus its hashing when it drifted);
+verification never sees a half-applied step in-process. A one-shot ``streamer verify`` against a
+running job has no lock: it reads the cut-off before and after reading a database (as the
+consistency checker's samplers do), retries one that moved (then reports it unsettled, not
+drifted), and is exact when the job is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamer import metrics
+from streamer.errors import ConfigError
+from streamer.events.codec import EventDeserializer
+from streamer.events.model import DatabaseSnapshot, Event, FileRef, TableSnapshot
+from streamer.filesystems import url_to_fs
+from streamer.hive.files import is_hidden, partition_name
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.transport import HmsAuth
+from streamer.replay.state import UNPARTITIONED, stable_params, table_meta
+from streamer.target.apply.files import FileCopier, hasher
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.dr.drift import (
+    CHECKSUM,
+    FILE,
+    KINDS,
+    SIZE,
+    DatabaseReport,
+    ExpectedDatabase,
+    ObservedDatabase,
+    ObservedFile,
+    ObservedTable,
+    VerifyReport,
+    checksum_algorithm,
+    compare,
+    expected_at,
+)
+from streamer.target.state.state_file import TargetState
+from streamer.target.state.status import read_progress, replicated_through
+from streamer.target.state.visibility import is_acid_replica, source_parameters, visible_write_ids
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Guard", "VerifyLoop", "VerifyReport", "VerifySettings", "verify"]
+
+Guard = Callable[[], AbstractContextManager[Any]]
+"""Held while a database is read (the job's batch lock); ``contextlib.nullcontext`` out of process."""
+
+REPAIRABLE = frozenset({FILE, CHECKSUM, SIZE})
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """What one verification needs; see ``streamer verify --help``."""
+
+    hms_uri: str
+    state_dir: str
+    bootstrap_servers: str
+    topic: str
+    source_id: str = "source"
+    kafka_settings: Mapping[str, str] = field(default_factory=dict)
+    databases: Sequence[str] = ()  # source names; empty: every database this source replicates
+    db_map: Mapping[str, str] = field(default_factory=dict)  # source -> target database name
+    warehouse_root: str | None = None  # needed for ACID replicas and --repair
+    external_base_dir: str | None = None
+    hms_auth: HmsAuth = field(default_factory=HmsAuth)
+    # hash the source's files that the events recorded no checksum of (where they cannot have changed)
+    recompute_source: bool = True
+    chunk_size: int = 1 << 20
+
+
+def verify(
+    settings: VerifySettings,
+    *,
+    catalog: Catalog | None = None,
+    events: Callable[[], Iterator[Event]] | None = None,
+    guard: Guard = contextlib.nullcontext,
+    repair: bool = False,
+) -> VerifyReport:
+    """Compare every replicated database with the source at its cut-off; optionally re-copy files.
+
+    ``catalog`` defaults to a new ``HmsCatalog`` (closed afterwards); ``events`` to reading the whole
+    topic. Updates the ``streamer_verify_*`` metrics. Never changes metadata.
+    """
+    started = time.time()
+    clock = time.monotonic()
+    own_catalog = catalog is None
+    if catalog is None:
+        from streamer.metastore.thrift_catalog import HmsCatalog
+
+        catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    try:
+        report = _Verifier(settings, catalog, events or (lambda: read_topic(settings))).run(guard, repair)
+    finally:
+        if own_catalog:
+            catalog.close()
+    report.started, report.seconds = started, time.monotonic() - clock
+    record_metrics(report)
+    return report
+
+
+def record_metrics(report: VerifyReport) -> None:
+    """Drift gauges of the verified databases (others keep their last values), run time, duration."""
+    counts = report.by_db_kind()
+    for r in report.databases:
+        for kind in KINDS:
+            metrics.VERIFY_DRIFT_OBJECTS.labels(db=r.db, kind=kind).set(counts.get((r.db, kind), 0))
+    metrics.VERIFY_LAST_RUN.set(report.started)
+    metrics.VERIFY_SECONDS.observe(report.seconds)
+
+
+def read_topic(settings: VerifySettings) -> Iterator[Event]:
+    """Every committed event of the topic, oldest first (the source's history as replicated)."""
+    from streamer.kafka.topics import _consumer, iter_range, probe_end, watermarks
+
+    config = {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_settings}
+    consumer = _consumer(config, isolation_level="read_committed", auto_offset_reset="error")
+    deserialize = EventDeserializer()
+    try:
+        marks = watermarks(consumer, settings.topic)
+        if marks is None:
+            return
+        low, high = marks
+        high = probe_end(consumer, settings.topic, 0, high)
+        for msg in iter_range(consumer, settings.topic, 0, low, high):
+            value = msg.value()
+            if value is not None:
+                yield deserialize(value)
+    finally:
+        consumer.close()
+
+
+class _Verifier:
+    def __init__(
+        self, settings: VerifySettings, catalog: Catalog, events: Callable[[], Iterator[Event]]
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.events = events
+        self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+        self._expected: dict[tuple[str, int], ExpectedDatabase] = {}
+
+    def target_name(self, db: str) -> str:
+        return self.db_map.get(db, db)
+
+    def run(self, guard: Guard, repair: bool) -> VerifyReport:
+        positions = self._positions()
+        report = VerifyReport()
+        self._expect(self._cutoffs(positions))
+        for db in sorted(positions):
+            result = self._database(db, guard)
+            if repair and any(d.kind in REPAIRABLE and d.repair for d in result.drifts):
+                repaired = self._repair(result, guard)
+                report.repaired.extend(repaired)
+                if repaired:
+                    result = self._database(db, guard)
+            report.databases.append(result)
+        return report
+
+    # --- positions and the expected side ---------------------------------------------------------
+    def _positions(self) -> dict[str, int]:
+        """Source database -> ``repl.last.id`` of its replica (0 when the replica is missing)."""
+        reverse = {v: k for k, v in self.db_map.items()}
+        out: dict[str, int] = {}
+        wanted = {d.lower() for d in self.settings.databases}
+        for name in self.catalog.list_databases():
+            snap = self.catalog.get_database(name)
+            if snap is None or snap.parameters.get(REPL_SOURCE_PARAM) != self.settings.source_id:
+                continue
+            source = reverse.get(name.lower(), name.lower())
+            if not wanted or source in wanted:
+                out[source] = self._position(source, snap)
+        state = TargetState(self.settings.state_dir)
+        for db in wanted - set(out):  # asked for, but absent: judged at the progress recorded for it
+            out[db] = state.applied().get(db, 0)
+        return out
+
+    def _cutoffs(self, positions: Mapping[str, int]) -> dict[str, int]:
+        state = TargetState(self.settings.state_dir)
+        _, consumed = read_progress(self.settings.state_dir)
+        stuck = set(state.halts()) | set(state.pending_replays())
+        return replicated_through(positions, consumed, stuck)
+
+    def _expect(self, cutoffs: Mapping[str, int]) -> None:
+        missing = {db: cut for db, cut in cutoffs.items() if (db, cut) not in self._expected}
+        if missing:
+            # streamed: memory holds the replayed tables, not the topic (a moved cut-off reads it again)
+            for db, exp in expected_at(self.events(), missing).items():
+                if self.settings.recompute_source:
+                    exp = exp.with_recomputed(_source_digests(exp, self.settings.chunk_size))
+                self._expected[(db, exp.event_id)] = exp
+
+    def _expected_at(self, db: str, cut: int) -> ExpectedDatabase:
+        self._expect({db: cut})
+        return self._expected[(db, cut)]
+
+    def _cut(self, db: str) -> int:
+        snap = self.catalog.get_database(self.target_name(db))
+        return self._cutoffs({db: self._position(db, snap)})[db]
+
+    # --- one database ---------------------------------------------------------------------------
+    def _database(self, db: str, guard: Guard) -> DatabaseReport:
+        """Two passes (see the module docstring): optimistic, then confirmed under the guard.
+
+        The target is read first, under the guard, with its cut-off; the expected state for that
+        cut-off is computed afterwards (it may read the topic), with the guard released.
+        """
+        hint: ExpectedDatabase | None = None  # expected state of the previous pass: hash algorithms
+        cut = -1
+        for attempt in range(4):
+            confirm = attempt > 0
+            with guard():
+                snap = self.catalog.get_database(self.target_name(db))
+                position = self._position(db, snap)
+                cut = self._cutoffs({db: position})[db]
+                observed = self._observe(db, snap, position)
+                if confirm and hint is not None:
+                    observed = self._hash(observed, hint)
+                moved = self._cut(db) != cut  # never under the job's lock; possible out of process
+            if moved:
+                continue
+            expected = self._expected_at(db, cut)
+            observed = self._hash(observed, expected)  # what the guarded pass did not hash (yet)
+            result = compare(expected, observed)
+            if confirm or not result.drifts:
+                return result
+            hint = expected
+        return DatabaseReport(db, cut, note="unsettled: the database kept moving while it was read")
+
+    def _position(self, db: str, snap: DatabaseSnapshot | None) -> int:
+        """``repl.last.id`` of ``snap``, the replica of source database ``db`` (the progress recorded
+        for it when the replica is missing)."""
+        if snap is None:
+            return TargetState(self.settings.state_dir).applied().get(db, 0)
+        return int(snap.parameters.get(LAST_ID_PARAM, "0") or 0)
+
+    def _observe(self, db: str, snap: DatabaseSnapshot | None, position: int) -> ObservedDatabase | None:
+        if snap is None:
+            return None
+        name = self.target_name(db)
+        tables: dict[str, ObservedTable] = {}
+        for table_name in self.catalog.list_tables(name):
+            table = self.catalog.get_table(name, table_name)
+            if table is not None:
+                tables[table_name.lower()] = self._table(table)
+        return ObservedDatabase(db, position, stable_params(snap.parameters), tables)
+
+    def _table(self, table: TableSnapshot) -> ObservedTable:
+        write_ids: list[int] | None = None
+        if is_acid_replica(table.parameters):
+            if not self.settings.warehouse_root:
+                raise ConfigError(
+                    f"{table.db}.{table.name} is an ACID replica: verifying it needs --warehouse-root"
+                )
+            write_ids = visible_write_ids(self.settings.warehouse_root, table.db, table.name)
+            table = dataclasses.replace(table, parameters=source_parameters(table.parameters))
+        meta = table_meta(table)
+        ids = tuple(sorted(write_ids or ())) if meta.transactional else ()
+        if meta.is_view:
+            return ObservedTable(meta, write_ids=ids)
+        partitions: dict[str, dict[str, ObservedFile]] = {}
+        locations: dict[str, str] = {}
+        if table.partition_keys:
+            keys = [k.name.lower() for k in table.partition_keys]
+            for part in self.catalog.list_partitions(table.db, table.name):
+                if len(part.values) != len(keys):
+                    continue  # replaced while being read; the confirming pass reads it again
+                name = partition_name(keys, list(part.values))
+                partitions[name] = _listing(part.sd.location, write_ids)
+                if part.sd.location:
+                    locations[name] = part.sd.location
+        else:
+            partitions[UNPARTITIONED] = _listing(table.sd.location, write_ids)
+            if table.sd.location:
+                locations[UNPARTITIONED] = table.sd.location
+        return ObservedTable(meta, partitions, locations, ids)
+
+    def _hash(self, observed: ObservedDatabase | None, expected: ExpectedDatabase) -> ObservedDatabase | None:
+        """Digests of the files that have a source checksum to compare with (by its algorithm)."""
+        if observed is None:
+            return None
+        tables = {}
+        for name, table in observed.tables.items():
+            parts = {}
+            for part, files in table.partitions.items():
+                out = {}
+                for path, f in files.items():
+                    algo = checksum_algorithm(expected, name, part, path)
+                    if algo is not None and (f.algorithm != algo or f.digest is None):
+                        digest = _digest(f.url, algo, self.settings.chunk_size)
+                        f = dataclasses.replace(f, digest=digest, algorithm=algo)
+                    out[path] = f
+                parts[part] = out
+            tables[name] = dataclasses.replace(table, partitions=parts)
+        return dataclasses.replace(observed, tables=tables)
+
+    # --- repair ---------------------------------------------------------------------------------
+    def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
+        """Re-copy drifted files of existing partitions, verified against the event's checksum."""
+        if not self.settings.warehouse_root:
+            raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
+        paths = TargetPaths(self.settings.warehouse_root, self.settings.external_base_dir)
+        copier = FileCopier(max_workers=4, roots=paths.roots)
+        done = []
+        with guard():
+            if self._cut(result.db) != result.event_id:
+                log.warning("%s moved since it was verified; not repairing it now", result.db)
+                return []
+            for d in result.drifts:
+                if d.kind not in REPAIRABLE or d.repair is None:
+                    continue
+                # a wrong file is replaced by a rename over it: there is no instant without it
+                copier.copy_all([d.repair.ref], _fixed(d.repair.directory), event_id=result.event_id)
+                log.info("repaired %s (%s)", d.obj, d.kind)
+                done.append(d.obj)
+        return done
+
+
+def _source_digests(expected: ExpectedDatabase, chunk: int) -> dict[tuple[str, str, str], str]:
+    """sha256 of the source's current copy of every file the events recorded no checksum of, in
+    tables the source has not changed since the cut-off (a vanished file stays unverified)."""
+    out = {}
+    for table, part, path, ref in expected.unchecked_files():
+        try:
+            digest = _digest(ref.uri, "sha256", chunk)
+        except OSError as exc:
+            log.info("cannot hash source file %s: %s", ref.uri, exc)
+            continue
+        if digest is not None:
+            out[(table, part, path)] = digest
+    return out
+
+
+def _fixed(directory: str) -> Callable[[FileRef], str]:
+    return lambda _ref: directory
+
+
+def _listing(location: str | None, write_ids: list[int] | None) -> dict[str, ObservedFile]:
+    """Visible files below ``location`` by relative path (hidden names skipped at every level; an
+    ACID replica's only in the base/delta directories its committed write ids make visible)."""
+    if not location:
+        return {}
+    fs, root = url_to_fs(location)
+    root = root.rstrip("/")
+    allowed: set[str] | None = None
+    try:
+        found = fs.find(root, detail=True)
+        if write_ids is not None:
+            from streamer.target.table_reader import visible_dirs
+
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+            allowed = set(visible_dirs(names, set(write_ids), location))
+    except FileNotFoundError:
+        return {}  # a partition without files may have no directory
+    out: dict[str, ObservedFile] = {}
+    for path, info in found.items():
+        rel = path[len(root) + 1 :] if path.startswith(root + "/") else None
+        if not rel or any(is_hidden(seg) for seg in rel.split("/")):
+            continue
+        if allowed is not None and ("/" not in rel or rel.split("/", 1)[0] not in allowed):
+            continue
+        url = f"{location.rstrip('/')}/{rel}"
+        out[rel] = ObservedFile(url, int(info.get("size") or 0))
+    return out
+
+
+def _digest(url: str, algorithm: str | None, chunk: int) -> str | None:
+    if algorithm is None:
+        return None
+    fs, path = url_to_fs(url)
+    digest = hasher(algorithm, obj=url)
+    try:
+        with fs.open(path, "rb") as fh:
+            while block := fh.read(chunk):
+                digest.update(block)
+    except FileNotFoundError:
+        return None  # vanished meanwhile: the confirming pass decides
+    return str(digest.hexdigest())
+
+
+# --- continuous verification in the target job --------------------------------------------------------
+
+
+class VerifyLoop:
+    """Runs :func:`verify` every ``every`` seconds in a daemon thread of the target job's process.
+
+    Rate-limited: the next run starts ``every`` seconds after the previous one *ended*, so a slow
+    verification never runs back to back. Each database is read under ``lock`` (the job's batch
+    lock) as the module docstring describes. Failures are logged and counted, never fatal to the job.
+    """
+
+    def __init__(self, settings: VerifySettings, every: float, lock: threading.Lock) -> None:
+        self.settings = settings
+        self.every = every
+        self.lock = lock
+        self.runs = 0
+        self.last: VerifyReport | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="streamer-verify", daemon=True)
+
+    def start(self) -> VerifyLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _loop(self) -> None:
+        from streamer.metastore.thrift_catalog import HmsCatalog
+
+        catalog: Catalog | None = None
+        while not self._stop.wait(self.every):
+            try:
+                if catalog is None:
+                    catalog = HmsCatalog(self.settings.hms_uri, auth=self.settings.hms_auth)
+                report = verify(self.settings, catalog=catalog, guard=lambda: self.lock)
+                self.last = report
+                self.runs += 1
+                level = logging.INFO if report.ok else logging.WARNING
+                log.log(level, "verification: %s drifted object(s) in %d database(s), %.1f s",
+                        len(report.drifts), len(report.databases), report.seconds)
+                for d in report.drifts[:20]:
+                    log.warning("drift %s %s: %s", d.kind, d.obj, d.detail)
+            except Exception as exc:  # a failed run is retried next time; the job goes on
+                log.warning("verification failed: %s: %s", type(exc).__name__, exc)
+                metrics.VERIFY_FAILURES.inc()
+                if catalog is not None:
+                    catalog.close()
+                    catalog = None
+        if catalog is not None:
+            catalog.close()
+

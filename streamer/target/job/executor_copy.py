@@ -1,0 +1,279 @@
+"""Large file copies as Spark tasks: the copy plan of one event runs on the executors.
+
+Below a threshold (``ExecutorCopy``: bytes or files of one copy) the driver's thread pool copies, as
+``FileCopier`` always did: no task overhead for small inserts. At or above it, the files become an
+RDD of ``(final name, file reference)`` partitions and each executor task stages its files exactly
+as the driver would (``FileCopier._stage_one``: stream once, hash, fall back to cmroot, write under
+the hidden temporary name, fsync). Tasks report what they staged; the driver publishes (rename, or
+the directory exchange of ``streamer.target.apply.swap``) only after every task reported success, so
+DESIGN invariant 3 holds unchanged. A verification failure (checksum, path) is a value a task
+returns, not an exception: retrying cannot fix it, and it halts the event's database as on the
+driver. Any other failure (I/O, a lost executor) fails the task, which Spark retries
+(``spark.task.maxFailures``); if the job still fails, the staged files of that copy are removed
+(they carry the copy's tag in their hidden names) and the event halts with the cause.
+
+The executors must reach the same filesystems as the driver (HDFS, S3, a shared mount) and import
+``streamer`` (``--py-files`` of the built wheel, or the Docker image; docs/deploy.md). The job's
+``--fs-option``/``--hdfs-driver`` settings travel with each copy (``_CopyConfig.fs``) and a task
+applies them before it opens a file, so an executor resolves every URL by the driver's rules (an
+s3 endpoint, the WebHDFS port). They travel inside the task, as Spark ships any closure: keep
+credentials in the executors' environment (AWS_* variables, instance roles) rather than in options.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import secrets
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streamer import metrics
+from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
+from streamer.events.model import FileRef
+from streamer.filesystems import FsSettings, configure, current_settings, url_to_fs
+from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, StagedFile
+from streamer.target.apply.paths import Root
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_BYTES = 256 << 20
+DEFAULT_MIN_FILES = 256
+_ERRORS: dict[str, type[ApplyError]] = {
+    "ApplyError": ApplyError,
+    "ChecksumMismatchError": ChecksumMismatchError,
+    "PathEscapeError": PathEscapeError,
+}
+
+
+@dataclass(frozen=True)
+class ExecutorCopy:
+    """When one copy (all files of one event's object) runs on executors: at ``min_bytes`` bytes
+    (sizes the event records) or ``min_files`` files, whichever comes first; 0 turns a bound off."""
+
+    min_bytes: int = DEFAULT_MIN_BYTES
+    min_files: int = DEFAULT_MIN_FILES
+
+    def wants(self, refs: Sequence[FileRef]) -> bool:
+        if self.min_files > 0 and len(refs) >= self.min_files:
+            return True
+        return self.min_bytes > 0 and sum(r.size or 0 for r in refs) >= self.min_bytes
+
+
+@dataclass(frozen=True)
+class StagedOnExecutor:
+    """What a task reports for one file (picklable; errors travel as type name and cause)."""
+
+    index: int
+    temp: str | None = None
+    size: int = 0
+    cm_fallback: bool = False
+    unverified: bool = False
+    skipped: bool = False
+    error_type: str | None = None
+    cause: str | None = None
+    obj: str | None = None
+    worker_pid: int = 0
+    executor_pid: int | None = None  # the JVM the Python worker serves
+    module: str = ""  # where the worker imported streamer from (--py-files, image, environment)
+
+
+@dataclass(frozen=True)
+class _CopyConfig:
+    """What every task of one executor copy needs besides its files (pickled into the tasks; its
+    repr masks secret-looking fs options, as ``FsSettings`` does)."""
+
+    chunk_size: int
+    roots: tuple[Root, ...]
+    tag: str
+    event_id: int | None
+    threads: int = 4  # files a task stages at once
+    # the driver's filesystem settings, applied on the executor before it opens a file
+    fs: FsSettings = field(default_factory=FsSettings)
+
+
+class SparkFileCopier(FileCopier):
+    """A ``FileCopier`` that hands copies above ``threshold`` to Spark executors."""
+
+    def __init__(
+        self,
+        spark_context: SparkContext,
+        threshold: ExecutorCopy | None = None,
+        *,
+        max_workers: int = 4,
+        chunk_size: int = 1 << 20,
+        roots: Sequence[Root] = (),
+        max_tasks: int | None = None,
+        fs_settings: FsSettings | None = None,
+    ) -> None:
+        super().__init__(max_workers=max_workers, chunk_size=chunk_size, roots=roots)
+        self.sc = spark_context
+        # the settings this (driver) process resolves URLs with, unless told otherwise
+        self.fs_settings = fs_settings if fs_settings is not None else current_settings()
+        self.threshold = threshold or ExecutorCopy()
+        self.max_tasks = max_tasks
+        self.last_run: list[StagedOnExecutor] = []  # the reports of the last executor copy
+
+    def _stage_files(self, files: list[StagedFile], event_id: int | None) -> None:
+        if not self.threshold.wants([f.ref for f in files]):
+            super()._stage_files(files, event_id)
+            return
+        started = time.monotonic()
+        config = _CopyConfig(self.chunk_size, tuple(self.roots), secrets.token_hex(4) + "-", event_id,
+                             threads=max(1, min(4, self.max_workers)), fs=self.fs_settings)
+        groups = _groups(files, self._tasks(len(files)))
+        items = [[(i, f.ref, f.final) for i, f in group] for group in groups]
+        try:
+            rdd = self.sc.parallelize(items, len(items))
+            results: list[StagedOnExecutor] = rdd.mapPartitions(
+                lambda part: stage_partition(config, part)
+            ).collect()
+        except Exception as exc:  # the job failed after Spark's retries: nothing of it may stay
+            _remove_tagged(files, config.tag)
+            cause = f"copy on Spark executors failed: {_first_line(exc)}"
+            raise ApplyError(cause, event_id=event_id) from exc
+        by_index = {r.index: r for r in results}
+        for i, f in enumerate(files):
+            r = by_index.get(i)
+            if r is None:
+                _remove_tagged(files, config.tag)
+                raise ApplyError(f"no executor task reported {f.final}", event_id=event_id, obj=f.final)
+            f.temp, f.size, f.cm_fallback = r.temp, r.size, r.cm_fallback
+            f.unverified, f.skipped = r.unverified, r.skipped
+        self.last_run = sorted(results, key=lambda r: r.index)
+        failed = next((r for r in self.last_run if r.error_type is not None), None)
+        if failed is not None:  # staged files are discarded by stage_all
+            kind = _ERRORS.get(failed.error_type or "", ApplyError)
+            raise kind(failed.cause or "copy failed", event_id=event_id, obj=failed.obj)
+        metrics.TARGET_EXECUTOR_FILES_COPIED.inc(len(files))
+        log.info(
+            "event %s: %d files (%d bytes) staged by %d Spark tasks in %.2f s; python workers %s, "
+            "executor JVMs %s; streamer from %s",
+            event_id, len(files), sum(r.size for r in results), len(items), time.monotonic() - started,
+            sorted({r.worker_pid for r in results}), sorted({r.executor_pid or 0 for r in results}),
+            sorted({r.module for r in results}),
+        )
+
+    def _tasks(self, n_files: int) -> int:
+        limit = self.max_tasks or max(1, self.sc.defaultParallelism) * 4
+        return max(1, min(n_files, limit))
+
+
+def stage_partition(
+    config: _CopyConfig, part: Iterable[list[tuple[int, FileRef, str]]]
+) -> Iterator[StagedOnExecutor]:
+    """The executor side: stage each file of the partition as the driver's copier would, a few at a
+    time. A failure other than a verification one fails the task (Spark retries it) after removing
+    what this attempt staged."""
+    use_fs_settings(config.fs)
+    copier = FileCopier(max_workers=1, chunk_size=config.chunk_size, roots=config.roots)
+    copier.temp_tag = config.tag
+    worker, executor, module = os.getpid(), _executor_jvm(), os.path.dirname(os.path.dirname(__file__))
+    items = [item for group in part for item in group]
+    staged: list[StagedFile] = []
+
+    def one(item: tuple[int, FileRef, str]) -> StagedOnExecutor:
+        index, ref, final = item
+        fs, path = url_to_fs(final)
+        f = StagedFile(ref=ref, final=final, fs=fs, path=path)
+        staged.append(f)
+        try:
+            copier._stage_one(f, config.event_id)
+        except ApplyError as exc:  # deterministic: report it, do not let Spark retry
+            return StagedOnExecutor(index, error_type=type(exc).__name__, cause=exc.cause, obj=exc.obj,
+                                    worker_pid=worker, executor_pid=executor, module=module)
+        return StagedOnExecutor(index, f.temp, f.size, f.cm_fallback, f.unverified, f.skipped,
+                                worker_pid=worker, executor_pid=executor, module=module)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(config.threads, len(items)))) as pool:
+            results = list(pool.map(one, items))
+    except BaseException:
+        Staged(staged).discard()
+        raise
+    yield from results
+
+
+def use_fs_settings(settings: FsSettings) -> None:
+    """Resolve URLs in this (executor) process as the driver does. A reused Python worker keeps the
+    settings of its previous task: configure (and log, masked) only when they differ."""
+    if current_settings() != settings:
+        configure(settings)
+
+
+def _groups(files: list[StagedFile], n: int) -> list[list[tuple[int, StagedFile]]]:
+    """``n`` groups of about equal bytes: largest first, each to the lightest group so far."""
+    groups: list[list[tuple[int, StagedFile]]] = [[] for _ in range(n)]
+    load = [0] * n
+    for i, f in sorted(enumerate(files), key=lambda p: -(p[1].ref.size or 0)):
+        g = load.index(min(load))
+        groups[g].append((i, f))
+        load[g] += max(1, f.ref.size or 0)
+    return [g for g in groups if g]
+
+
+def _remove_tagged(files: list[StagedFile], tag: str) -> None:
+    """Remove the staging files of one executor copy (tasks that succeeded before the job failed)."""
+    for f in files:
+        directory = posixpath.dirname(f.path)
+        pattern = posixpath.join(directory, f"{TMP_PREFIX}{posixpath.basename(f.path)}-{tag}*")
+        try:
+            for leftover in f.fs.glob(pattern):
+                f.fs.rm_file(leftover)
+        except OSError:
+            log.warning("could not remove staging files %s", pattern)
+        f.temp = None
+
+
+def _executor_jvm() -> int | None:
+    """The pid of the JVM whose Python worker this is (the nearest ``java`` ancestor), on Linux."""
+    pid = os.getppid()
+    for _ in range(6):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if cmdline.split(b"\0", 1)[0].endswith(b"java"):
+            return pid
+        pid = parent
+        if pid <= 1:
+            return None
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def executor_copier(spark: Any, min_bytes: int, min_files: int, max_workers: int) -> FileCopier:
+    """The job's copier: executors for large copies when a bound is set, else the driver pool."""
+    if min_bytes <= 0 and min_files <= 0:
+        return FileCopier(max_workers=max_workers)
+    return SparkFileCopier(spark.sparkContext, ExecutorCopy(min_bytes, min_files), max_workers=max_workers)
+
+
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
+
+
+def executor_conf(master: str) -> dict[str, str]:
+    """Spark settings a master needs from us. ``local-cluster[N,C,M]`` (N worker processes of C cores
+    and M MiB, each with an executor JVM: a real multi-process cluster on one machine) starts no
+    executor unless ``spark.executor.memory`` fits in M; executors inherit the driver's environment
+    (``PYSPARK_PYTHON``, ``PYTHONPATH``), so their Python workers import the same streamer."""
+    match = _LOCAL_CLUSTER.fullmatch(master.strip())
+    if match is None:
+        return {}
+    memory = int(match.group(3))
+    return {"spark.executor.memory": f"{max(256, memory * 3 // 4)}m"}

@@ -1,0 +1,196 @@
+"""Apply lanes: which planned steps may run concurrently, and which must wait. Pure.
+
+The planner (``streamer.target.apply.plan``) orders a micro-batch into steps; this module turns those steps
+into a schedule for the runner (``streamer.target.job.lane_runner``), according to the target's
+consistency mode:
+
+- ``global`` (the default, for read replicas): one lane. Steps run one after another in event-id
+  order, exactly as the sequential runner does; DESIGN invariant 2 holds across all databases.
+- ``database``: each source database is its own lane. A lane's steps run in event-id order; lanes
+  run concurrently over a pool of metastore connections. Prefix consistency then holds per
+  database (each database's visible state is the source's state of that database after some event
+  ``E_db``, and ``E_db`` only moves forward), not across databases: one database may show a later
+  source state than another.
+
+A step that touches several lanes is a *barrier* across them: it waits for every earlier step of
+each of its lanes, and every later step of those lanes waits for it. Barriers in ``database`` mode:
+
+- ``COMMIT_TXN``: the pseudo-database of transaction events (``plan.GLOBAL_DB``) plus every
+  database the transaction wrote to, so a transaction spanning databases becomes visible at once,
+  after every earlier event of those databases and before any later one (invariant 5);
+  ``ALLOC_WRITE_ID`` / ``ACID_WRITE`` also wait for the transaction lane, which opens the
+  transaction;
+- a table rename across databases: both databases;
+- a foreign key referencing another database: both databases;
+- external tables: a lane per source location as well, so two databases' tables sharing a
+  directory keep their order;
+- every bootstrap record and any other event without a database: a full barrier (all lanes). A
+  bootstrap resumes "after the last finished record", which is only true if records finish in order.
+
+Why this keeps invariant 4 (exactly-once effect): progress (``repl.last.id``) is kept per database
+and the transaction pseudo-database, and each of those is one lane, so a database's progress never
+passes a step of it that has not been applied; a barrier runs only after all earlier steps of its
+lanes ran, so a crash replays, per lane, a suffix of that lane.
+
+There is no ``table`` mode: progress is per database, so two lanes of one database could advance
+``repl.last.id`` past a step of the other lane that has not run yet, and a crash would then skip it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streamer.events.model import (
+    AcidWritePayload,
+    AddConstraintsPayload,
+    AlterTablePayload,
+    CommitTxnPayload,
+    CreateTablePayload,
+    DropTablePayload,
+    Event,
+    EventType,
+    InsertPayload,
+    TableSnapshot,
+)
+from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
+
+
+class Consistency(StrEnum):
+    """What readers of a target are promised (see the module docstring)."""
+
+    GLOBAL = "global"
+    DATABASE = "database"
+
+
+GUARANTEES: dict[Consistency, str] = {
+    Consistency.GLOBAL: "prefix consistency across all databases (one lane, event-id order)",
+    Consistency.DATABASE: (
+        "prefix consistency per database (a lane per database, applied concurrently); "
+        "databases may show different source event ids"
+    ),
+}
+
+ONE_LANE = "*"
+"""The only lane of ``global`` mode."""
+
+TXN_LANE = "txn:" + GLOBAL_DB
+"""The lane of transaction events (``OPEN_TXN`` ... ``COMMIT_TXN``), whose progress is one id."""
+
+_WRITES = frozenset({EventType.ALLOC_WRITE_ID, EventType.ACID_WRITE})
+_EXTERNAL = "EXTERNAL_TABLE"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A step with its lanes and the nodes (indices into ``Schedule.nodes``) it must wait for."""
+
+    step: Step
+    lanes: frozenset[str]
+    after: tuple[int, ...]
+    full_barrier: bool = False
+
+    @property
+    def barrier(self) -> bool:
+        return self.full_barrier or len(self.lanes) > 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    consistency: Consistency
+    nodes: tuple[Node, ...] = ()
+
+    @property
+    def lanes(self) -> frozenset[str]:
+        return frozenset(lane for n in self.nodes for lane in n.lanes)
+
+    @property
+    def barriers(self) -> tuple[int, ...]:
+        """Indices of the nodes that join lanes."""
+        return tuple(i for i, n in enumerate(self.nodes) if n.barrier)
+
+    def dependents(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, node in enumerate(self.nodes):
+            for j in node.after:
+                out[j].append(i)
+        return out
+
+
+def schedule(plan: Plan, consistency: Consistency | str = Consistency.GLOBAL) -> Schedule:
+    """The plan's steps with their lanes and dependencies (each step waits for the previous step of
+    each of its lanes, and for the last full barrier)."""
+    mode = Consistency(consistency)
+    last: dict[str, int] = {}
+    floor: int | None = None  # the last full barrier
+    nodes: list[Node] = []
+    for i, step in enumerate(plan.steps):
+        lanes, full = step_lanes(step, mode)
+        if full:
+            after = set(last.values())
+            if floor is not None:
+                after.add(floor)
+            last.clear()
+            floor = i
+        else:
+            after = {last[lane] for lane in lanes if lane in last}
+            if floor is not None and not after:
+                after.add(floor)  # earlier lanes' nodes already wait for it
+            for lane in lanes:
+                last[lane] = i
+        nodes.append(Node(step, lanes, tuple(sorted(after)), full))
+    return Schedule(mode, tuple(nodes))
+
+
+def step_lanes(step: Step, mode: Consistency) -> tuple[frozenset[str], bool]:
+    """(lanes of ``step``, whether it is a full barrier) in ``mode``."""
+    if mode is Consistency.GLOBAL:
+        return frozenset({ONE_LANE}), False
+    if step.kind is StepKind.BOOTSTRAP:
+        return frozenset({_db_lane(step.db)}), True
+    if step.db == GLOBAL_DB and not all(_is_txn(e) for e in step.events):
+        return frozenset({TXN_LANE}), True
+    lanes: set[str] = set()
+    for event in step.events:
+        lanes |= event_lanes(event)
+    return frozenset(lanes), False
+
+
+def event_lanes(event: Event) -> set[str]:
+    """The lanes one event touches in ``database`` mode."""
+    if _is_txn(event):
+        lanes = {TXN_LANE}
+        if isinstance(event.payload, CommitTxnPayload):
+            for write in event.payload.writes:
+                snap = write.table_snapshot
+                lanes.add(_db_lane(snap.db if snap is not None else write.db))
+        return lanes
+    lanes = {_db_lane(event.db or GLOBAL_DB)}
+    p = event.payload
+    if event.event_type in _WRITES or isinstance(p, AcidWritePayload):
+        lanes.add(TXN_LANE)
+    if isinstance(p, AlterTablePayload):
+        lanes |= {_db_lane(p.before.db), _db_lane(p.after.db)}
+        lanes |= _location_lanes(p.before) | _location_lanes(p.after)
+    elif isinstance(p, AddConstraintsPayload):
+        for c in p.constraints:
+            lanes.add(_db_lane(c.db))
+            if c.ref_db:
+                lanes.add(_db_lane(c.ref_db))
+    elif isinstance(p, CreateTablePayload | InsertPayload | DropTablePayload):
+        lanes |= _location_lanes(p.table)
+    return lanes
+
+
+def _is_txn(event: Event) -> bool:
+    return event.event_type in (EventType.OPEN_TXN, EventType.COMMIT_TXN, EventType.ABORT_TXN)
+
+
+def _db_lane(db: str) -> str:
+    return TXN_LANE if db == GLOBAL_DB else "db:" + db.lower()
+
+
+def _location_lanes(table: TableSnapshot | None) -> set[str]:
+    if table is None or table.table_type != _EXTERNAL or not table.sd.location:
+        return set()
+    return {"location:" + table.sd.location.rstrip("/")}

@@ -1,0 +1,45 @@
+"""The settings of one target job (``streamer target run``'s flags, validated there)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from streamer.metastore.transport import HmsAuth
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """Everything one target needs; see ``streamer target run --help`` for each setting."""
+
+    bootstrap_servers: str
+    topic: str
+    hms_uri: str
+    warehouse_root: str
+    state_dir: str
+    checkpoint_dir: str
+    source_id: str = "source"
+    external_base_dir: str | None = None
+    kafka_settings: Mapping[str, str] = field(default_factory=dict)
+    db_map: Mapping[str, str] = field(default_factory=dict)
+    allow_existing_db: bool = False
+    max_events_per_trigger: int = 5000
+    trigger_seconds: float = 0.5
+    kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
+    copy_workers: int = 8
+    external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.job.external_sync
+    external_source_prefix: str = "file://"
+    hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (metastore.transport)
+    verify_every: float = 0.0  # 0 = off; see streamer.target.dr.verify.VerifyLoop
+    until_event: int | None = None  # apply events up to this id, then stop (streamer.target.job.bounded)
+    mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
+    # database whose parameters publish the watermark (streamer.target.job.watermark); "" = metrics only,
+    # None = streamer_watermark_<source id>
+    watermark_db: str | None = None
+    # scaling out (streamer.target.job.lanes, streamer.target.job.executor_copy)
+    consistency: str = "global"  # global | database
+    apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes
+    executor_copy_min_bytes: int = 256 << 20  # a copy this large runs on Spark executors; 0 = never
+    executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
+    spark_master: str | None = None  # else SPARK_MASTER, else local[2] (spark-submit chooses its own)
+    py_files: tuple[str, ...] = ()  # zips shipped to executors (SparkContext.addPyFile), like --py-files

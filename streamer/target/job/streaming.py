@@ -1,0 +1,547 @@
+"""The target job: a Spark Structured Streaming query that applies a source's events in order.
+
+Kafka (``streamer_kafka`` data source, offsets in Spark's checkpoint) -> ``foreachBatch`` ->
+decode -> plan (pure) -> apply (catalog + files) -> progress. A micro-batch holds metadata events,
+which are small, so the batch is collected on the driver and applied there in event-id order;
+file copies fan out to a thread pool. Scaling out (docs/scaling.md): ``--consistency database``
+applies databases in parallel lanes (``streamer.target.job.lanes`` / ``parallel``), and large copies run
+as tasks on the executors (``streamer.target.job.executor_copy``).
+
+An event that cannot be applied halts its database at that event: the halt (with the Kafka offset
+of the event) is stored in the target state, the database's later events are held, and other
+databases go on. After ``streamer target retry`` the job re-reads the held range from Kafka.
+
+Before anything of a batch is applied, its records are checked against the event-id chain
+(``streamer.target.state.chain``): when records are missing from the topic (purged, or a recreated topic
+refilled past the checkpoint) the records before the break are applied, nothing after it is, the
+query stops and the job halts: ``streamer_target_data_loss`` = 1 on ``/metrics`` until the job is
+stopped, which then exits with ``EventChainError``. A restart finds the same break again (the
+checkpoint stays before it) until an operator rebuilds the target or runs ``reset-chain``.
+
+``until_event`` bounds the job (``streamer.target.job.bounded``): it applies events up to that id and
+stops without committing a batch that holds later ones. A failover (``streamer.target.dr.failover``)
+fences the job: it stops before its next batch and refuses to start again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamer import metrics
+from streamer.errors import EventChainError, StreamerError
+from streamer.events.codec import EventDeserializer
+from streamer.events.model import Event
+from streamer.metastore.catalog import Catalog
+from streamer.metastore.transport import HmsAuth
+from streamer.target.apply.applier import Applier
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import Plan, plan, step_db
+from streamer.target.dr.failover import JobLock, read_record, refuse_if_failed_over
+from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
+from streamer.target.job.lane_runner import LaneRunner
+from streamer.target.job.settings import TargetSettings
+from streamer.target.job.watermark import (
+    WatermarkPublisher,
+    compute,
+    default_watermark_db,
+)
+from streamer.target.state.chain import check_chain, read_anchor, write_anchor
+from streamer.target.state.state_file import TargetState
+from streamer.target.state.status import lag_events, read_progress, write_mode, write_progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streamer.target.dr.verify import VerifyLoop
+
+log = logging.getLogger(__name__)
+
+
+class BatchApplier:
+    """Applies micro-batches of encoded events; driver-side, so it may hold clients and state."""
+
+    def __init__(
+        self,
+        settings: TargetSettings,
+        catalog: Catalog,
+        *,
+        replay: Callable[[int, int], Iterable[tuple[int, bytes]]] | None = None,
+        on_applied: Callable[[Event, float], None] | None = None,
+        copier: FileCopier | None = None,
+        catalogs: Callable[[], Catalog] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.state = TargetState(settings.state_dir)
+        paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+        # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
+        self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
+        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
+        self.applier = Applier(
+            catalog,
+            copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+            paths,
+            settings.source_id,
+            db_map=dict(settings.db_map),
+            allow_existing_db=settings.allow_existing_db,
+            state=self.state,
+            mark_readonly=settings.mark_readonly,
+        )
+        self.applier.load_progress()
+        self.deserialize = EventDeserializer()
+        self._replay = replay
+        self._on_applied = on_applied
+        known, self._consumed = read_progress(settings.state_dir)
+        # db -> (event id, source time) of its last applied event; kept across restarts
+        self._applied_times: dict[str, tuple[int, int]] = {
+            db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
+        }
+        self.anchor = read_anchor(settings.state_dir)  # the last record consumed (the event chain)
+        self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
+        wm_name = settings.watermark_db
+        if wm_name is None:
+            wm_name = default_watermark_db(settings.source_id)
+        self.watermark = WatermarkPublisher(
+            catalog, wm_name or None, paths.database_location(wm_name) if wm_name else "", settings.source_id
+        )
+        self.watermark.prepare()
+        self.batches = 0  # micro-batches processed by this instance
+        self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
+        self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
+
+    def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
+        """Apply one batch of ``(offset, value)`` records; returns the plan that was executed.
+
+        Raises ``EventChainError`` (after applying the records before it) when the batch does not
+        continue the event chain, and on every batch after that."""
+        if self.chain_error is not None:
+            raise self.chain_error
+        started = time.monotonic()
+        refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
+        self._reload_state()
+        decoded = [(offset, self.deserialize(value)) for offset, value in records]
+        chain = check_chain(self.settings.topic, decoded, self.anchor)
+        if chain.error is not None:
+            self.chain_error = chain.error
+            metrics.TARGET_DATA_LOSS.set(1)
+            log.error("%s", chain.error)
+        # the halts as they stand (after a restart, or an operator's retry or skip), before any step:
+        # no metastore call when the record already says so
+        self._publish(self._consumed, halt=True)
+        offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
+        events = []
+        for offset, event in decoded[: chain.intact]:
+            offsets[event.event_id] = offset
+            events.append(event)
+        replayed, released = self._replays(min(offsets.values(), default=None), offsets)
+        events.extend(replayed)
+        bounded = split_at(events, self.settings.until_event)
+        the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
+        before = self._consumed
+        report = self.runner.run(
+            self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True)
+        )
+        for db, halt in report.halted.items():
+            if halt.event_id in offsets:
+                self.state.set_offset(db, offsets[halt.event_id])
+        for db in released:
+            self.state.replay_done(db)
+        applied = set(report.applied)
+        now = time.time()
+        for step in the_plan.steps:
+            if step.last_event_id in applied:
+                self._applied_times[step.db] = (step.last_event_id, step.last.source.event_time)
+                if self._on_applied is not None:
+                    for event in step.events:
+                        self._on_applied(event, now)
+        consumed = consumed_through(bounded, max(offsets, default=0), self.settings.until_event)
+        if report.applied or consumed > self._consumed:
+            self._consumed = max(self._consumed, consumed)
+            write_progress(self.settings.state_dir, self._applied_times, self._consumed)
+        self._publish(self._consumed)  # after every step of the batch (DESIGN invariant 2)
+        if the_plan.source_head is not None and self.applier.progress:
+            metrics.TARGET_LAG_EVENTS.set(
+                lag_events(the_plan.source_head, self.applier.progress, self._consumed, self._stuck())
+            )
+        if chain.anchor is not None and chain.anchor != self.anchor:
+            write_anchor(self.settings.state_dir, chain.anchor)
+            self.anchor = chain.anchor
+        metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
+        self.batches += 1
+        if chain.error is not None:
+            raise chain.error
+        if bounded.straddles:
+            assert self.settings.until_event is not None and bounded.first_held is not None
+            # the prefix is applied; raising keeps Spark from committing the batch (see bounded.py)
+            self.stopped_at_until = UntilReached(self.settings.until_event, bounded.first_held)
+            log.info("%s", self.stopped_at_until)
+            raise self.stopped_at_until
+        return the_plan
+
+    @property
+    def reached_until(self) -> bool:
+        """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
+        return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
+
+    def _stuck(self) -> set[str]:
+        """Databases that are halted or hold events to replay: replicated only through their own id."""
+        return set(self.state.halts()) | set(self.state.pending_replays())
+
+    def _publish(self, consumed: int, halt: bool = False) -> None:
+        """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
+        (at a ``halt`` mid-batch: the previous batch's, so that the halt is known before any later
+        step; failing to publish a halt stops the batch)."""
+        mark = compute(
+            self.applier.progress, consumed, self._stuck(), self.applier.target_db, self.settings.source_id,
+            consistency=self.settings.consistency,
+        )
+        self.watermark.publish(mark, required=halt)
+
+    def _reload_state(self) -> None:
+        """Operators retry/skip from another process (``streamer target retry``): read their changes."""
+        before = set(self.state.halts())
+        self.state = TargetState(self.settings.state_dir)
+        self.applier.state = self.state
+        for db in before - set(self.state.halts()):
+            metrics.TARGET_HALTED.labels(db=db).set(0)
+
+    def _replays(self, before_offset: int | None, offsets: dict[int, int]) -> tuple[list[Event], list[str]]:
+        """Held events of databases an operator released (retry/skip), re-read from the topic."""
+        halted = self.state.halts()
+        events: list[Event] = []
+        released: list[str] = []
+        for db, offset in self.state.pending_replays().items():
+            if db in halted or before_offset is None:
+                continue
+            released.append(db)
+            self.applier.load_progress()  # an operator skip advanced the database's progress
+            if self._replay is None or offset >= before_offset:
+                continue
+            log.info("re-reading held events of %s from offset %d", db, offset)
+            for event_offset, value in self._replay(offset, before_offset):
+                event = self.deserialize(value)
+                if step_db(event) == db:
+                    offsets[event.event_id] = event_offset
+                    events.append(event)
+        return events, released
+
+
+# --- Spark wiring ------------------------------------------------------------------------------
+
+
+def spark_kerberos_conf(auth: HmsAuth) -> dict[str, str]:
+    """Spark settings for a Kerberos metastore (Hive's own client keys).
+
+    Not ``spark.kerberos.keytab``: in local mode it makes Spark's token manager log in before the
+    JVM knows ``KRB5_CONFIG`` (a failed login logged at start); ``_jvm_kerberos_login`` logs in.
+    Under spark-submit on a cluster manager, pass ``--principal``/``--keytab`` as Spark documents.
+    """
+    if not auth.kerberos:
+        return {}
+    assert auth.principal is not None  # checked by HmsAuth
+    return {
+        "spark.hadoop.hive.metastore.sasl.enabled": "true",
+        "spark.hadoop.hive.metastore.kerberos.principal": auth.principal,
+        # Hadoop's UserGroupInformation hands Kerberos credentials to the metastore client only
+        # when security is on; it then reads the ticket cache or logs in from the keytab, and
+        # renews a keytab login before its ticket expires.
+        "spark.hadoop.hadoop.security.authentication": "kerberos",
+        "spark.hadoop.hadoop.kerberos.keytab.login.autorenewal.enabled": "true",
+    }
+
+
+def _jvm_kerberos_login(spark: SparkSession, auth: HmsAuth) -> None:
+    """Log the driver's JVM in before its Hive client first connects.
+
+    Hadoop's ``UserGroupInformation`` reads its own configuration (core-site.xml), not Spark's
+    ``spark.hadoop.*``, so in a driver PySpark started itself security stays off and spark-submit's
+    keytab login is skipped silently: the metastore client then has no Kerberos credentials. Java
+    also ignores ``KRB5_CONFIG``; it is handed over as ``java.security.krb5.conf``.
+    """
+    jvm: Any = spark.sparkContext._jvm
+    system = jvm.java.lang.System
+    krb5_config = os.environ.get("KRB5_CONFIG")
+    if krb5_config and system.getProperty("java.security.krb5.conf") is None:
+        system.setProperty("java.security.krb5.conf", krb5_config)
+        # Spark has read the default krb5.conf already; Spark opens this package to reflection
+        jvm.sun.security.krb5.Config.refresh()
+    ugi = jvm.org.apache.hadoop.security.UserGroupInformation
+    ugi.setConfiguration(spark.sparkContext._jsc.hadoopConfiguration())
+    if auth.client_keytab and auth.client_principal:
+        ugi.loginUserFromKeytab(auth.client_principal, os.path.abspath(auth.client_keytab))
+    log.info("Spark's metastore client authenticates as %s", ugi.getLoginUser().getUserName())
+
+
+def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -> SparkSession:
+    """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
+    from pyspark.sql import SparkSession
+
+    from streamer.target.job.executor_copy import executor_conf
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    kerberos = spark_kerberos_conf(settings.hms_auth)
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.hadoop.hive.metastore.uris", settings.hms_uri)
+        .config("spark.sql.warehouse.dir", settings.warehouse_root)
+        .config("spark.sql.catalogImplementation", "hive")
+    )
+    for key, value in kerberos.items():
+        builder = builder.config(key, value)
+    # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = settings.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
+        builder = builder.master(master)
+        for key, value in executor_conf(master).items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if kerberos:
+        _jvm_kerberos_login(spark, settings.hms_auth)
+    return spark
+
+
+def start_query(
+    spark: SparkSession, settings: TargetSettings, batch_applier: BatchApplier
+) -> StreamingQuery:
+    """Start the streaming query; the caller owns it (awaitTermination / stop)."""
+    from streamer.kafka.spark_source import register
+
+    register(spark)
+    _choose_checkpoint_manager(spark, settings.checkpoint_dir)
+    reader = (
+        spark.readStream.format("streamer_kafka")
+        .option("bootstrap.servers", settings.bootstrap_servers)
+        .option("topic", settings.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxEventsPerTrigger", str(settings.max_events_per_trigger))
+        .option("reader", settings.kafka_reader)
+        .option("waitMs", str(round(settings.trigger_seconds * 1000)))
+    )
+    for key, value in settings.kafka_settings.items():
+        reader = reader.option(f"kafka.{key}", value)
+    stream = reader.load()
+
+    def on_batch(df: DataFrame, batch_id: int) -> None:
+        rows = df.select("offset", "value").collect()
+        records = sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
+        if records:
+            with batch_applier.lock:
+                batch_applier.process(records)
+
+    return (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", settings.checkpoint_dir)
+        .trigger(processingTime=f"{trigger_interval(settings)} seconds")
+        .queryName(f"streamer-target-{settings.source_id}")
+        .start()
+    )
+
+
+def _choose_checkpoint_manager(spark: SparkSession, checkpoint_dir: str) -> None:
+    """The cheapest safe checkpoint file manager this Spark has, unless the user chose one."""
+    from streamer.target.job.checkpoint import CHECKPOINT_MANAGER_CONF, manager_for
+
+    jvm: Any = spark.sparkContext._jvm
+
+    def available(name: str) -> bool:
+        try:
+            jvm.java.lang.Class.forName(name)
+        except Exception:  # py4j wraps ClassNotFoundException: another Spark version
+            return False
+        return True
+
+    current = spark.conf.get(CHECKPOINT_MANAGER_CONF, None)
+    wanted = manager_for(checkpoint_dir, current, available)
+    if wanted == current:
+        return
+    if wanted is None:
+        spark.conf.unset(CHECKPOINT_MANAGER_CONF)
+    else:
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, wanted)
+    log.info("checkpoint %s: written through %s", checkpoint_dir, wanted or "Spark's default manager")
+
+
+def trigger_interval(settings: TargetSettings) -> float:
+    """Spark's trigger interval. The driver reader waits up to ``trigger_seconds`` for records
+    inside a trigger and returns as soon as one arrives, so triggers run back to back (interval 0):
+    a record never waits for the next interval. The task reader polls every ``trigger_seconds``."""
+    return 0.0 if settings.kafka_reader == "driver" else settings.trigger_seconds
+
+
+def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:
+    """Re-reads a range of the topic (held events of a retried database) outside Spark."""
+    from confluent_kafka import Consumer
+
+    from streamer.kafka.topics import iter_range
+
+    def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": settings.bootstrap_servers,
+                "group.id": f"streamer-replay-{settings.source_id}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "error",
+                **settings.kafka_settings,
+            }
+        )
+        try:
+            for msg in iter_range(consumer, settings.topic, 0, start, end):
+                yield int(msg.offset() or 0), bytes(msg.value() or b"")
+        finally:
+            consumer.close()
+
+    return replay
+
+
+def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
+    """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
+    ``settings.until_event``, or the target was failed over); returns why it stopped."""
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    refuse_if_failed_over(settings.state_dir)
+    with JobLock(settings.state_dir).held(what=" (two target jobs must not share a state dir)"):
+        return _run(settings, until)
+
+
+FAILED_OVER = "failed over: this target no longer applies events"
+
+
+def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
+    from pyspark.errors import StreamingQueryException
+
+    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.target.job.executor_copy import executor_copier
+    from streamer.target.job.external_sync import start_background
+
+    spark = spark_session(settings)
+    for py_file in settings.py_files:
+        spark.sparkContext.addPyFile(py_file)
+    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    batch_applier = BatchApplier(
+        settings, catalog, replay=kafka_replay(settings),
+        copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
+                               settings.copy_workers),
+        catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),
+    )
+    query = start_query(spark, settings, batch_applier)
+    log.info("target job started: topic %s -> %s, consistency %s", settings.topic, settings.hms_uri,
+             settings.consistency)
+    external_sync = start_background(settings, batch_applier.lock)
+    verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
+    stopped = "stopped"
+    try:
+        failure: str | None = None
+        try:
+            while query.isActive:
+                if until is not None and until():
+                    break
+                if batch_applier.reached_until:
+                    stopped = f"reached --until-event {settings.until_event}"
+                    break
+                if read_record(settings.state_dir) is not None:
+                    stopped = FAILED_OVER
+                    break
+                query.awaitTermination(1)
+            exc: Any = query.exception()
+            failure = None if exc is None else str(exc)
+        except StreamingQueryException as raised:  # awaitTermination raises the query's failure
+            failure = str(raised)
+        if batch_applier.chain_error is not None:
+            _halt_on_data_loss(batch_applier.chain_error, until)
+        if failure is not None and batch_applier.stopped_at_until is not None:
+            stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
+        elif failure is not None and read_record(settings.state_dir) is not None:
+            stopped = FAILED_OVER
+        elif failure is not None:
+            raise query_failure(settings, failure)
+        log.info("target job %s", stopped)
+        return stopped
+    finally:
+        if verifier is not None:
+            verifier.stop()
+        if external_sync is not None:
+            external_sync.stop()
+        query.stop()
+        catalog.close()
+        batch_applier.runner.close()
+
+
+def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyLoop:
+    """Continuous verification in this process, between micro-batches (``--verify-every``)."""
+    from streamer.target.dr.verify import VerifyLoop, VerifySettings
+
+    verify_settings = VerifySettings(
+        hms_uri=settings.hms_uri,
+        state_dir=settings.state_dir,
+        bootstrap_servers=settings.bootstrap_servers,
+        topic=settings.topic,
+        source_id=settings.source_id,
+        kafka_settings=dict(settings.kafka_settings),
+        db_map=dict(settings.db_map),
+        warehouse_root=settings.warehouse_root,
+        external_base_dir=settings.external_base_dir,
+        hms_auth=settings.hms_auth,
+    )
+    return VerifyLoop(verify_settings, settings.verify_every, lock).start()
+
+
+def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None) -> None:
+    """Stay up, applying nothing, so that ``/metrics`` keeps showing ``streamer_target_data_loss`` 1
+    (an exited job shows nothing); then fail with the error. Stopped by SIGTERM/SIGINT or ``until``."""
+    log.error("target halted on data loss; nothing more is read or applied, /metrics stays up until the "
+              "job is stopped: %s", error)
+    while until is None or not until():
+        time.sleep(1.0)
+    raise error
+
+
+def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
+    """The error a failed query stops the job with. Records the checkpoint points at that the topic
+    no longer holds (a recreated topic, a broker that lost its data) make it ``DataLossError``, also
+    when Spark reports something else first (a Python source worker that died while the broker was
+    away): the operator must see the loss, not a transport error."""
+    from streamer.errors import DataLossError
+    from streamer.kafka.errors import KafkaClientError
+    from streamer.kafka.spark_source import checked_watermarks
+    from streamer.kafka.spark_source_options import check_start
+    from streamer.target.job.checkpoint import resume_offset
+
+    kind = DataLossError if "DataLossError" in failure else StreamerError
+    if kind is DataLossError:
+        metrics.TARGET_DATA_LOSS.set(1)
+    generic = kind(f"target query failed: {failure}")
+    offset = resume_offset(settings.checkpoint_dir)
+    if offset is None or offset.get("topic") != settings.topic:
+        return generic
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
+        "enable.auto.commit": False, **settings.kafka_settings,
+    })
+    partition = int(offset.get("partition", 0))
+    try:
+        start = int(offset["offset"])
+        marks = checked_watermarks(consumer, settings.topic, partition, start)
+        check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
+    except DataLossError as loss:
+        first_line = failure.strip().splitlines()[0] if failure.strip() else failure
+        metrics.TARGET_DATA_LOSS.set(1)
+        return DataLossError(f"{loss} (the query failed with: {first_line})")
+    except KafkaClientError as unreachable:
+        log.warning("could not check the topic after the query failed: %s", unreachable)
+    finally:
+        consumer.close()
+    return generic
+

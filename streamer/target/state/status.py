@@ -1,0 +1,179 @@
+"""What ``streamer status`` reports, gathered from the target catalog, target state and the topic.
+
+Lag in events is the source head minus how far a database has been replicated; lag in seconds is
+event-time lag: the source time of the head minus the source time of the last applied event (0 when
+caught up). A database's own last event is often far behind the head (other databases' events,
+transaction markers, a quiet database), so a database that is not halted counts as replicated up to
+the newest event the job has consumed: every event of it up to there has been applied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.target.state.state_file import TargetState
+
+if TYPE_CHECKING:
+    from streamer.metastore.transport import HmsAuth
+
+PROGRESS_FILE = "progress.json"
+
+
+def write_progress(
+    state_dir: str | Path, applied: Mapping[str, tuple[int, int]], consumed_event_id: int = 0
+) -> None:
+    """Record per database the last applied (event id, source event time) and the newest event id
+    the job has consumed; replaced atomically."""
+    path = Path(state_dir) / PROGRESS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    body = {
+        "databases": {db: {"event_id": i, "event_time": t} for db, (i, t) in sorted(applied.items())},
+        "consumed_event_id": consumed_event_id,
+    }
+    tmp.write_text(json.dumps(body), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_progress(state_dir: str | Path) -> tuple[dict[str, dict[str, int]], int]:
+    """(per database {event_id, event_time}, consumed event id); files of older versions held only
+    the per-database part."""
+    try:
+        data = json.loads((Path(state_dir) / PROGRESS_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}, 0
+    if not isinstance(data, dict):
+        return {}, 0
+    if isinstance(data.get("databases"), dict):
+        return data["databases"], int(data.get("consumed_event_id") or 0)
+    return data, 0
+
+
+def replicated_through(
+    applied: Mapping[str, int], consumed_event_id: int, stuck: Collection[str]
+) -> dict[str, int]:
+    """Per database, the event id it is replicated up to: its own last applied id if it is ``stuck``
+    (halted, or held events not yet re-applied), else also everything the job consumed."""
+    return {db: i if db in stuck else max(i, consumed_event_id) for db, i in applied.items()}
+
+
+def lag_events(head: int, applied: Mapping[str, int], consumed_event_id: int, stuck: Collection[str]) -> int:
+    """Events the furthest-behind database still has to see (0 with nothing replicated)."""
+    through = replicated_through(applied, consumed_event_id, stuck)
+    return max(0, head - min(through.values())) if through else 0
+
+
+def source_head(config: Mapping[str, Any], topic: str) -> tuple[int, int] | None:
+    """(newest source event id, its source time) from the last record of the topic."""
+    from streamer.events.codec import EventDeserializer
+    from streamer.events.model import ProgressPayload
+    from streamer.kafka.topics import read_tail
+
+    tail = read_tail(config, topic, n=1)
+    if not tail or tail[0].value is None:
+        return None
+    event = EventDeserializer()(tail[0].value)
+    if isinstance(event.payload, ProgressPayload):
+        return max(event.payload.source_head_event_id, event.event_id), event.source.event_time
+    return event.event_id, event.source.event_time
+
+
+def collect_status(
+    hms_uri: str,
+    state_dir: str | Path,
+    head: tuple[int, int] | None,
+    now: float,
+    auth: HmsAuth | None = None,
+) -> list[dict[str, Any]]:
+    from streamer.metastore.thrift_catalog import HmsCatalog
+
+    state = TargetState(state_dir)
+    halts = state.halts()
+    progress, consumed = read_progress(state_dir)
+    stuck = set(halts) | set(state.pending_replays())
+    catalog = HmsCatalog(hms_uri, auth=auth)
+    rows: list[dict[str, Any]] = []
+    try:
+        for name in sorted(catalog.list_databases()):
+            db = catalog.get_database(name)
+            if db is None or REPL_SOURCE_PARAM not in db.parameters:
+                continue
+            applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
+            through = replicated_through({name: applied}, consumed, stuck)[name]
+            rows.append(_row(name, applied, through, head, progress.get(name), halts.get(name)))
+        for name, halt in halts.items():
+            if all(r["db"] != name for r in rows):
+                applied = state.applied().get(name, 0)
+                rows.append(_row(name, applied, applied, head, progress.get(name), halt))
+    finally:
+        catalog.close()
+    return rows
+
+
+def _row(
+    db: str,
+    applied: int,
+    through: int,
+    head: tuple[int, int] | None,
+    progress: Mapping[str, int] | None,
+    halt: Any,
+) -> dict[str, Any]:
+    behind = max(0, head[0] - through) if head else None
+    lag_seconds: float | None = None
+    if head is not None:
+        if behind == 0:
+            lag_seconds = 0.0
+        elif progress is not None:
+            lag_seconds = float(max(0, head[1] - int(progress.get("event_time", 0))))
+    return {
+        "db": db,
+        "last_applied_event_id": applied,
+        "source_head_event_id": head[0] if head else None,
+        "replicated_through_event_id": through,
+        "lag_events": behind,
+        "lag_seconds": lag_seconds,
+        "halted": (
+            {"event_id": halt.event_id, "event_type": halt.event_type, "object": halt.object,
+             "cause": halt.cause, "since": halt.time}
+            if halt is not None else None
+        ),
+    }
+
+
+MODE_FILE = "job-mode.json"
+
+
+def write_mode(state_dir: str | Path, consistency: str, lanes: int) -> None:
+    """Record the consistency mode the job runs in, for ``streamer status`` (readers must know
+    whether prefix consistency holds across databases or per database)."""
+    path = Path(state_dir) / MODE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"consistency": consistency, "apply_lanes": lanes}), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_mode(state_dir: str | Path) -> dict[str, Any]:
+    """The recorded mode; ``global`` for a job that never recorded one (older versions)."""
+    try:
+        data = json.loads((Path(state_dir) / MODE_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return {"consistency": str(data.get("consistency", "global")), "apply_lanes": data.get("apply_lanes")}
+
+
+def source_head_from_options(
+    bootstrap_servers: str, kafka_setting: tuple[str, ...], topic: str | None, source_id: str
+) -> tuple[int, int] | None:
+    """The source head the topic announced (``source_head``), from a command's Kafka options."""
+    from streamer.kafka.naming import topic_or_default
+    from streamer.kafka.settings import config_from_options
+
+    config = config_from_options(bootstrap_servers, kafka_setting)
+    return source_head(config, topic_or_default(topic, source_id))

@@ -1,0 +1,333 @@
+"""Visibility of ACID replicas on a target: which write ids of which table are committed.
+
+Hive decides what a reader of a transactional table sees from the set of committed write ids, never
+from the files alone: ``delta_W_W_S`` directories of aborted or open writes sit next to committed
+ones. The target metastore here is Hive 2.3, which has no write ids, so the target keeps that set
+itself, for every ACID table, in ONE file under the warehouse root (``VISIBILITY_PATH``). One file,
+replaced atomically (temp, fsync, rename), is what makes a COMMIT_TXN visible across all its tables
+at once (DESIGN invariant 5); ``streamer.target.table_reader`` reads it.
+
+The same file maps source transaction ids to target ones (a local sequence: Hive 2.3 has no
+transaction manager we could open transactions in), per source id. Write ids are kept as the
+source's.
+
+Hive 2.3 also refuses ``transactional=true`` on a table that is not bucketed ORC, so on the target a
+table's ``transactional`` and ``transactional_properties`` parameters are kept under streamer-owned
+keys (``ACID_PARAM``, ``ACID_PROPERTIES_PARAM``) and never sent to the metastore under Hive's names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+
+from streamer import metrics
+from streamer.errors import StreamerError
+from streamer.filesystems import url_to_fs
+
+VISIBILITY_PATH = "_streamer/acid/visible.json"
+ACID_PARAM = "streamer.acid.transactional"
+ACID_PROPERTIES_PARAM = "streamer.acid.transactional_properties"
+_HIVE_TO_TARGET = {"transactional": ACID_PARAM, "transactional_properties": ACID_PROPERTIES_PARAM}
+FORMAT_VERSION = 1
+MAX_FINISHED_TXNS = 1000
+"""Finished transactions remembered per source (replays older than that are filtered by progress)."""
+
+
+class AcidStateError(StreamerError):
+    """The visibility file is unreadable or malformed; the message names the file."""
+
+
+# --- table parameters ----------------------------------------------------------------------------
+
+
+def target_parameters(params: Mapping[str, str]) -> dict[str, str]:
+    """Source table parameters as stored on the target: Hive's ACID keys moved to streamer's keys."""
+    out: dict[str, str] = {}
+    moved: dict[str, str] = {}
+    for key, value in params.items():
+        target_key = _HIVE_TO_TARGET.get(key.lower())
+        if target_key is None:
+            out[key] = value
+        else:
+            moved[target_key] = value
+    out.update(moved)  # the source's values win over stale streamer keys
+    return out
+
+
+def source_parameters(params: Mapping[str, str]) -> dict[str, str]:
+    """The inverse of ``target_parameters``: what the source had (for comparing replica and source)."""
+    back = {v: k for k, v in _HIVE_TO_TARGET.items()}
+    out = {k: v for k, v in params.items() if k not in back}
+    out.update({back[k]: v for k, v in params.items() if k in back})
+    return out
+
+
+def is_acid_replica(params: Mapping[str, str]) -> bool:
+    """True for a target table that replicates a transactional source table."""
+    return params.get(ACID_PARAM, "").lower() == "true"
+
+
+def table_key(db: str, table: str) -> str:
+    return f"{db.lower()}.{table.lower()}"
+
+
+# --- write-id sets ---------------------------------------------------------------------------------
+
+
+def to_ranges(ids: Iterable[int]) -> list[list[int]]:
+    """Sorted ids as inclusive ``[lo, hi]`` runs: committed write ids are dense with few holes."""
+    out: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if out and out[-1][1] + 1 == i:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def from_ranges(ranges: Iterable[Iterable[int]]) -> frozenset[int]:
+    ids: set[int] = set()
+    for pair in ranges:
+        lo, hi = (int(x) for x in pair)
+        if lo > hi:
+            raise ValueError(f"range [{lo}, {hi}] is reversed")
+        ids.update(range(lo, hi + 1))
+    return frozenset(ids)
+
+
+# --- the visibility state (pure) -------------------------------------------------------------------
+
+
+class TxnState(StrEnum):
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class Txn:
+    """A source transaction as the target knows it; ``pending_bytes`` sums ACID_WRITE sizes seen."""
+
+    target_id: int
+    state: TxnState = TxnState.OPEN
+    pending_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Committed write ids per table (``db.table``, target names) and the transaction map.
+
+    Every transition returns a new value; applying one twice gives the value of applying it once.
+    """
+
+    tables: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    txns: Mapping[str, Mapping[int, Txn]] = field(default_factory=dict)  # source id -> source txn id
+    next_txn: int = 1
+
+    # --- reading ---
+    def write_ids(self, key: str) -> list[int]:
+        return sorted(self.tables.get(key.lower(), frozenset()))
+
+    def txn(self, source: str, txn_id: int) -> Txn | None:
+        return self.txns.get(source, {}).get(txn_id)
+
+    def open_count(self) -> int:
+        return sum(t.state is TxnState.OPEN for txns in self.txns.values() for t in txns.values())
+
+    # --- transactions ---
+    def opened(self, source: str, txn_ids: Iterable[int]) -> Visibility:
+        """Map each source txn to the next target id; an already-mapped txn keeps its mapping."""
+        known = dict(self.txns.get(source, {}))
+        next_txn = self.next_txn
+        for txn_id in txn_ids:
+            if txn_id not in known:
+                known[txn_id] = Txn(next_txn)
+                next_txn += 1
+        return self._with_txns(source, known, next_txn)
+
+    def committed(self, source: str, txn_id: int, writes: Mapping[str, Iterable[int]]) -> Visibility:
+        """The txn's write ids become visible (set union), all tables in this one value."""
+        state = self.opened(source, [txn_id])
+        tables = dict(state.tables)
+        for key, ids in writes.items():
+            tables[key.lower()] = tables.get(key.lower(), frozenset()) | frozenset(ids)
+        known = dict(state.txns[source])
+        known[txn_id] = replace(known[txn_id], state=TxnState.COMMITTED, pending_bytes=0)
+        return replace(state, tables=tables)._with_txns(source, known, state.next_txn)
+
+    def aborted(self, source: str, txn_id: int) -> Visibility:
+        known = dict(self.txns.get(source, {}))
+        txn = known.get(txn_id)
+        if txn is None or txn.state is not TxnState.OPEN:
+            return self
+        known[txn_id] = replace(txn, state=TxnState.ABORTED, pending_bytes=0)
+        return self._with_txns(source, known, self.next_txn)
+
+    def noted_bytes(self, source: str, txn_id: int, size: int) -> Visibility:
+        """Remember bytes an open txn wrote (ACID_WRITE), so an abort can count them as skipped."""
+        state = self.opened(source, [txn_id])
+        known = dict(state.txns[source])
+        txn = known[txn_id]
+        if txn.state is not TxnState.OPEN or size <= 0:
+            return state
+        known[txn_id] = replace(txn, pending_bytes=txn.pending_bytes + size)
+        return state._with_txns(source, known, state.next_txn)
+
+    def _with_txns(self, source: str, known: dict[int, Txn], next_txn: int) -> Visibility:
+        finished = sorted(
+            (t.target_id, s) for s, t in known.items() if t.state is not TxnState.OPEN
+        )
+        for _, txn_id in finished[: max(0, len(finished) - MAX_FINISHED_TXNS)]:
+            del known[txn_id]
+        return replace(self, txns={**self.txns, source: known}, next_txn=next_txn)
+
+    # --- tables ---
+    def reset_table(self, key: str) -> Visibility:
+        """Forget a table: a (re)created table starts with no committed write ids, as Hive's do."""
+        if key.lower() not in self.tables:
+            return self
+        tables = dict(self.tables)
+        del tables[key.lower()]
+        return replace(self, tables=tables)
+
+    def copy_table(self, old: str, new: str) -> Visibility:
+        """A renamed table keeps its write ids under its new name (replacing what was there)."""
+        ids = self.tables.get(old.lower())
+        if ids is None or self.tables.get(new.lower()) == ids:
+            return self
+        return replace(self, tables={**self.tables, new.lower(): ids})
+
+    # --- wire form ---
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": FORMAT_VERSION,
+            "next_txn": self.next_txn,
+            "tables": {k: to_ranges(v) for k, v in sorted(self.tables.items())},
+            "txns": {
+                source: {
+                    str(txn_id): {
+                        "target": t.target_id,
+                        "state": t.state.value,
+                        "pending_bytes": t.pending_bytes,
+                    }
+                    for txn_id, t in sorted(txns.items())
+                }
+                for source, txns in sorted(self.txns.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Visibility:
+        version = raw.get("version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"format version {version!r}, expected {FORMAT_VERSION}")
+        tables = {str(k): from_ranges(v) for k, v in raw.get("tables", {}).items()}
+        txns = {
+            str(source): {
+                int(txn_id): Txn(int(t["target"]), TxnState(t["state"]), int(t.get("pending_bytes", 0)))
+                for txn_id, t in entries.items()
+            }
+            for source, entries in raw.get("txns", {}).items()
+        }
+        return cls(tables=tables, txns=txns, next_txn=int(raw["next_txn"]))
+
+
+# --- the file ------------------------------------------------------------------------------------
+
+
+def visibility_url(warehouse_root: str) -> str:
+    return warehouse_root.rstrip("/") + "/" + VISIBILITY_PATH
+
+
+def load_visibility(warehouse_root: str) -> Visibility:
+    """The current visibility of a target (empty when nothing was ever committed); never partial."""
+    url = visibility_url(warehouse_root)
+    fs, path = url_to_fs(url)
+    try:
+        with fs.open(path, "rb") as fh:
+            raw = json.loads(fh.read().decode("utf-8"))
+    except FileNotFoundError:
+        return Visibility()
+    except (OSError, ValueError) as exc:
+        raise AcidStateError(f"cannot read ACID visibility file {url}: {exc}") from exc
+    try:
+        return Visibility.from_json(raw)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise AcidStateError(f"ACID visibility file {url} is malformed: {exc}") from exc
+
+
+def visible_write_ids(warehouse_root: str, db: str, table: str) -> list[int]:
+    """Committed write ids of the ACID replica ``db.table`` (target names), ascending."""
+    return load_visibility(warehouse_root).write_ids(table_key(db, table))
+
+
+class VisibilityStore:
+    """The durable visibility file of one target; ``update`` replaces it atomically."""
+
+    def __init__(self, warehouse_root: str) -> None:
+        self.url = visibility_url(warehouse_root)
+        self.warehouse_root = warehouse_root
+        self._lock = threading.Lock()
+        self._current: Visibility | None = None
+
+    def current(self) -> Visibility:
+        with self._lock:
+            return self._load()
+
+    def update(self, change: Callable[[Visibility], Visibility]) -> Visibility:
+        """Apply a pure transition and persist it; an unchanged state writes nothing."""
+        with self._lock:
+            before = self._load()
+            after = change(before)
+            if after != before:
+                self._save(after)
+                self._current = after
+        metrics.TARGET_OPEN_TXNS.set(after.open_count())
+        return after
+
+    def _load(self) -> Visibility:
+        if self._current is None:
+            self._current = load_visibility(self.warehouse_root)
+            metrics.TARGET_OPEN_TXNS.set(self._current.open_count())
+        return self._current
+
+    def _save(self, state: Visibility) -> None:
+        data = (json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
+        fs, path = url_to_fs(self.url)
+        directory = posixpath.dirname(path)
+        tmp = posixpath.join(directory, f".visible.json.{secrets.token_hex(6)}")
+        try:
+            fs.makedirs(directory, exist_ok=True)
+            if isinstance(fs, LocalFileSystem):
+                _write_local(tmp, path, data)
+            else:  # object stores: the move is as atomic as the store makes it
+                fs.pipe_file(tmp, data)
+                fs.mv(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fs.rm_file(tmp)
+            raise AcidStateError(f"cannot write ACID visibility file {self.url}: {exc}") from exc
+
+
+def _write_local(tmp: str, path: str, data: bytes) -> None:
+    with open(tmp, "xb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

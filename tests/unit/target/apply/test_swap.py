@@ -1,0 +1,155 @@
+"""Atomic publish of an INSERT's files by exchanging directories (real files, real renameat2)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from streamer.errors import PathEscapeError
+from streamer.target.apply import swap
+from streamer.target.apply.files import FileCopier, Staged, clear_dir
+from streamer.target.apply.paths import Root
+from streamer.target.apply.swap import OLD_INFIX, SWAP_INFIX, publish_swapped, supports_exchange
+from tests.unit.target.builders import write_source_file
+
+
+@pytest.fixture
+def dst(tmp_path: Path) -> Path:
+    if not supports_exchange(str(tmp_path)):
+        pytest.skip("this filesystem has no RENAME_EXCHANGE")
+    out = tmp_path / "dst"
+    out.mkdir()
+    return out
+
+
+def _stage(src: Path, dst: Path, directory: Path, files: dict[str, bytes]) -> Staged:
+    refs = [write_source_file(src, name, body) for name, body in files.items()]
+    copier = FileCopier(max_workers=2, roots=[Root.parse(str(dst))])
+    return copier.stage_all(refs, lambda r: str(directory))
+
+
+def _names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir() if OLD_INFIX not in p.name}
+
+
+def test_insert_adds_files_and_keeps_the_others_as_the_same_inodes(tmp_path: Path, dst: Path) -> None:
+    part = dst / "t" / "dt=1"
+    part.mkdir(parents=True)
+    (part / "old").write_bytes(b"old")
+    (part / ".hidden").write_bytes(b"h")
+    inode = (part / "old").stat().st_ino
+    staged = _stage(tmp_path / "src", dst, part, {"new": b"new"})
+    report = publish_swapped(staged, str(part), replace=False, roots=[Root.parse(str(dst))], event_id=7)
+    assert report is not None and report.files == 1
+    assert _names(part) == {"old", "new", ".hidden"}
+    assert (part / "old").stat().st_ino == inode, "kept files are linked, not copied"
+    assert _names(dst / "t") == {"dt=1"}, "the old tree is set aside"
+
+
+def test_overwrite_keeps_only_the_new_files_and_hidden_entries(tmp_path: Path, dst: Path) -> None:
+    table = dst / "t"
+    (table / "sub").mkdir(parents=True)
+    (table / "sub" / "x").write_bytes(b"x")
+    (table / "old").write_bytes(b"old")
+    (table / "_SUCCESS").write_bytes(b"")
+    staged = _stage(tmp_path / "src", dst, table, {"new1": b"1", "new2": b"2"})
+    assert publish_swapped(staged, str(table), replace=True, roots=[Root.parse(str(dst))], event_id=8)
+    assert _names(table) == {"new1", "new2", "_SUCCESS"}
+
+
+def test_a_new_directory_appears_whole_and_a_crash_leftover_is_replaced(tmp_path: Path, dst: Path) -> None:
+    table = dst / "t"
+    table.mkdir()
+    leftover = table / f".dt=2{SWAP_INFIX}9"
+    leftover.mkdir()
+    (leftover / "junk").write_bytes(b"j")
+    part = table / "dt=2"
+    staged = _stage(tmp_path / "src", dst, part, {"a": b"a", "b": b"b"})
+    assert publish_swapped(staged, str(part), replace=False, roots=[Root.parse(str(dst))], event_id=9)
+    assert _names(part) == {"a", "b"}
+    assert _names(table) == {"dt=2"}
+
+
+def test_a_symlink_in_the_directory_is_refused(tmp_path: Path, dst: Path) -> None:
+    part = dst / "t"
+    part.mkdir()
+    os.symlink("/etc/passwd", part / "evil")
+    staged = _stage(tmp_path / "src", dst, part, {"a": b"a"})
+    with pytest.raises(PathEscapeError):
+        publish_swapped(staged, str(part), replace=False, roots=[Root.parse(str(dst))], event_id=10)
+    assert _names(part) == {"evil"}, "nothing published"
+
+
+def _listings(tmp_path: Path, dst: Path, swapped: bool) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
+    """What a reader listing the table in a tight loop saw while 60 multi-file INSERTs (every fourth
+    an OVERWRITE) were published; and the states that existed."""
+    table = dst / "t"
+    table.mkdir()
+    roots = [Root.parse(str(dst))]
+    valid: set[frozenset[str]] = {frozenset()}
+    stop = threading.Event()
+    seen: list[frozenset[str]] = []
+
+    def lister() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(frozenset(n for n in os.listdir(table) if not n.startswith((".", "_"))))
+            except FileNotFoundError:
+                seen.append(frozenset({"<missing>"}))
+
+    reader = threading.Thread(target=lister)
+    reader.start()
+    try:
+        current: set[str] = set()
+        for i in range(60):
+            overwrite = i % 4 == 3
+            files = {f"f{i}_{k}": bytes([i, k]) for k in range(4)}
+            staged = _stage(tmp_path / f"src{i}", dst, table, files)
+            if swapped:
+                publish_swapped(staged, str(table), replace=overwrite, roots=roots, event_id=i)
+            else:  # file by file, as where directories cannot be exchanged
+                staged.publish()
+                if overwrite:
+                    clear_dir(str(table), roots, keep=set(files))
+            current = set(files) if overwrite else current | set(files)
+            valid.add(frozenset(current))
+    finally:
+        stop.set()
+        reader.join()
+    assert len(seen) > 100, "the lister did not run"
+    return seen, valid
+
+
+def test_a_lister_never_sees_part_of_an_insert_or_a_mix_of_an_overwrite(tmp_path: Path, dst: Path) -> None:
+    seen, valid = _listings(tmp_path, dst, swapped=True)
+    bad = [s for s in seen if s not in valid]
+    assert not bad, f"{len(bad)} listings of states that never existed, e.g. {sorted(bad[0])}"
+
+
+def test_file_by_file_publishing_is_caught_by_the_same_lister(tmp_path: Path, dst: Path) -> None:
+    """The control: without the exchange the lister sees states that never existed (it can fail)."""
+    seen, valid = _listings(tmp_path, dst, swapped=False)
+    assert [s for s in seen if s not in valid]
+
+
+def test_replaced_trees_are_removed_after_the_grace_period(
+    tmp_path: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(swap, "GRACE_SECONDS", 0.2)
+    part = dst / "t" / "dt=1"
+    part.mkdir(parents=True)
+    (part / "old").write_bytes(b"old")
+    (dst / "t" / f".dt=0{OLD_INFIX}1").mkdir()  # a stale one a stopped process left
+    staged = _stage(tmp_path / "src", dst, part, {"new": b"new"})
+    publish_swapped(staged, str(part), replace=True, roots=[Root.parse(str(dst))], event_id=3)
+    assert not (dst / "t" / f".dt=0{OLD_INFIX}1").exists(), "stale trees are swept"
+    aside = [p for p in (dst / "t").iterdir() if OLD_INFIX in p.name]
+    assert len(aside) == 1 and (aside[0] / "old").exists(), "kept for readers still listing it"
+    deadline = time.monotonic() + 10
+    while aside[0].exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not aside[0].exists()

@@ -1,0 +1,56 @@
+"""Reading the resume offset out of a Spark checkpoint directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamer.target.job.checkpoint import LOCAL_CHECKPOINT_MANAGERS, manager_for, resume_offset
+
+
+def _batch(root: Path, batch: int, offset: int, *, committed: bool) -> None:
+    (root / "offsets").mkdir(parents=True, exist_ok=True)
+    (root / "commits").mkdir(parents=True, exist_ok=True)
+    source = json.dumps({"topic": "t", "partition": 0, "offset": offset})
+    body = ["v1", json.dumps({"batchWatermarkMs": 0}), source]
+    (root / "offsets" / str(batch)).write_text("\n".join(body))
+    (root / "offsets" / f".{batch}.crc").write_text("x")
+    if committed:
+        (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_the_newest_committed_batch_is_where_the_query_resumes(tmp_path: Path) -> None:
+    _batch(tmp_path, 0, 5, committed=True)
+    _batch(tmp_path, 1, 9, committed=True)
+    _batch(tmp_path, 2, 14, committed=False)  # planned, not finished: it runs again from 9
+    assert resume_offset(str(tmp_path)) == {"topic": "t", "partition": 0, "offset": 9}
+    assert resume_offset(tmp_path.as_uri()) == {"topic": "t", "partition": 0, "offset": 9}
+
+
+def test_nothing_committed_or_unreadable_gives_none(tmp_path: Path) -> None:
+    assert resume_offset(str(tmp_path / "missing")) is None
+    _batch(tmp_path, 0, 5, committed=False)
+    assert resume_offset(str(tmp_path)) is None
+    (tmp_path / "commits" / "0").write_text("v1")
+    (tmp_path / "offsets" / "0").write_text("v1\n{}\nnot json")
+    assert resume_offset(str(tmp_path)) is None
+    assert resume_offset("hdfs://nn/checkpoints/x") is None
+
+
+NEW, OLD = LOCAL_CHECKPOINT_MANAGERS
+
+
+def test_local_checkpoints_get_the_filesystem_manager_this_spark_has(tmp_path: Path) -> None:
+    for local in (str(tmp_path), tmp_path.as_uri(), "relative/dir"):
+        assert manager_for(local, None, lambda name: True) == NEW
+    assert manager_for(str(tmp_path), None, lambda name: name == OLD) == OLD  # Spark 3's package
+    assert manager_for(str(tmp_path), None, lambda name: False) is None
+
+
+def test_remote_checkpoints_keep_sparks_default_and_a_users_choice_stays(tmp_path: Path) -> None:
+    for remote in ("hdfs://nn:8020/ckpt", "s3a://bucket/ckpt"):
+        assert manager_for(remote, None, lambda name: True) is None
+        assert manager_for(remote, NEW, lambda name: True) is None  # ours, set for an earlier query
+    mine = "com.example.MyCheckpointFileManager"
+    assert manager_for(str(tmp_path), mine, lambda name: True) == mine
+    assert manager_for("hdfs://nn:8020/ckpt", mine, lambda name: True) == mine

@@ -1,0 +1,227 @@
+"""Apply lanes: the pure schedule (lanes, barriers) and the runner executing it concurrently."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamer.events.model import (
+    AcidWrite,
+    AddConstraintsPayload,
+    CommitTxnPayload,
+    Constraint,
+    DropFunctionPayload,
+    Event,
+    EventType,
+    OpenTxnPayload,
+)
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply.applier import Applier
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.plan import plan
+from streamer.target.job.lane_runner import LaneRunner
+from streamer.target.job.lanes import TXN_LANE, Consistency, Schedule, schedule
+from streamer.target.state.state_file import TargetState
+from tests.unit.target import builders as b
+
+
+def _ancestors(sched: Schedule, i: int) -> set[int]:
+    seen: set[int] = set()
+    todo = list(sched.nodes[i].after)
+    while todo:
+        j = todo.pop()
+        if j not in seen:
+            seen.add(j)
+            todo.extend(sched.nodes[j].after)
+    return seen
+
+
+def _commit(event_id: int, txn: int, *dbs: str) -> Event:
+    writes = [AcidWrite(db=db, table="t", write_id=1) for db in dbs]
+    return b.event(event_id, EventType.COMMIT_TXN, CommitTxnPayload(txn, writes))
+
+
+def _open(event_id: int, txn: int) -> Event:
+    return b.event(event_id, EventType.OPEN_TXN, OpenTxnPayload([txn]))
+
+
+def _workload(dbs: list[str], per_db: int) -> list[Event]:
+    """Interleaved create/alter events of ``per_db`` tables in each database."""
+    events: list[Event] = []
+    n = 0
+    for db in dbs:
+        n += 1
+        events.append(b.create_db(n, db))
+    for i in range(per_db):
+        for db in dbs:
+            n += 1
+            events.append(b.create_table(n, b.table(db, f"t{i}")))
+    return events
+
+
+def test_global_mode_is_one_chain() -> None:
+    sched = schedule(plan(_workload(["a", "b"], 2), {}), Consistency.GLOBAL)
+    assert [n.after for n in sched.nodes] == [(), (0,), (1,), (2,), (3,), (4,)]
+    assert sched.lanes == {"*"} and sched.barriers == ()
+
+
+def test_database_mode_runs_databases_apart_and_each_in_order() -> None:
+    sched = schedule(plan(_workload(["a", "b", "c"], 2), {}), Consistency.DATABASE)
+    assert sched.lanes == {"db:a", "db:b", "db:c"}
+    by_db: dict[str, list[int]] = {}
+    for i, node in enumerate(sched.nodes):
+        by_db.setdefault(node.step.db, []).append(i)
+        assert len(node.after) <= 1
+    for indices in by_db.values():  # each database: a chain in event-id order
+        for before, after in itertools.pairwise(indices):
+            assert sched.nodes[after].after == (before,)
+
+
+def test_commit_spanning_databases_is_a_barrier_of_exactly_those_lanes() -> None:
+    events = [b.create_db(1, "a"), b.create_db(2, "b"), b.create_db(3, "c"), _open(4, 7),
+              b.create_table(5, b.table("a", "t")), b.create_table(6, b.table("b", "t")),
+              b.create_table(7, b.table("c", "t")), _commit(8, 7, "a", "b"),
+              b.create_table(9, b.table("a", "u")), b.create_table(10, b.table("c", "u"))]
+    sched = schedule(plan(events, {}), Consistency.DATABASE)
+    ids = [n.step.last_event_id for n in sched.nodes]
+    commit = sched.nodes[ids.index(8)]
+    assert commit.barrier and commit.lanes == {TXN_LANE, "db:a", "db:b"}
+    assert {ids[j] for j in commit.after} == {4, 5, 6}  # open txn, a's and b's previous steps
+    assert sched.nodes[ids.index(9)].after == (ids.index(8),)  # a waits for the commit
+    assert ids.index(8) not in _ancestors(sched, ids.index(10))  # c does not
+
+
+def test_cross_database_rename_and_foreign_key_join_lanes() -> None:
+    t = b.table("a", "t")
+    moved = b.replace(t, db="b")
+    fk = Constraint("FOREIGN_KEY", "fk", "c", "t", "id", ref_db="a", ref_table="t", ref_column="id")
+    events = [b.create_db(1, "a"), b.create_db(2, "b"), b.create_db(3, "c"), b.create_table(4, t),
+              b.alter_table(5, t, moved),
+              b.event(6, EventType.ADD_FOREIGNKEY, AddConstraintsPayload([fk]), db="c", table="t")]
+    sched = schedule(plan(events, {}), Consistency.DATABASE)
+    assert sched.nodes[4].lanes == {"db:a", "db:b"}
+    assert sched.nodes[5].lanes == {"db:a", "db:c"}
+    assert 4 in _ancestors(sched, 5)
+
+
+def test_external_tables_sharing_a_location_share_a_lane() -> None:
+    one = b.table("a", "e", location="file:///data/shared", table_type="EXTERNAL_TABLE")
+    two = b.table("b", "e", location="file:///data/shared/", table_type="EXTERNAL_TABLE")
+    events = [b.create_db(1, "a"), b.create_db(2, "b"), b.create_table(3, one), b.create_table(4, two)]
+    sched = schedule(plan(events, {}), Consistency.DATABASE)
+    assert 2 in _ancestors(sched, 3)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "txn", "commit", "nodb"]), st.integers(0, 2)),
+             min_size=1, max_size=40)
+)
+def test_every_pair_sharing_a_lane_keeps_event_order(ops: list[tuple[str, int]]) -> None:
+    """Whatever the interleaving, two steps that share a lane (or a database's progress) are ordered
+    by the schedule, so every topological execution applies each lane in event-id order."""
+    events: list[Event] = []
+    for i, (what, k) in enumerate(ops, start=1):
+        if what == "txn":
+            events.append(_open(i, k))
+        elif what == "commit":
+            events.append(_commit(i, k, *["abcd"[k], "abcd"[k + 1]]))
+        elif what == "nodb":  # an event of no database and no transaction: a full barrier
+            events.append(b.event(i, EventType.DROP_FUNCTION, DropFunctionPayload(f"f{k}")))
+        else:
+            events.append(b.create_table(i, b.table(what, f"t{k}{i}")))
+    sched = schedule(plan(events, {}), Consistency.DATABASE)
+    for j, later in enumerate(sched.nodes):
+        above = _ancestors(sched, j)
+        for i in range(j):
+            earlier = sched.nodes[i]
+            joined = earlier.lanes & later.lanes or earlier.step.db == later.step.db
+            if joined or earlier.full_barrier or later.full_barrier:
+                assert i in above, (earlier, later)
+
+
+# --- the runner --------------------------------------------------------------------------------
+
+
+class SlowCatalog:
+    """A shared in-memory catalog whose writes take a while; records how many ran at once."""
+
+    def __init__(self, inner: MemoryCatalog, delay: float = 0.02) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.active = 0
+        self.most = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr) or name.startswith(("get_", "list_")):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                self.active += 1
+                self.most = max(self.most, self.active)
+            try:
+                time.sleep(self.delay)
+                with self.lock:
+                    return attr(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.active -= 1
+
+        return call
+
+
+def _run(root: Path, mode: Consistency, events: list[Event]) -> tuple[MemoryCatalog, SlowCatalog, float]:
+    inner = MemoryCatalog()
+    slow = SlowCatalog(inner)
+    state = TargetState(root / "state")
+    (root / "wh").mkdir(parents=True, exist_ok=True)
+    paths = TargetPaths(str(root / "wh"), str(root / "ext"))
+    applier = Applier(slow, FileCopier(max_workers=2), paths, b.SOURCE_ID, state=state)  # type: ignore[arg-type]
+    runner = LaneRunner(mode, lambda: slow, workers=4)  # type: ignore[arg-type,return-value]
+    started = time.monotonic()
+    report = runner.run(applier, plan(events, applier.load_progress(), state.halts()), state)
+    seconds = time.monotonic() - started
+    assert sorted(report.applied) == [e.event_id for e in events] and not report.halted
+    return inner, slow, seconds
+
+
+def test_database_lanes_end_in_the_state_global_order_ends_in(tmp_path: Path) -> None:
+    events = _workload(["a", "b", "c", "d"], 5)
+    one, one_slow, _ = _run(tmp_path / "global", Consistency.GLOBAL, events)
+    four, four_slow, _ = _run(tmp_path / "database", Consistency.DATABASE, events)
+
+    def seen(catalog: MemoryCatalog, root: Path) -> str:  # the same content, whatever the order
+        dump = {k: sorted(v.items(), key=repr) if isinstance(v, dict) else v
+                for k, v in catalog.dump().items()}
+        return repr(dump).replace(str(root), "<root>")
+
+    assert seen(four, tmp_path / "database") == seen(one, tmp_path / "global")
+    assert one_slow.most == 1 and four_slow.most > 1  # the lanes really ran at once (no timing asserted)
+
+
+def test_a_halted_lane_holds_its_database_only(tmp_path: Path) -> None:
+    inner = MemoryCatalog()
+    state = TargetState(tmp_path / "state")
+    paths = TargetPaths(str(tmp_path / "wh"), str(tmp_path / "ext"))
+    applier = Applier(inner, FileCopier(), paths, b.SOURCE_ID, state=state)
+    missing = b.table("a", "ghost")
+    events = [b.create_db(1, "a"), b.create_db(2, "b"),
+              b.alter_table(3, missing, b.replace(missing, parameters={"k": "v"})),  # a: table is missing
+              b.create_table(4, b.table("a", "t")), b.create_table(5, b.table("b", "t"))]
+    halts: list[str] = []
+    runner = LaneRunner(Consistency.DATABASE, lambda: inner)
+    report = runner.run(applier, plan(events, {}), state, halts.append)
+    assert halts == ["a"]  # reported as in global mode (the job publishes it in its watermark)
+    assert sorted(report.applied) == [1, 2, 5]
+    assert sorted(report.held) == [3, 4] and set(report.halted) == {"a"}
+    assert state.halts()["a"].event_id == 3
+    assert inner.get_table("b", "t") is not None and inner.get_table("a", "t") is None

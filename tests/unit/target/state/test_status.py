@@ -1,0 +1,55 @@
+"""Lag arithmetic of ``streamer status`` and the lag metric: a caught-up database shows no lag even
+when its own last event is far behind the head."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamer.target.state.status import lag_events, read_progress, replicated_through, write_progress
+
+
+def test_a_quiet_database_is_caught_up_once_the_job_consumed_the_head() -> None:
+    # sales' last event is 10; events 11..40 were other databases' or transaction markers
+    assert lag_events(40, {"sales": 10, "hr": 40}, consumed_event_id=40, stuck=()) == 0
+
+
+def test_a_halted_database_lags_from_its_own_last_applied_event() -> None:
+    assert lag_events(40, {"sales": 10, "hr": 40}, consumed_event_id=40, stuck={"sales"}) == 30
+    assert replicated_through({"sales": 10, "hr": 40}, 40, {"sales"}) == {"sales": 10, "hr": 40}
+
+
+def test_lag_counts_what_the_job_has_not_consumed_yet() -> None:
+    assert lag_events(50, {"sales": 10}, consumed_event_id=45, stuck=()) == 5
+
+
+def test_nothing_replicated_means_no_lag_figure_of_databases() -> None:
+    assert lag_events(50, {}, consumed_event_id=0, stuck=()) == 0
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 1000), min_size=1),
+    st.integers(0, 1000),
+    st.sets(st.sampled_from("abcdef")),
+    st.integers(0, 2000),
+)
+def test_lag_is_bounded_by_the_plain_definition(
+    applied: dict[str, int], consumed: int, stuck: set[str], head: int
+) -> None:
+    plain = max(0, head - min(applied.values()))  # head minus the furthest-behind applied id
+    lag = lag_events(head, applied, consumed, stuck)
+    assert 0 <= lag <= plain
+    if set(applied) <= stuck:
+        assert lag == plain
+
+
+def test_progress_round_trips_and_reads_the_old_format(tmp_path: Path) -> None:
+    write_progress(tmp_path, {"sales": (12, 1700)}, consumed_event_id=30)
+    assert read_progress(tmp_path) == ({"sales": {"event_id": 12, "event_time": 1700}}, 30)
+    (tmp_path / "progress.json").write_text(json.dumps({"sales": {"event_id": 3, "event_time": 9}}))
+    assert read_progress(tmp_path) == ({"sales": {"event_id": 3, "event_time": 9}}, 0)
+    (tmp_path / "progress.json").write_text("not json")
+    assert read_progress(tmp_path) == ({}, 0)

@@ -1,0 +1,143 @@
+"""The pure ACID visibility model, its file, and the reader's directory rules."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamer.target.state.visibility import (
+    ACID_PARAM,
+    ACID_PROPERTIES_PARAM,
+    MAX_FINISHED_TXNS,
+    AcidStateError,
+    TxnState,
+    Visibility,
+    VisibilityStore,
+    from_ranges,
+    load_visibility,
+    source_parameters,
+    target_parameters,
+    to_ranges,
+    visible_write_ids,
+)
+from streamer.target.table_reader import ReadError, committed_layout, committed_write_ids, visible_dirs
+
+ids = st.frozensets(st.integers(min_value=1, max_value=300), max_size=60)
+
+
+@given(ids)
+def test_ranges_round_trip(write_ids: frozenset[int]) -> None:
+    ranges = to_ranges(write_ids)
+    assert from_ranges(ranges) == write_ids
+    assert all(a[1] + 1 < b[0] for a, b in itertools.pairwise(ranges))  # maximal runs
+
+
+@given(st.lists(st.integers(1, 50), max_size=10), st.lists(st.integers(1, 50), max_size=10))
+def test_opening_twice_maps_once(first: list[int], second: list[int]) -> None:
+    once = Visibility().opened("s", first).opened("s", second)
+    assert once.opened("s", first).opened("s", second) == once
+    targets = [t.target_id for t in once.txns.get("s", {}).values()]
+    assert sorted(targets) == list(range(1, len(set(first) | set(second)) + 1))
+    assert once.next_txn == len(targets) + 1
+
+
+@given(st.dictionaries(st.sampled_from(["a.t", "b.u", "c.v"]), ids, max_size=3), st.integers(1, 9))
+def test_commit_is_idempotent_set_union(writes: dict[str, frozenset[int]], txn: int) -> None:
+    before = Visibility(tables={"a.t": frozenset({1})}).opened("s", [txn])
+    once = before.committed("s", txn, writes)
+    assert once.committed("s", txn, writes) == once
+    for key, w in writes.items():
+        assert set(once.write_ids(key)) == set(w) | set(before.write_ids(key))
+    assert once.txn("s", txn) is not None and once.txn("s", txn).state is TxnState.COMMITTED  # type: ignore[union-attr]
+    assert once.open_count() == 0
+
+
+def test_abort_of_unknown_or_finished_txn_changes_nothing() -> None:
+    state = Visibility().opened("s", [1]).committed("s", 1, {"a.t": [1]})
+    assert state.aborted("s", 1) == state
+    assert state.aborted("s", 2) == state
+    assert state.aborted("other", 1) == state
+
+
+def test_sources_have_separate_txn_maps_on_one_sequence() -> None:
+    state = Visibility().opened("s1", [7]).opened("s2", [7])
+    assert state.txn("s1", 7) != state.txn("s2", 7)
+    assert {state.txn("s1", 7).target_id, state.txn("s2", 7).target_id} == {1, 2}  # type: ignore[union-attr]
+
+
+def test_finished_txns_are_pruned_but_open_ones_kept() -> None:
+    state = Visibility().opened("s", [0])
+    for txn in range(1, MAX_FINISHED_TXNS + 11):
+        state = state.opened("s", [txn]).committed("s", txn, {"a.t": [txn]})
+    assert len(state.txns["s"]) == MAX_FINISHED_TXNS + 1
+    assert state.txn("s", 0) is not None and state.txn("s", 1) is None
+    assert state.write_ids("a.t") == list(range(1, MAX_FINISHED_TXNS + 11))
+
+
+def test_table_rename_and_reset() -> None:
+    state = Visibility(tables={"a.t": frozenset({1, 2}), "a.u": frozenset({9})})
+    moved = state.copy_table("a.t", "a.u").reset_table("a.t")
+    assert moved.write_ids("a.u") == [1, 2] and moved.write_ids("a.t") == []
+    assert state.copy_table("a.none", "a.u") == state
+
+
+def test_parameters_move_to_streamer_keys_and_back() -> None:
+    src = {"transactional": "true", "transactional_properties": "insert_only", "x": "1"}
+    tgt = target_parameters(src)
+    assert tgt == {ACID_PARAM: "true", ACID_PROPERTIES_PARAM: "insert_only", "x": "1"}
+    assert source_parameters(tgt) == src
+    assert target_parameters({"TRANSACTIONAL": "true"}) == {ACID_PARAM: "true"}
+
+
+def test_store_round_trips_and_replaces_atomically(tmp_path: Path) -> None:
+    root = str(tmp_path / "wh")
+    store = VisibilityStore(root)
+    assert store.current() == Visibility()
+    state = store.update(lambda v: v.opened("s", [3]).committed("s", 3, {"a.t": [1, 2, 5]}))
+    assert load_visibility(root) == state
+    assert visible_write_ids(root, "A", "T") == [1, 2, 5]
+    raw = json.loads((tmp_path / "wh/_streamer/acid/visible.json").read_text())
+    assert raw["tables"] == {"a.t": [[1, 2], [5, 5]]}
+    assert [p.name for p in (tmp_path / "wh/_streamer/acid").iterdir()] == ["visible.json"]  # no temp left
+    assert VisibilityStore(root).current() == state  # a new process sees the same
+
+
+def test_malformed_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "_streamer/acid/visible.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"version": 1, "tables": {"a.t": [[5, 1]]}, "next_txn": 1}')
+    with pytest.raises(AcidStateError, match="malformed"):
+        load_visibility(str(tmp_path))
+
+
+# --- reader's directory rules ---
+
+
+def test_visible_dirs_skip_aborted_and_open_writes() -> None:
+    names = ["delta_0000001_0000001_0000", "delta_0000002_0000002_0000", "delta_0000003_0000003_0001",
+             "delta_0000003_0000003_0000", "delta_0000001_0000003", "junk", "base_x"]
+    assert visible_dirs(names, {1, 3}) == [
+        "delta_0000001_0000001_0000", "delta_0000003_0000003_0000", "delta_0000003_0000003_0001"
+    ]
+    assert visible_dirs([*names, "base_0000002"], {1, 2, 3}) == ["base_0000002", "delta_0000001_0000003"]
+    assert visible_dirs(names, {1, 2, 3}) == ["delta_0000001_0000003"]
+    assert visible_dirs(["base_0000004", "delta_0000001_0000001_0000"], {1}) == ["delta_0000001_0000001_0000"]
+    with pytest.raises(ReadError, match="delete deltas"):
+        visible_dirs(["delete_delta_0000001_0000001_0000"], {1})
+    assert visible_dirs(["delete_delta_0000001_0000001_0000"], set()) == []
+
+
+def test_committed_layout_per_partition(tmp_path: Path) -> None:
+    table = tmp_path / "a.db" / "t"
+    for rel in ["p=1/q=x/delta_0000001_0000001_0000", "p=1/q=x/delta_0000002_0000002_0000",
+                "p=2/q=y/delta_0000002_0000002_0000", "p=3/q=z", "p=1/q=x/.hidden", "_tmp/q=1"]:
+        (table / rel).mkdir(parents=True)
+    layout = committed_layout(str(table), {1}, 2)
+    assert layout == {"p=1/q=x": ["delta_0000001_0000001_0000"], "p=2/q=y": [], "p=3/q=z": []}
+    assert committed_write_ids(layout) == {"p=1/q=x": [1], "p=2/q=y": [], "p=3/q=z": []}
+    assert committed_layout(str(tmp_path / "missing"), {1}, 0) == {}
