@@ -1,0 +1,198 @@
+"""The package's house rules, checked on its source: import layers, no import loops, sizes.
+
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: a loop that only
+type checkers or a late call walk is still a loop a reader has to untangle. Layers run from the
+bottom (errors, checksums) to the top (the test-support package); a module may import its own
+layer and those below it. README's "Where things are" draws the same map.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "streamer"
+
+# Bottom first. A module belongs to the longest prefix that names it.
+LAYERS: list[tuple[str, ...]] = [
+    ("streamer", "streamer.errors", "streamer.checksums", "streamer.logs"),
+    (
+        "streamer.config",
+        "streamer.events",
+        "streamer.kafka",
+        "streamer.metrics",
+        "streamer.filesystems",
+        "streamer.fs_options",
+    ),
+    ("streamer.hive",),
+    ("streamer.metastore",),
+    ("streamer.embedded_metastore",),
+    ("streamer.warehouse", "streamer.replay"),
+    ("streamer.source",),
+    ("streamer.target", "streamer.target.state"),
+    ("streamer.target.apply",),
+    ("streamer.target.table_reader",),
+    ("streamer.target.dr",),
+    ("streamer.target.job",),
+    ("streamer.target.commands",),
+    ("streamer.read", "streamer.demo", "streamer.cli"),
+    ("streamer.testing",),
+]
+
+MAX_FILE_LINES = 600
+MAX_BODY_LINES = 150
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str
+    target: str
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> Iterator[Import]:
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "streamer":
+                    yield Import(name, _deepest(alias.name, known), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != "streamer":
+                continue
+            for alias in node.names:  # `from streamer.x import y` may name the module x.y
+                full = f"{source}.{alias.name}"
+                yield Import(name, full if full in known else _deepest(source, known), node.lineno)
+
+
+def _deepest(dotted: str, known: set[str]) -> str:
+    parts = dotted.split(".")
+    while parts and ".".join(parts) not in known:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _graph() -> list[Import]:
+    modules = _modules()
+    known = set(modules)
+    return [imp for name, path in modules.items() for imp in _imports(name, path, known) if imp.target != name]
+
+
+def _layer(module: str) -> int:
+    best, layer = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, layer = len(prefix), i
+    return layer
+
+
+def _cycles(edges: list[Import]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        graph.setdefault(e.module, set()).add(e.target)
+        graph.setdefault(e.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in _modules() if _layer(m) < 0] == []
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    """A package's ``__init__`` may re-export from inside its own tree (a facade, not a dependency)."""
+    upward = [
+        f"{e.module}:{e.line} imports {e.target} (layer {_layer(e.target)} > {_layer(e.module)})"
+        for e in _graph()
+        if _layer(e.target) > _layer(e.module) and not e.target.startswith(e.module + ".")
+    ]
+    assert upward == []
+
+
+def test_no_import_loops() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_checks_see_a_loop_and_an_upward_import() -> None:
+    """The walkers must be able to fail: a made-up loop and a made-up upward edge are found."""
+    loop = [Import("streamer.a", "streamer.b", 1), Import("streamer.b", "streamer.a", 1)]
+    assert _cycles(loop) == [["streamer.a", "streamer.b"]]
+    assert _layer("streamer.testing.checker") > _layer("streamer.target.dr.verify")
+    assert _layer("streamer.target.job.lanes") > _layer("streamer.target.apply.plan")
+
+
+def test_nothing_outside_testing_imports_the_test_support_package() -> None:
+    offenders = [
+        f"{e.module}:{e.line}"
+        for e in _graph()
+        if e.target.startswith("streamer.testing") and not e.module.startswith("streamer.testing")
+    ]
+    assert offenders == []
+
+
+def _bodies() -> Iterator[tuple[str, int]]:
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                assert node.end_lineno is not None
+                yield f"{name}.{node.name} (line {node.lineno})", node.end_lineno - node.lineno + 1
+
+
+def test_no_file_is_over_the_house_limit() -> None:
+    long = {n: c for n, p in _modules().items() if (c := p.read_text().count("\n")) > MAX_FILE_LINES}
+    assert long == {}
+
+
+def test_no_function_or_class_is_over_the_house_limit() -> None:
+    long = {where: lines for where, lines in _bodies() if lines > MAX_BODY_LINES}
+    assert long == {}
