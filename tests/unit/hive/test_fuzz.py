@@ -16,10 +16,8 @@ from streamer.events.model import EventType
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
 
-FIXTURES = Path("/work/shared/fixtures/hive-messages")
-BODIES = (
-    [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.json"))] if FIXTURES.exists() else ["{}"]
-)
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "hive-messages"  # real messages, in the repository
+BODIES = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.json"))]
 TYPES = [t.value for t in EventType if t is not EventType.PROGRESS]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
