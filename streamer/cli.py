@@ -67,9 +67,10 @@ class LazyGroup(click.Group):
 
 
 def _show_envvars(command: click.Command) -> None:
-    """Every flag's environment twin is listed in ``--help`` (bytewax's habit)."""
+    """Every flag's environment twin is listed in ``--help`` (bytewax's habit), once: by click's
+    ``show_envvar`` (``[env var: NAME]``), never written into a help string as well."""
     for param in command.params:
-        if isinstance(param, click.Option):
+        if isinstance(param, click.Option) and param.expose_value:  # not --version
             param.show_envvar = True
     if isinstance(command, click.Group):
         for sub in command.commands.values():
@@ -93,14 +94,14 @@ def _unavailable(name: str, help_text: str) -> click.Command:
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Logging threshold. [env: STREAMER_LOG_LEVEL]",
+    help="Logging threshold.",
 )
 @click.option(
     "--log-format",
     default="text",
     show_default=True,
     type=click.Choice(["text", "json"]),
-    help="Human-readable lines or one JSON object per line. [env: STREAMER_LOG_FORMAT]",
+    help="Human-readable lines or one JSON object per line.",
 )
 @click.option(
     "--config",
@@ -108,7 +109,7 @@ def _unavailable(name: str, help_text: str) -> click.Command:
     envvar="STREAMER_CONFIG",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="TOML or YAML file with one table per command, e.g. [source.run]. [env: STREAMER_CONFIG]",
+    help="TOML or YAML file with one table per command, e.g. [source.run].",
 )
 @click.version_option(package_name="streamer")
 @click.pass_context
@@ -125,6 +126,9 @@ def cli(ctx: click.Context, log_level: str, log_format: str, config_file: Path |
     if config_file is not None:
         assert isinstance(ctx.command, click.Group)
         ctx.default_map = default_map_for(ctx.command, load_config_file(config_file), ctx)
+
+
+_show_envvars(cli)  # the group's own options (subcommands get theirs when loaded)
 
 
 def main(argv: list[str] | None = None) -> Any:

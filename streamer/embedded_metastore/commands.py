@@ -18,7 +18,7 @@ def hms() -> None:
 
 @hms.command("run")
 @click.option(
-    "--port", type=int, default=None, help="Thrift port (default: a free one). [env: STREAMER_HMS_RUN_PORT]"
+    "--port", type=int, default=None, help="Thrift port (default: a free one)."
 )
 @click.option(
     "--work-dir",

@@ -19,10 +19,10 @@ def broker() -> None:
 
 @broker.command("run")
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Listen address. [env: STREAMER_BROKER_RUN_HOST]"
+    "--host", default="127.0.0.1", show_default=True, help="Listen address."
 )
 @click.option(
-    "--port", type=int, default=None, help="Listen port (default: any free). [env: STREAMER_BROKER_RUN_PORT]"
+    "--port", type=int, default=None, help="Listen port (default: any free)."
 )
 @click.option(
     "--log-file",

@@ -93,7 +93,7 @@ def kafka_options(func: F) -> F:
         "--bootstrap-servers",
         envvar="STREAMER_BOOTSTRAP_SERVERS",
         required=True,
-        help="Kafka bootstrap servers, host:port[,host:port]. [env: STREAMER_BOOTSTRAP_SERVERS]",
+        help="Kafka bootstrap servers, host:port[,host:port].",
     )(func)
     return func
 

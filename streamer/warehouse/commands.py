@@ -31,17 +31,17 @@ from streamer.warehouse.workload import Workload, scripted_scenario
 @click.option(
     "--root",
     type=click.Path(path_type=Path),
-    help="Warehouse data root (recorded on first use). [env: STREAMER_WAREHOUSE_ROOT]",
+    help="Warehouse data root (recorded on first use).",
 )
 @click.option(
     "--cmroot",
     type=click.Path(path_type=Path),
-    help="Change-management root (recorded on first use). [env: STREAMER_WAREHOUSE_CMROOT]",
+    help="Change-management root (recorded on first use).",
 )
 @click.option(
     "--message-format",
     type=click.Choice(MESSAGE_FORMATS),
-    help="NOTIFICATION_LOG message format (default json-0.2). [env: STREAMER_WAREHOUSE_MESSAGE_FORMAT]",
+    help="NOTIFICATION_LOG message format (default json-0.2).",
 )
 @click.pass_context
 def warehouse(

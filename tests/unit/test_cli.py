@@ -1,3 +1,4 @@
+import click
 from click.testing import CliRunner
 
 from streamer.cli import COMMANDS, cli
@@ -17,8 +18,6 @@ def test_unknown_command_is_a_usage_error() -> None:
 
 
 def _all_commands() -> list[list[str]]:
-    import click
-
     paths: list[list[str]] = []
     ctx = click.Context(cli)
     for name in cli.list_commands(ctx):
@@ -79,3 +78,31 @@ def test_warehouse_without_url_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["warehouse", "init"], env={"STREAMER_WAREHOUSE_URL": ""})
     assert result.exit_code == 2
     assert "--url" in result.output
+
+
+def test_every_option_shows_its_environment_variable_once() -> None:
+    """One mechanism (click's ``show_envvar``): no help string also writes ``[env: NAME]`` itself."""
+    import re
+
+    from tests.unit.cli_options import cli_commands
+
+    runner = CliRunner()
+    problems: list[str] = []
+    for path, command, ctx in cli_commands():
+        where = f"streamer {path}".rstrip()
+        for param in command.params:
+            if not isinstance(param, click.Option) or not param.expose_value:
+                continue  # --version: a flag with no value to take from the environment
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue  # hidden
+            mentions = re.findall(r"\[env(?: var)?:", record[1])
+            if len(mentions) != 1 or "[env var:" not in record[1]:
+                problems.append(f"{where} {param.opts[0]}: {record[1]!r}")
+        page = " ".join(runner.invoke(cli, [*path.split(), "--help"], prog_name="streamer").output.split())
+        shown = re.findall(r"\[env var: ([^\];]+)", page)  # "[env var: A, B; default: x]"
+        names = [n for group in shown for n in group.split(", ")]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if "[env:" in page or dupes:
+            problems.append(f"{where} --help: [env: ...] or a repeated variable {dupes}")
+    assert not problems, "\n".join(problems)
