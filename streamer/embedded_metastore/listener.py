@@ -15,7 +15,7 @@ from pathlib import Path
 
 from streamer.embedded_metastore import javabuild
 
-LISTENER_CLASS = "streamer.embedded_metastore.StreamerNotificationListener"
+LISTENER_CLASS = "streamer.hms.StreamerNotificationListener"  # the Java package of java/*.java
 SOURCE = javabuild.JAVA_DIR / "StreamerNotificationListener.java"
 
 

@@ -12,7 +12,7 @@ own, slower but the same.
 
 from __future__ import annotations
 
-FS_CLASS = "streamer.embedded_metastore.StreamerLocalFileSystem"
+FS_CLASS = "streamer.hms.StreamerLocalFileSystem"  # the Java package (java/*.java), not a Python one
 
 
 def site_properties() -> dict[str, str]:
