@@ -34,6 +34,8 @@ from typing import Protocol
 
 import crc32c as _crc32c
 
+from streamer.errors import StreamerError
+
 SHA256 = "sha256"
 MD5 = "md5"
 HDFS_MD5_CRC32C = "hdfs-md5-of-md5-of-crc32c"
@@ -70,7 +72,7 @@ _CRCS: dict[str, Crc] = {
 }
 
 
-class ChecksumError(ValueError):
+class ChecksumError(StreamerError, ValueError):
     """An unknown algorithm name or a recorded value that is not one of its values."""
 
 

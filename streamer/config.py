@@ -18,8 +18,6 @@ import click
 
 from streamer.errors import ConfigError
 
-SECRET_MARKERS = ("password", "secret", "token", "sasl.jaas", "key.password", "credentials")
-
 
 def load_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML config file into a nested dict; errors name the file and the cause."""
@@ -76,10 +74,3 @@ def _check_keys(command: click.Command, name: str, section: Mapping[str, Any]) -
             raise ConfigError(f"config [{name}]: unknown setting {key!r} (allowed: {allowed})")
         out[pname] = value
     return out
-
-
-def mask_secrets(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy safe to print or log: values of secret-looking keys become ``'*****'``."""
-    return {
-        k: ("*****" if any(m in k.lower() for m in SECRET_MARKERS) and v else v) for k, v in settings.items()
-    }

@@ -15,8 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from streamer.errors import StreamerError
 
-class TJSONError(ValueError):
+
+class TJSONError(StreamerError, ValueError):
     """The text is not the TJSONProtocol form of the expected struct; says where and why."""
 
 

@@ -17,6 +17,7 @@ from decimal import Decimal
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
+from streamer.errors import StreamerError
 from streamer.events.model import (
     Column,
     ColumnStatistic,
@@ -35,7 +36,7 @@ from streamer.events.model import (
 _EPOCH = dt.date(1970, 1, 1)
 
 
-class UnsupportedStatisticError(ValueError):
+class UnsupportedStatisticError(StreamerError, ValueError):
     """A statistic kind that Hive 2.3's Thrift API cannot carry."""
 
 

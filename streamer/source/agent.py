@@ -44,7 +44,7 @@ from streamer.kafka.naming import topic_or_default
 from streamer.kafka.settings import masked, with_overrides
 from streamer.kafka.topics import ensure_topic, read_tail
 from streamer.source.enrich import Enricher, EnrichSettings
-from streamer.source.exceptions import UnfinishedBootstrapError
+from streamer.source.errors import UnfinishedBootstrapError
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record

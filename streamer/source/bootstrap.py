@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from streamer import metrics
@@ -55,7 +55,7 @@ class BootstrapError(StreamerError):
     """The dump could not be made consistent (the source kept changing the same tables)."""
 
 
-class Vanished(Exception):
+class Vanished(StreamerError):
     """An object disappeared while it was being read (dropped or renamed meanwhile)."""
 
 
@@ -359,7 +359,3 @@ def enrich_records(events: list[Event], settings: EnrichSettings) -> list[Event]
     """Checksum algorithm, size and cm fallback of every file, as the agent fills them for events."""
     inspector = FsspecInspector()
     return [enrich_event(e, settings, inspector) for e in events]
-
-
-def with_time(events: list[Event], now: int) -> list[Event]:
-    return [replace(e, source=replace(e.source, event_time=now), ts_ms=now * 1000) for e in events]

@@ -7,15 +7,11 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from streamer import checksums
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload
-from streamer.fs_options import fs_options
-from streamer.kafka.naming import DEFAULT_TOPIC_HELP
-from streamer.metastore.auth_options import auth_from_options, hms_auth_options
+from streamer.source import options
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap import (
     ObjectCallback,
@@ -25,6 +21,7 @@ from streamer.source.bootstrap import (
     records,
     snapshot,
 )
+from streamer.source.options import SourceOptions, env
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record
 from streamer.source.publish_bootstrap import (
@@ -39,71 +36,39 @@ from streamer.source.reader import NotificationReader
 log = logging.getLogger(__name__)
 
 
-def _env(name: str) -> dict[str, Any]:
-    return {"envvar": f"STREAMER_{name}", "show_envvar": True}
-
-
 @click.command("bootstrap")
-@click.option("--source-id", required=True, **_env("SOURCE_ID"),
-              help="Name of the source; names the topic and the agent's transactional id.")
-@click.option("--warehouse", "warehouse_url", **_env("WAREHOUSE"),
+@options.source_id_option("Name of the source; names the topic and the agent's transactional id.")
+@click.option("--warehouse", "warehouse_url", **env("WAREHOUSE"),
               help="The bundled source warehouse's metastore URL (sqlite path or postgresql://...); "
                    "its notification log is read too. Or give --hms-uri.")
-@click.option("--hms-uri", **_env("HMS_URI"),
-              help="A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files "
-                   "by listing each location; its notification log through the Thrift API too, unless "
-                   "--notification-db is given. Or give --warehouse.")
-@click.option("--notification-db", "notification_db", **_env("NOTIFICATION_DB"),
-              help="With --hms-uri: read the notification log from the metastore's database instead "
-                   "(sqlite path, postgresql://... or mysql://...), as `streamer source run` can.")
-@hms_auth_options("STREAMER_")
-@fs_options("STREAMER_")
-@click.option("--policy", "policies", multiple=True, **_env("POLICY"),
-              help="Replication policy in Hive's syntax; repeatable. Default: every database. "
-                   "Give the agent the same policies.")
-@click.option("--catalog", default="hive", show_default=True, **_env("CATALOG"),
-              help="Metastore catalog to replicate (NOTIFICATION_LOG.CAT_NAME, Hive 3+); events of other "
-                   "catalogs (e.g. HDP's spark) are passed over like filtered ones. Events naming no "
-                   "catalog belong to every one.")
-@click.option("--bootstrap-servers", required=True, **_env("BOOTSTRAP_SERVERS"),
-              help="Kafka bootstrap servers, host:port[,host:port].")
-@click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
-              **_env("KAFKA_SETTING"), help="librdkafka property passed through; repeatable.")
-@click.option("--topic", **_env("TOPIC"), help=f"Topic to publish to. Default: {DEFAULT_TOPIC_HELP}.")
-@click.option("--checksum-algorithm", default="sha256", show_default=True,
-              type=click.Choice(checksums.ALGORITHMS, case_sensitive=False), **_env("CHECKSUM_ALGORITHM"),
-              help="What the source filesystem's file checksums are (recorded with each file): "
-                   "hdfs-md5-of-md5-of-crc32c for HDFS (its default), hdfs-md5-of-md5-of-crc32 with "
-                   "dfs.checksum.type=CRC32, hdfs-composite-crc32c/-crc32 with "
-                   "dfs.checksum.combine.mode=COMPOSITE_CRC.")
-@click.option("--cmroot", **_env("CMROOT"), help="The source's change-manager root.")
+@options.hms_uri_option(
+    "A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files by listing each "
+    "location; its notification log through the Thrift API too, unless --notification-db is given. Or "
+    "give --warehouse.")
+@options.notification_db_option(
+    "With --hms-uri: read the notification log from the metastore's database instead (sqlite path, "
+    "postgresql://... or mysql://...), as `streamer source run` can.")
+@options.scope_options("Replication policy in Hive's syntax; repeatable. Default: every database. "
+                       "Give the agent the same policies.")
+@options.kafka_options("librdkafka property passed through; repeatable.")
+@options.file_options("The source's change-manager root.")
 @click.option("--records-per-transaction", default=200, show_default=True, type=click.IntRange(1),
-              **_env("RECORDS_PER_TRANSACTION"), help="Bootstrap records per Kafka transaction.")
+              **env("RECORDS_PER_TRANSACTION"), help="Bootstrap records per Kafka transaction.")
 @click.option("--partitions-per-record", default=200, show_default=True, type=click.IntRange(1),
-              **_env("PARTITIONS_PER_RECORD"), help="Partitions of one table carried by one record.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), **_env("WORK_DIR"),
+              **env("PARTITIONS_PER_RECORD"), help="Partitions of one table carried by one record.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), **env("WORK_DIR"),
               help="Keep the dumped records here before publishing, so a re-run after an interruption "
                    "publishes only what the topic lacks (and does not publish a finished bootstrap again).")
-@click.option("--force", is_flag=True, **_env("FORCE"),
+@click.option("--force", is_flag=True, **env("FORCE"),
               help="With --work-dir: make a new bootstrap even if one is kept there (finished or not).")
-@click.option("--max-rounds", default=20, show_default=True, type=click.IntRange(1), **_env("MAX_ROUNDS"),
+@click.option("--max-rounds", default=20, show_default=True, type=click.IntRange(1), **env("MAX_ROUNDS"),
               help="Re-reads of tables that changed while being read before giving up.")
+@options.with_source_options
 def bootstrap(
-    source_id: str,
+    opts: SourceOptions,
     warehouse_url: str | None,
     hms_uri: str | None,
     notification_db: str | None,
-    hms_auth: str,
-    hms_kerberos_principal: str | None,
-    hms_client_principal: str | None,
-    hms_client_keytab: str | None,
-    policies: tuple[str, ...],
-    catalog: str,
-    bootstrap_servers: str,
-    kafka_settings: tuple[str, ...],
-    topic: str | None,
-    checksum_algorithm: str,
-    cmroot: str | None,
     records_per_transaction: int,
     partitions_per_record: int,
     work_dir: Path | None,
@@ -119,8 +84,6 @@ def bootstrap(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from streamer.kafka.settings import client_config, parse_pairs
-    from streamer.source.enrich import EnrichSettings
     from streamer.source.hms_source_catalog import HmsSourceCatalog
     from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import SqlNotificationReader
@@ -134,15 +97,13 @@ def bootstrap(
     if notification_db and not hms_uri:
         raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
                                "notification log is read from --warehouse)")
-    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
-    scope = PolicySet.parse(policies)
-    enrich = EnrichSettings(checksum_algorithm=checksum_algorithm, cmroot=cmroot)
-    kafka = client_config(bootstrap_servers, parse_pairs(kafka_settings))
-    config = AgentConfig(source_id=source_id, kafka=kafka, topic=topic, enrich=enrich, catalog=catalog)
+    auth = opts.auth()
+    scope = opts.policy()
+    config = opts.agent_config()
     if hms_uri:
         checker = ThriftNotificationReader(str(hms_uri), auth=auth)
         try:
-            check_prerequisites(checker.config_value, cmroot=cmroot)  # the agent that follows needs them
+            check_prerequisites(checker.config_value, cmroot=opts.cmroot)  # the agent that follows needs them
         finally:
             checker.close()
     with contextlib.ExitStack() as resources:
@@ -151,7 +112,7 @@ def bootstrap(
         if warehouse_url:
             reader = SqlNotificationReader(warehouse_url)
             resources.callback(reader.close)
-            wh = Warehouse.open(warehouse_url, source_id=source_id)
+            wh = Warehouse.open(warehouse_url, source_id=opts.source_id)
             resources.callback(wh.close)
             source_catalog = WarehouseCatalog(wh)
         else:
@@ -161,7 +122,7 @@ def bootstrap(
             hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
             resources.callback(hms.close)
             source_catalog = hms
-        work = BootstrapWork(work_dir, source_id, config.topic_name) if work_dir else None
+        work = BootstrapWork(work_dir, opts.source_id, config.topic_name) if work_dir else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, transient=False) as bars:
             dumping = bars.add_task("dump objects", total=None)

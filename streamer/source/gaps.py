@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from streamer.errors import EventGapError
 from streamer.hive.notification import NotificationRow
 from streamer.metrics import SOURCE_GAP
-from streamer.source.exceptions import LogOrderError, LogResetError
+from streamer.source.errors import LogOrderError, LogResetError
 from streamer.source.reader import NotificationReader
 
 log = logging.getLogger(__name__)

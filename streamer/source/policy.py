@@ -31,7 +31,7 @@ either leaks data or silently loses changes on the targets:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -42,7 +42,7 @@ from streamer.events.model import (
     Event,
     EventType,
 )
-from streamer.source.exceptions import PolicyParseError
+from streamer.source.errors import PolicyParseError
 
 _DB_LEVEL = frozenset({
     EventType.CREATE_DATABASE,
@@ -279,8 +279,3 @@ class _Parser:
     def _fail(self, expected: str) -> None:
         found = self.text[self.pos] if self.pos < len(self.text) else None
         raise PolicyParseError(self.text, self.pos, expected, found)
-
-
-def parse_policies(texts: Sequence[str]) -> PolicySet:
-    """Parse an agent's ``--policy`` values (none means every database)."""
-    return PolicySet.parse(texts)

@@ -20,7 +20,7 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.enrich import EnrichSettings
-from streamer.source.exceptions import UnfinishedBootstrapError
+from streamer.source.errors import UnfinishedBootstrapError
 from streamer.source.policy import PolicySet
 from streamer.source.publish_bootstrap import BootstrapResumeError, BootstrapWork
 from streamer.source.reader import SqlNotificationReader

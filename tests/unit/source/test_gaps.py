@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from streamer.errors import EventGapError
 from streamer.metrics import SOURCE_GAP
-from streamer.source.exceptions import LogOrderError, LogResetError
+from streamer.source.errors import LogOrderError, LogResetError
 from streamer.source.gaps import (
     FIRST_RECHECK_SECONDS,
     MAX_RECHECK_SECONDS,

@@ -19,7 +19,7 @@ from streamer.events.model import (
     Source,
     TableSnapshot,
 )
-from streamer.source.exceptions import PolicyParseError
+from streamer.source.errors import PolicyParseError
 from streamer.source.policy import Policy, PolicySet
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)

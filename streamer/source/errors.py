@@ -36,10 +36,6 @@ class LogOrderError(StreamerError):
     """The reader returned event ids out of order or twice: the log or the reader is broken."""
 
 
-class BrokerUnavailableError(StreamerError):
-    """Kafka could not be reached within the configured time."""
-
-
 class UnfinishedBootstrapError(StreamerError):
     """The topic ends inside a bootstrap: publishing incremental events after it would let targets
     take the partial dump for the whole one and lose the objects it lacks."""
