@@ -1,44 +1,38 @@
 """A crash campaign: seeded workloads replicated by a source agent and a target job that keep dying.
 
-The agent (``streamer source run``) and the target job (``streamer target run``) run as child
-processes, each in its own process group, and are SIGKILLed at random points and restarted, while
-:class:`~streamer.testing.sampler.Sampler` readers sample the target. Once the target has caught up,
-the samples are judged offline against the source's history (:func:`streamer.testing.checker.check`).
-
-Workloads run one after another on one bundled warehouse and one agent/target pair (the JVM start of
-a target job costs ~15 s, so one pair keeps the campaign about the apply rate, not about restarts);
-each workload has its own seed and its own three databases, which it alone changes. The broker and
-the target metastore are the caller's (tests share the session's).
+The agent and the target job run as child processes (:class:`~streamer.testing.child.Child`) that are
+SIGKILLed at random points and restarted while :class:`~streamer.testing.sampler.Sampler` readers
+sample the target; the samples are then judged offline (:func:`streamer.testing.checker.check`).
+How workloads share one warehouse and one agent/target pair: docs/design/consistency.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.target.state.state_file import TargetState
 from streamer.testing.checker import Report, Sample, check
+from streamer.testing.child import STREAMER, Child
 from streamer.testing.history import History
 from streamer.testing.sampler import Sampler
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
 from streamer.warehouse.warehouse import Warehouse
 from streamer.warehouse.workload import Workload
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "STREAMER", "Campaign", "CampaignConfig", "CampaignError", "CampaignResult", "Child", "run_campaign",
+]
 
-STREAMER = str(Path(sys.executable).with_name("streamer"))
+log = logging.getLogger(__name__)
 
 
 class CampaignError(AssertionError):
@@ -94,57 +88,6 @@ class CampaignResult:
         }
 
 
-class Child:
-    """A ``streamer`` subcommand as a child process in its own session, killable as a whole group."""
-
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
-        self.name = name
-        self.argv = [STREAMER, "--log-level", "INFO", *argv]
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self.kills = 0
-
-    def start(self) -> Self:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        with open(self.log_path, "ab") as out:
-            out.write(f"\n==== start {self.starts + 1}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,
-            )
-        self.starts += 1
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group (a JVM and Python workers included): a crash."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        self.kill()
-
-    def tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return ""
-
-
 class _Scoped:
     """The warehouse as one workload sees it: only its own databases."""
 
@@ -178,20 +121,9 @@ class Campaign:
         self.target_root = (work / "target" / "warehouse").as_uri()
         self.state_dir = work / "target" / "state"
         self.dbs: list[str] = []
-        self.agent = Child("agent", [
-            "source", "run", "--source-id", self.source_id, "--notification-db", self.db_url,
-            "--bootstrap-servers", config.bootstrap_servers, "--topic", self.topic,
-            "--batch-size", "100", "--poll-interval", "0.05", "--gap-settle-seconds", "2",
-            "--checksum-algorithm", CHECKSUM_ALGORITHM, "--cmroot", str(work / "source" / "cmroot"),
-        ], work / "agent.log")
-        self.target = Child("target", [
-            "target", "run", "--bootstrap-servers", config.bootstrap_servers,
-            "--source-id", self.source_id, "--topic", self.topic, "--hms-uri", config.hms_uri,
-            "--warehouse-root", self.target_root,
-            "--external-base-dir", (work / "target" / "external").as_uri(),
-            "--state-dir", str(self.state_dir), "--trigger-seconds", "0.1", "--metrics-port", "0",
-            "--consistency", config.consistency,
-        ], work / "target.log")
+        agent_argv = _agent_argv(config, self.source_id, self.topic, self.db_url)
+        self.agent = Child("agent", agent_argv, work / "agent.log")
+        self.target = Child("target", _target_argv(config, self.source_id, self.topic), work / "target.log")
         self.catalog = HmsCatalog(config.hms_uri)
 
     # --- observing the target --------------------------------------------------------------
@@ -235,11 +167,7 @@ class Campaign:
             samples = sampler.stop()
             self.agent.stop()
             self.target.stop()
-        history = History.from_rows(self.warehouse.notifications(), self.source_id,
-                                    txn_writes=self.warehouse.txn_write_rows)
-        report = check(history, samples, scope=cfg.consistency)
-        every = report.summary(limit=len(samples))
-        (cfg.work_dir / "violations.txt").write_text(every + "\n", encoding="utf-8")
+        history, report = _judge(cfg, self.warehouse, self.source_id, samples)
         return CampaignResult(
             workloads=cfg.workloads, events=self.warehouse.current_event_id(),
             agent_kills=self.agent.kills, target_kills=self.target.kills,
@@ -257,11 +185,7 @@ class Campaign:
         self.dbs.extend(dbs)
         workload = Workload(cast(Warehouse, _Scoped(self.warehouse, dbs)), seed=cfg.seed * 1000 + index)
         start = self.warehouse.current_event_id()
-        duration = cfg.events / cfg.rate
-        kills = sorted(
-            [(self.rng.uniform(0, duration), "agent") for _ in range(cfg.kills)]
-            + [(self.rng.uniform(0.2, 1.0) * duration, "target") for _ in range(cfg.kills)]
-        )
+        kills = _kill_plan(self.rng, cfg)
         t0 = time.monotonic()
         target_progress = sum(self.applied().values())
         while self.warehouse.current_event_id() - start < cfg.events or kills:
@@ -315,6 +239,47 @@ class Campaign:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kill_plan(rng: random.Random, cfg: CampaignConfig) -> list[tuple[float, str]]:
+    """When (seconds into a workload) to SIGKILL which process: the target not in the first fifth."""
+    duration = cfg.events / cfg.rate
+    return sorted(
+        [(rng.uniform(0, duration), "agent") for _ in range(cfg.kills)]
+        + [(rng.uniform(0.2, 1.0) * duration, "target") for _ in range(cfg.kills)]
+    )
+
+
+def _judge(
+    cfg: CampaignConfig, warehouse: Warehouse, source_id: str, samples: list[Sample]
+) -> tuple[History, Report]:
+    """The samples judged against the source's history; every violation goes to ``violations.txt``."""
+    history = History.from_rows(warehouse.notifications(), source_id, txn_writes=warehouse.txn_write_rows)
+    report = check(history, samples, scope=cfg.consistency)
+    every = report.summary(limit=len(samples))
+    (cfg.work_dir / "violations.txt").write_text(every + "\n", encoding="utf-8")
+    return history, report
+
+
+def _agent_argv(config: CampaignConfig, source_id: str, topic: str, db_url: str) -> list[str]:
+    return [
+        "source", "run", "--source-id", source_id, "--notification-db", db_url,
+        "--bootstrap-servers", config.bootstrap_servers, "--topic", topic,
+        "--batch-size", "100", "--poll-interval", "0.05", "--gap-settle-seconds", "2",
+        "--checksum-algorithm", CHECKSUM_ALGORITHM, "--cmroot", str(config.work_dir / "source" / "cmroot"),
+    ]
+
+
+def _target_argv(config: CampaignConfig, source_id: str, topic: str) -> list[str]:
+    work = config.work_dir
+    return [
+        "target", "run", "--bootstrap-servers", config.bootstrap_servers,
+        "--source-id", source_id, "--topic", topic, "--hms-uri", config.hms_uri,
+        "--warehouse-root", (work / "target" / "warehouse").as_uri(),
+        "--external-base-dir", (work / "target" / "external").as_uri(),
+        "--state-dir", str(work / "target" / "state"), "--trigger-seconds", "0.1", "--metrics-port", "0",
+        "--consistency", config.consistency,
+    ]
 
 
 def run_campaign(config: CampaignConfig) -> CampaignResult:

@@ -1,32 +1,15 @@
 """``streamer verify``: prove a replica equals the source at the replica's own position.
 
 The I/O around :mod:`streamer.target.dr.drift` (the pure comparison): the source's history is read back
-from the Kafka topic (its events carry full snapshots and file checksums), the target from its
-metastore over Thrift and its files through fsspec, and drifted files may be re-copied through the
-applier's own verified :class:`~streamer.target.apply.files.FileCopier` (``repair``). Metadata drift is
-reported, never repaired: an operator decides (re-bootstrap the table, or retry from a backup).
-
-Interleaving with a running target job. Each database is read in two passes:
-
-1. *optimistic*: its cut-off (``repl.last.id``, progress), tables, partitions and file listings are
-   read under ``guard`` (the job's ``BatchApplier.lock`` in ``streamer target run --verify-every``:
-   no batch is being applied meanwhile); with the lock released, the source's state at that
-   cut-off is computed (reading the topic) and the files are hashed;
-2. *confirm*, only for a database where pass 1 found drift: the database is read *and hashed* again
-   under ``guard``, and compared with the source at its cut-off then, so a file a batch replaced
-   between listing and hashing is not reported.
-
-So the apply waits at most for one database's metadata reads (plus its hashing when it drifted);
-verification never sees a half-applied step in-process. A one-shot ``streamer verify`` against a
-running job has no lock: it reads the cut-off before and after reading a database (as the
-consistency checker's samplers do), retries one that moved (then reports it unsettled, not
-drifted), and is exact when the job is stopped.
+from the Kafka topic, the target through :mod:`streamer.target.dr.observe`, and drifted files may be
+re-copied through the applier's :class:`~streamer.target.apply.files.FileCopier` (``repair``).
+Metadata drift is reported, never repaired. The two-pass reading under the job's batch lock is
+described in docs/design/dr.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -38,13 +21,10 @@ from typing import Any
 from streamer import metrics
 from streamer.errors import ConfigError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import DatabaseSnapshot, Event, FileRef, TableSnapshot
-from streamer.filesystems import url_to_fs
-from streamer.hive.files import is_hidden, partition_name
+from streamer.events.model import DatabaseSnapshot, Event, FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
-from streamer.replay.state import UNPARTITIONED, stable_params, table_meta
-from streamer.target.apply.files import FileCopier, hasher
+from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.dr.drift import (
     CHECKSUM,
@@ -54,16 +34,13 @@ from streamer.target.dr.drift import (
     DatabaseReport,
     ExpectedDatabase,
     ObservedDatabase,
-    ObservedFile,
-    ObservedTable,
     VerifyReport,
-    checksum_algorithm,
     compare,
     expected_at,
 )
+from streamer.target.dr.observe import hash_files, observe, source_digests
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.status import read_progress, replicated_through
-from streamer.target.state.visibility import is_acid_replica, source_parameters, visible_write_ids
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +190,7 @@ class _Verifier:
             # streamed: memory holds the replayed tables, not the topic (a moved cut-off reads it again)
             for db, exp in expected_at(self.events(), missing).items():
                 if self.settings.recompute_source:
-                    exp = exp.with_recomputed(_source_digests(exp, self.settings.chunk_size))
+                    exp = exp.with_recomputed(source_digests(exp, self.settings.chunk_size))
                 self._expected[(db, exp.event_id)] = exp
 
     def _expected_at(self, db: str, cut: int) -> ExpectedDatabase:
@@ -226,7 +203,7 @@ class _Verifier:
 
     # --- one database ---------------------------------------------------------------------------
     def _database(self, db: str, guard: Guard) -> DatabaseReport:
-        """Two passes (see the module docstring): optimistic, then confirmed under the guard.
+        """Two passes (docs/design/dr.md): optimistic, then confirmed under the guard.
 
         The target is read first, under the guard, with its cut-off; the expected state for that
         cut-off is computed afterwards (it may read the topic), with the guard released.
@@ -261,64 +238,10 @@ class _Verifier:
         return int(snap.parameters.get(LAST_ID_PARAM, "0") or 0)
 
     def _observe(self, db: str, snap: DatabaseSnapshot | None, position: int) -> ObservedDatabase | None:
-        if snap is None:
-            return None
-        name = self.target_name(db)
-        tables: dict[str, ObservedTable] = {}
-        for table_name in self.catalog.list_tables(name):
-            table = self.catalog.get_table(name, table_name)
-            if table is not None:
-                tables[table_name.lower()] = self._table(table)
-        return ObservedDatabase(db, position, stable_params(snap.parameters), tables)
-
-    def _table(self, table: TableSnapshot) -> ObservedTable:
-        write_ids: list[int] | None = None
-        if is_acid_replica(table.parameters):
-            if not self.settings.warehouse_root:
-                raise ConfigError(
-                    f"{table.db}.{table.name} is an ACID replica: verifying it needs --warehouse-root"
-                )
-            write_ids = visible_write_ids(self.settings.warehouse_root, table.db, table.name)
-            table = dataclasses.replace(table, parameters=source_parameters(table.parameters))
-        meta = table_meta(table)
-        ids = tuple(sorted(write_ids or ())) if meta.transactional else ()
-        if meta.is_view:
-            return ObservedTable(meta, write_ids=ids)
-        partitions: dict[str, dict[str, ObservedFile]] = {}
-        locations: dict[str, str] = {}
-        if table.partition_keys:
-            keys = [k.name.lower() for k in table.partition_keys]
-            for part in self.catalog.list_partitions(table.db, table.name):
-                if len(part.values) != len(keys):
-                    continue  # replaced while being read; the confirming pass reads it again
-                name = partition_name(keys, list(part.values))
-                partitions[name] = _listing(part.sd.location, write_ids)
-                if part.sd.location:
-                    locations[name] = part.sd.location
-        else:
-            partitions[UNPARTITIONED] = _listing(table.sd.location, write_ids)
-            if table.sd.location:
-                locations[UNPARTITIONED] = table.sd.location
-        return ObservedTable(meta, partitions, locations, ids)
+        return observe(self.catalog, db, self.target_name(db), snap, position, self.settings.warehouse_root)
 
     def _hash(self, observed: ObservedDatabase | None, expected: ExpectedDatabase) -> ObservedDatabase | None:
-        """Digests of the files that have a source checksum to compare with (by its algorithm)."""
-        if observed is None:
-            return None
-        tables = {}
-        for name, table in observed.tables.items():
-            parts = {}
-            for part, files in table.partitions.items():
-                out = {}
-                for path, f in files.items():
-                    algo = checksum_algorithm(expected, name, part, path)
-                    if algo is not None and (f.algorithm != algo or f.digest is None):
-                        digest = _digest(f.url, algo, self.settings.chunk_size)
-                        f = dataclasses.replace(f, digest=digest, algorithm=algo)
-                    out[path] = f
-                parts[part] = out
-            tables[name] = dataclasses.replace(table, partitions=parts)
-        return dataclasses.replace(observed, tables=tables)
+        return hash_files(observed, expected, self.settings.chunk_size)
 
     # --- repair ---------------------------------------------------------------------------------
     def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
@@ -342,66 +265,8 @@ class _Verifier:
         return done
 
 
-def _source_digests(expected: ExpectedDatabase, chunk: int) -> dict[tuple[str, str, str], str]:
-    """sha256 of the source's current copy of every file the events recorded no checksum of, in
-    tables the source has not changed since the cut-off (a vanished file stays unverified)."""
-    out = {}
-    for table, part, path, ref in expected.unchecked_files():
-        try:
-            digest = _digest(ref.uri, "sha256", chunk)
-        except OSError as exc:
-            log.info("cannot hash source file %s: %s", ref.uri, exc)
-            continue
-        if digest is not None:
-            out[(table, part, path)] = digest
-    return out
-
-
 def _fixed(directory: str) -> Callable[[FileRef], str]:
     return lambda _ref: directory
-
-
-def _listing(location: str | None, write_ids: list[int] | None) -> dict[str, ObservedFile]:
-    """Visible files below ``location`` by relative path (hidden names skipped at every level; an
-    ACID replica's only in the base/delta directories its committed write ids make visible)."""
-    if not location:
-        return {}
-    fs, root = url_to_fs(location)
-    root = root.rstrip("/")
-    allowed: set[str] | None = None
-    try:
-        found = fs.find(root, detail=True)
-        if write_ids is not None:
-            from streamer.target.table_reader import visible_dirs
-
-            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
-            allowed = set(visible_dirs(names, set(write_ids), location))
-    except FileNotFoundError:
-        return {}  # a partition without files may have no directory
-    out: dict[str, ObservedFile] = {}
-    for path, info in found.items():
-        rel = path[len(root) + 1 :] if path.startswith(root + "/") else None
-        if not rel or any(is_hidden(seg) for seg in rel.split("/")):
-            continue
-        if allowed is not None and ("/" not in rel or rel.split("/", 1)[0] not in allowed):
-            continue
-        url = f"{location.rstrip('/')}/{rel}"
-        out[rel] = ObservedFile(url, int(info.get("size") or 0))
-    return out
-
-
-def _digest(url: str, algorithm: str | None, chunk: int) -> str | None:
-    if algorithm is None:
-        return None
-    fs, path = url_to_fs(url)
-    digest = hasher(algorithm, obj=url)
-    try:
-        with fs.open(path, "rb") as fh:
-            while block := fh.read(chunk):
-                digest.update(block)
-    except FileNotFoundError:
-        return None  # vanished meanwhile: the confirming pass decides
-    return str(digest.hexdigest())
 
 
 # --- continuous verification in the target job --------------------------------------------------------
@@ -412,7 +277,7 @@ class VerifyLoop:
 
     Rate-limited: the next run starts ``every`` seconds after the previous one *ended*, so a slow
     verification never runs back to back. Each database is read under ``lock`` (the job's batch
-    lock) as the module docstring describes. Failures are logged and counted, never fatal to the job.
+    lock) as docs/design/dr.md describes. Failures are logged and counted, never fatal to the job.
     """
 
     def __init__(self, settings: VerifySettings, every: float, lock: threading.Lock) -> None:
@@ -456,4 +321,3 @@ class VerifyLoop:
                     catalog = None
         if catalog is not None:
             catalog.close()
-
