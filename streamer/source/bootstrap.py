@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from streamer import metrics
 from streamer.errors import StreamerError
@@ -198,23 +198,24 @@ def source_events(reader: NotificationReader, source_id: str, enrich: EnrichSett
         last = rows[-1].event_id
 
 
+class SettleOptions(TypedDict, total=False):
+    """``settle``'s keyword arguments, which ``snapshot`` passes on."""
+
+    enrich: EnrichSettings | None
+    at_least: int
+    max_rounds: int
+    on_object: ObjectCallback | None
+    catalog_name: str
+
+
 def snapshot(
-    source: SourceCatalog,
-    reader: NotificationReader,
-    scope: Scope,
-    source_id: str,
-    *,
-    enrich: EnrichSettings | None = None,
-    at_least: int = 0,
-    max_rounds: int = 20,
-    on_object: ObjectCallback | None = None,
-    catalog_name: str = DEFAULT_CATALOG,
+    source: SourceCatalog, reader: NotificationReader, scope: Scope, source_id: str,
+    **options: Unpack[SettleOptions],
 ) -> Consolidated:
     """The policy's objects as of one event id E1 >= ``at_least`` (see the module docstring)."""
     start = source.current_event_id()
-    dump = read_dump(source, scope, on_object)
-    return settle(source, reader, scope, source_id, start, dump, enrich=enrich, at_least=at_least,
-                  max_rounds=max_rounds, on_object=on_object, catalog_name=catalog_name)
+    dump = read_dump(source, scope, options.get("on_object"))
+    return settle(source, reader, scope, source_id, start, dump, **options)
 
 
 def settle(

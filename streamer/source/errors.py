@@ -47,3 +47,7 @@ class UnfinishedBootstrapError(StreamerError):
             "marker): finish it first (run `streamer bootstrap` again with the same --work-dir and "
             "policy), or publish a new one, then start the agent"
         )
+
+
+class ProducerFencedError(StreamerError):
+    """Another agent took over this source's transactional id; two agents must never run at once."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from streamer.events.model import (
@@ -38,6 +38,8 @@ from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
 from streamer.source.enrich import filesystem_of
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class UnsupportedSourceObjectError(BootstrapError):
@@ -89,6 +91,13 @@ def list_files(location: str | None, partition: str | None = None) -> list[FileR
     return sorted(out, key=lambda f: f.uri)
 
 
+def _present(found: T | None, what: str) -> T:
+    """``found``, or ``Vanished`` naming ``what`` when the metastore no longer has it."""
+    if found is None:
+        raise Vanished(what)
+    return found
+
+
 class HmsSourceCatalog:
     """Reads of a Hive Metastore (through ``HmsCatalog``) and of its tables' filesystems."""
 
@@ -109,21 +118,14 @@ class HmsSourceCatalog:
         return self.hms.list_databases()
 
     def database(self, name: str) -> DatabaseSnapshot:
-        db = self.hms.get_database(name)
-        if db is None:
-            raise Vanished(f"database {name}")
-        return db
+        return _present(self.hms.get_database(name), f"database {name}")
 
     def tables(self, db: str) -> list[str]:
-        if self.hms.get_database(db) is None:
-            raise Vanished(f"database {db}")
+        self.database(db)
         return self.hms.list_tables(db)
 
     def table(self, db: str, name: str) -> TableSnapshot:
-        table = self.hms.get_table(db, name)
-        if table is None:
-            raise Vanished(f"table {db}.{name}")
-        return table
+        return _present(self.hms.get_table(db, name), f"table {db}.{name}")
 
     def partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
         parts = self.hms.list_partitions(db, table)
@@ -154,15 +156,11 @@ class HmsSourceCatalog:
         )
 
     def functions(self, db: str) -> list[str]:
-        if self.hms.get_database(db) is None:
-            raise Vanished(f"database {db}")
+        self.database(db)
         return self.hms.list_functions(db)
 
     def function(self, db: str, name: str) -> FunctionSnapshot:
-        fn = self.hms.get_function(db, name)
-        if fn is None:
-            raise Vanished(f"function {db}.{name}")
-        return fn
+        return _present(self.hms.get_function(db, name), f"function {db}.{name}")
 
     def constraints(self, db: str, table: str) -> list[Constraint]:
         """Primary and foreign keys (the kinds Hive 2.x's API serves)."""
