@@ -1,27 +1,8 @@
-"""File checksums as source filesystems record them, computed while a file streams by.
+"""File checksums as source filesystems record them (sha256, md5 and HDFS's MD5-of-MD5-of-CRC and
+composite-CRC values), computed while a file streams by.
 
-Hive's change manager records ``FileSystem.getFileChecksum`` of every file it names, hex-encoded. On
-HDFS that value is not a plain digest of the content but one of:
-
-* ``hdfs-md5-of-md5-of-crc32c`` / ``hdfs-md5-of-md5-of-crc32`` (HDFS's default combine mode,
-  ``MD5MD5CRC32CastagnoliFileChecksum`` / ``MD5MD5CRC32GzipFileChecksum``): a CRC per
-  ``bytesPerCRC`` chunk, an MD5 per block over the block's big-endian CRCs, an MD5 over the block
-  MD5s. The 28 recorded bytes are ``bytesPerCRC`` (int32), ``crcPerBlock`` (int64: chunks per block,
-  0 for a file of one block) and that MD5. The file MD5 is taken over the client's whole buffer of
-  block MD5s, which starts at 32 bytes and doubles, so it includes zero padding; an empty file gets
-  the constant ``(0, 0, MD5 of 32 zero bytes)``.
-* ``hdfs-composite-crc32c`` / ``hdfs-composite-crc32`` (``dfs.checksum.combine.mode=COMPOSITE_CRC``):
-  the chunk CRCs composed into one CRC of the whole content, 4 bytes; independent of block size and
-  ``bytesPerCRC``. An empty file gets the same constant as above.
-
-Which of these a value is cannot be told from its bytes (CRC32 and CRC32C values look alike): the
-algorithm name recorded with the file decides. The MD5-of-MD5 value carries its own ``bytesPerCRC``
-and block size (``crcPerBlock * bytesPerCRC``; a one-block value does not depend on the block size),
-so ``new(name, expected=...)`` takes them from the recorded value; the keyword defaults (HDFS's
-``dfs.bytes-per-checksum`` 512 and ``dfs.blocksize`` 128 MiB) apply only without one.
-
-Every object here is hashlib-like (``update``, ``digest``, ``hexdigest``, ``copy``) so a copier hashes
-a file in the same single pass that writes it. Pure: no I/O.
+Every hasher is hashlib-like (``update``, ``digest``, ``hexdigest``, ``copy``), so a copier hashes a file
+in the same pass that writes it. Pure: no I/O. How HDFS's values are made: ``docs/design/source.md``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Bootstrap, source side: dump a policy's objects as of one event id and turn them into records.
 
-``snapshot`` records the source's current event id E0, reads every object of the policy (through a
-``SourceCatalog``), reads the events after E0 up to the newest id E1, and consolidates them into the
-dump (``streamer.source.consolidate``): the result is the source state at E1, without blocking
-writers, renames included. Tables whose reads an event tore, or that the events need but the dump
-lacks, are re-read and the consolidation is repeated (bounded by ``max_rounds``).
-
-``records`` turns the state into bootstrap records (``BootstrapObjectPayload``, numbered in topic
-order, large tables split into several records) and the closing ``BootstrapMarkerPayload``; pure.
-Publishing lives in ``streamer.source.publish_bootstrap``.
+``snapshot`` reads the policy's objects through a ``SourceCatalog`` and consolidates the events of that
+time into them (the source state at the newest event id E1, writers never blocked); ``records`` turns
+that state into bootstrap records. Publishing lives in ``streamer.source.publish_bootstrap``; the
+design is in ``docs/design/source.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Bootstrap consolidation: a dump read while the source changed + the events of that time -> the
 source state at the last of those events. Pure: no I/O.
 
-A dump's objects are read one after another while writers go on, so each object shows the source at
-a different instant after E0 (the source's event id when the dump started). Replaying every event
-E0 < e <= E1 on the dump brings each object to its state at E1, because events carry full object
-snapshots: creates and alters *set* an object, drops remove it, and file events are set-idempotent
-(an INSERT adds files by URI, INSERT OVERWRITE and TRUNCATE replace or clear a partition's files).
-A table's metadata, partitions and statistics (table and partition level) change only by events
-after the table was read: the read shows the older ones, and not every older change can be replayed
-(a DELETE_*_COL_STAT carries no parameters), so replaying older snapshots could undo newer ones. Renames are
-consolidated rather than blocked (Hive blocks them during a bootstrap): the dumped object moves to its
-new name with its partitions and files re-pointed under the new location, or, if the dump already
-read it under the new name, stays as read.
-
-Two things the events cannot repair are reported for the caller to re-read: ``torn`` tables (an event
-touched the table while its table, partitions and files were being read, so the parts may not agree)
-and ``unresolved`` tables (an event needs the table but the dump lacks it, e.g. a table renamed into
-the policy, whose partitions no event carries). After re-reading them the caller consolidates again.
+Tables the events cannot repair come back as ``torn`` or ``unresolved``, for the caller to re-read.
+Why replaying works, and its limits: ``docs/design/source.md``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``SourceCatalog`` over a real Hive Metastore: what a bootstrap dump of a Hive source reads.
 
-Metadata comes through the metastore's Thrift API (``HmsCatalog``, whose conversions turn Thrift
-objects into streamer's snapshots); data files come from listing each table's or partition's location
-on its filesystem through fsspec, skipping the hidden and staging names Hive's readers skip
-(``_SUCCESS``, ``.crc`` files, ``_tmp``/``.hive-staging`` directories). Files carry no checksum here:
-the dump's enrichment reads one from the file itself (as the agent does for events without one).
-
-Objects dropped while being read raise ``Vanished`` (the metastore's NoSuchObjectException, or a
-location that no longer exists under a table that no longer exists); the dump's consolidation of the
-events of that time repairs the rest.
-
-Transactional (ACID) tables need the committed write-id list, which the Hive 2.x Thrift API this
-client speaks does not serve: their dump is refused with an error naming the table, rather than
-copying uncommitted or aborted deltas.
+Metadata through the metastore's Thrift API, data files by listing each location with fsspec (no
+checksums: enrichment computes them). Objects dropped while being read raise ``Vanished``;
+transactional tables are refused (Hive 2.x's Thrift API serves no committed write-id list).
 """
 
 from __future__ import annotations

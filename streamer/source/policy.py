@@ -1,31 +1,7 @@
-"""Replication policies in Hive's syntax: which databases and tables an agent publishes.
+"""Replication policies in Hive's ``REPL DUMP`` syntax: which databases and tables an agent publishes,
+and which events pass (``accepts``, ``select``).
 
-Grammar (as Hive's ``REPL DUMP``)::
-
-    policy  := db [ '.' list [ '.' list ] ]
-    db      := '*' | name | '`' anything but '`' '`'
-    list    := '[' [ quoted { ',' quoted } ] ']'
-    quoted  := "'" regex "'" | '"' regex '"'
-
-``*`` means every database; any other database name is a regex (as in Hive's ``ReplScope``, so
-``sales`` is an exact name and ``db.*`` must be back-quoted). The first list includes tables, the
-second excludes them; a missing include list means every table and ``db.[]`` means no table
-(functions and database-level events only). Every regex is case-insensitive and must match the
-whole name. An agent may run several policies: an object is in scope if any policy includes it.
-
-Which events a policy accepts (``accepts``) is decided here, in one place, because a wrong answer
-either leaks data or silently loses changes on the targets:
-
-* database-level events (database create/alter/drop, functions) pass when the database is
-  included, whatever the table lists say;
-* table events pass when their table is included;
-* a rename passes when the old *or* the new name is in scope: a table renamed out of scope must
-  still reach targets so they drop it, and one renamed into scope must reach them so they can
-  create it from the event's snapshot (the target decides how; the agent never hides either side);
-* OPEN_TXN / COMMIT_TXN / ABORT_TXN pass when they name no database or an included one, and
-  COMMIT_TXN keeps only the writes of included tables (``select``);
-* PROGRESS always passes, and so does any other event whose database is unknown: the agent never
-  drops what it cannot classify.
+The grammar and the rules for each kind of event: ``docs/design/source.md``.
 """
 
 from __future__ import annotations
@@ -173,7 +149,15 @@ def _text(value: object) -> str | None:
 
 
 class _Parser:
-    """Recursive descent over one policy string; every error names a position and what was expected."""
+    """Recursive descent over one policy string; every error names a position and what was expected.
+
+    Grammar::
+
+        policy  := db [ '.' list [ '.' list ] ]
+        db      := '*' | name | '`' anything but '`' '`'
+        list    := '[' [ quoted { ',' quoted } ] ']'
+        quoted  := "'" regex "'" | '"' regex '"'
+    """
 
     def __init__(self, text: str) -> None:
         self.text = text

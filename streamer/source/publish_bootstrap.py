@@ -1,15 +1,6 @@
-"""Publishing bootstrap records into a source's topic, with the agent's transactional id.
-
-Using the agent's ``transactional.id`` fences a running agent (two writers must never interleave in
-the one ordered topic) and lets the agent, started afterwards, recover the bootstrap's event id E1
-from the topic tail: the last transaction ends with the marker and a PROGRESS record at E1 carrying
-the policy, so the agent continues after E1 and later detects a policy change.
-
-Resuming: ``BootstrapWork`` keeps the dumped, enriched records of a bootstrap in a work directory
-before the first is published; ``published_through`` finds in the topic the last record of that
-bootstrap that a committed transaction holds (transactions commit whole, so the topic holds a
-prefix of the records). A re-run publishes only the rest; a finished bootstrap is not published
-again unless a new one is asked for.
+"""Publishing bootstrap records into a source's topic, with the agent's transactional id (which fences
+a running agent), and resuming an interrupted bootstrap from its work directory (``BootstrapWork``,
+``published_through``). Design: ``docs/design/source.md``.
 """
 
 from __future__ import annotations

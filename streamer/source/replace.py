@@ -1,19 +1,6 @@
-"""Policy changes with Hive's REPLACE semantics, without stopping the stream.
-
-When an agent restarts with other policies than the topic records (every PROGRESS record carries the
-agent's policies), the change is published in place, at one event id E1:
-
-1. one dump of the tables whose membership changes (newly included ones, and newly excluded ones),
-   consolidated to E1 (``streamer.source.bootstrap.snapshot``);
-2. the agent publishes the events up to E1 under the *old* policies, so targets lose nothing;
-3. bootstrap records of scope TABLES: DROP_TABLE for each newly excluded table, the full state at E1
-   of each newly included one (and of a newly included database), then the marker and a PROGRESS
-   record carrying the new policies;
-4. the agent continues after E1 under the new policies.
-
-Targets tell bootstraps apart by their event id, so a change is refused while the topic's newest
-bootstrap (or change) is at the source's current event id: a second one at that id would be taken
-for the first, already applied, and silently skipped. Any source event lifts the refusal.
+"""Policy changes with Hive's REPLACE semantics, without stopping the stream: the tables whose
+membership changes are dumped and published at one event id E1, after the old policies' events up to
+E1. The steps and why a change at the newest bootstrap's id is refused: ``docs/design/source.md``.
 """
 
 from __future__ import annotations
