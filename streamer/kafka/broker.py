@@ -87,6 +87,77 @@ def _recv_exact(sock: socket.socket, count: int) -> bytes:
     return data
 
 
+def _metadata_probe(settings: dict[str, Any]) -> Callable[[], bool]:
+    """Whether the broker answers a metadata request with its brokers, through librdkafka."""
+    from confluent_kafka.admin import AdminClient
+
+    # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
+    config: dict[str, Any] = {
+        **settings,
+        "socket.connection.setup.timeout.ms": 1000,
+        "logger": logging.getLogger(f"{__name__}.probe"),
+    }
+    admin = AdminClient(config)
+    return lambda: bool(admin.list_topics(timeout=1.0).brokers)
+
+
+def _tls_probe(host: str, port: int) -> Callable[[], bool]:
+    """Ask Tansu's plaintext port directly, by hand.
+
+    librdkafka would follow the metadata to the advertised TLS front in plaintext (it drops
+    bootstrap connections once it knows the brokers) and each probe would show as a refused
+    client in the front's log.
+    """
+
+    def probe() -> bool:
+        with socket.create_connection((host, port), timeout=1.0) as sock:
+            sock.sendall(api_versions_request(_PROBE_CORRELATION_ID))
+            return api_versions_ok(_recv_frame(sock), _PROBE_CORRELATION_ID)
+
+    return probe
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes], probe: Callable[[], bool], timeout: float, where: str, log_path: Path
+) -> None:
+    """Return once ``probe`` says the broker answers; ``BrokerError`` if it exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            code, tail = proc.returncode, _log_tail(log_path)
+            raise BrokerError(f"broker exited with code {code} at start-up; see {log_path}: {tail}")
+        try:
+            if probe():
+                return
+        except Exception as exc:  # KafkaException / OSError while the listener is not up yet
+            last_error = exc
+        time.sleep(0.05)
+    raise BrokerError(
+        f"broker on {where} did not answer within {timeout:.0f}s ({last_error}); see {log_path}"
+    )
+
+
+def _log_tail(log_path: Path, chars: int = 2000) -> str:
+    try:
+        return log_path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float, name: str) -> None:
+    """Terminate a running broker, wait, then kill it if it does not exit."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log.debug("broker %s still draining connections after %.1fs; killing it", name, timeout)
+        proc.kill()
+        proc.wait(timeout)
+
+
 class EmbeddedBroker:
     """A Tansu subprocess on `host:port`, memory storage; use as a context manager.
 
@@ -181,64 +252,22 @@ class EmbeddedBroker:
         except BaseException:
             self.stop()
             raise
-        log.info(
-            "broker ready on %s%s (log: %s)",
-            self.bootstrap_servers,
-            " (TLS)" if self.tls is not None else "",
-            self.log_path,
-        )
+        tls = " (TLS)" if self.tls is not None else ""
+        log.info("broker ready on %s%s (log: %s)", self.bootstrap_servers, tls, self.log_path)
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        last_error: Exception | None = None
-        probe = self._tls_probe if self.tls is not None else self._metadata_probe()
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise BrokerError(
-                    f"broker exited with code {self._proc.returncode} at start-up; "
-                    f"see {self.log_path}: {self.log_tail()}"
-                )
-            try:
-                if probe():
-                    return
-            except Exception as exc:  # KafkaException / OSError while the listener is not up yet
-                last_error = exc
-            time.sleep(0.05)
-        raise BrokerError(
-            f"broker on {self.broker_host}:{self.broker_port} did not answer within "
-            f"{self.start_timeout:.0f}s ({last_error}); see {self.log_path}"
+        assert self._proc is not None
+        probe = (
+            _tls_probe(self.broker_host, self.broker_port)
+            if self.tls is not None
+            else _metadata_probe(self.client_settings())
         )
-
-    def _metadata_probe(self) -> Callable[[], bool]:
-        from confluent_kafka.admin import AdminClient
-
-        # librdkafka's "connection refused" lines while the listener comes up go to a debug logger.
-        config: dict[str, Any] = {
-            **self.client_settings(),
-            "socket.connection.setup.timeout.ms": 1000,
-            "logger": logging.getLogger(f"{__name__}.probe"),
-        }
-        admin = AdminClient(config)
-        return lambda: bool(admin.list_topics(timeout=1.0).brokers)
-
-    def _tls_probe(self) -> bool:
-        """Ask Tansu's plaintext port directly, by hand.
-
-        librdkafka would follow the metadata to the advertised TLS front in plaintext (it drops
-        bootstrap connections once it knows the brokers) and each probe would show as a refused
-        client in the front's log.
-        """
-        with socket.create_connection((self.broker_host, self.broker_port), timeout=1.0) as sock:
-            sock.sendall(api_versions_request(_PROBE_CORRELATION_ID))
-            return api_versions_ok(_recv_frame(sock), _PROBE_CORRELATION_ID)
+        where = f"{self.broker_host}:{self.broker_port}"
+        _wait_ready(self._proc, probe, self.start_timeout, where, self.log_path)
 
     def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return _log_tail(self.log_path, chars)
 
     def stop(self, timeout: float = 1.0) -> None:
         """Terminate, wait, then kill if it does not exit; safe to call twice.
@@ -251,18 +280,8 @@ class EmbeddedBroker:
         if front is not None:
             front.stop()
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.debug(
-                    "broker %s still draining connections after %.1fs; killing it",
-                    self.bootstrap_servers,
-                    timeout,
-                )
-                proc.kill()
-                proc.wait(timeout)
+        if proc is not None:
+            _terminate(proc, timeout, self.bootstrap_servers)
         if self._log is not None:
             self._log.close()
             self._log = None
