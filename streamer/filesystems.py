@@ -1,20 +1,8 @@
 """Which filesystem a URL names, opened through fsspec with the operator's settings.
 
-Every file the agent reads and the target writes goes through ``url_to_fs`` here, so one place
-decides how a scheme is served:
-
-- ``file://`` and plain paths: the local filesystem.
-- ``s3://`` and ``s3a://`` (Hadoop's name for the same store, which Hive locations carry): s3fs.
-  Credentials, region and endpoint come from the standard AWS sources (``AWS_ACCESS_KEY_ID``,
-  ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, instance roles, ...) unless
-  ``--fs-option s3.KEY=VALUE`` says otherwise.
-- ``hdfs://``: pyarrow's ``HadoopFileSystem`` (libhdfs, the JVM client) when libhdfs can be found,
-  else WebHDFS (HTTP to the namenode; host from the URL or ``webhdfs.host``, port ``webhdfs.port``,
-  default 9870). ``--hdfs-driver`` forces one. ``webhdfs://`` is WebHDFS as it is.
-
-Settings are process-wide, as fsspec's own configuration is (``fsspec.config.conf``): a command
-calls ``configure`` once at start-up. Object stores have no atomic rename (``atomic_rename``), which
-the target's publish step needs to know.
+Every file the agent reads and the target writes goes through ``url_to_fs``: local paths, ``s3://``
+and ``s3a://`` (s3fs), ``hdfs://`` (libhdfs, else WebHDFS) and ``webhdfs://``. Settings are
+process-wide (``configure`` once at start-up). How each scheme is served: docs/design/consistency.md.
 """
 
 from __future__ import annotations

@@ -1,47 +1,9 @@
 """Reading a replica consistently: several tables as of one source event id, as Spark DataFrames.
 
-A target applies the source's events step by step, so a reader that reads table A and then table B
-of a live replica may get A before a step and B after it: a state the source never had. This module
-reads a set of tables the way the consistency checker (:mod:`streamer.testing.checker`) judges
-reads, and retries until the read is one source prefix:
-
-1. read the published watermark (:mod:`streamer.target.job.watermark`) and every involved database's
-   ``repl.last.id``;
-2. resolve every table twice: metadata, partitions and the exact data files (path, size, modification
-   time, inode; for ACID replicas only the directories of committed write ids, as
-   :func:`streamer.target.table_reader.read_table` reads them);
-3. read the watermark and ids again. Both readings equal and both resolutions equal means the
-   target held exactly that state at one instant (states only move forward, so a value seen at both
-   ends held in between) and no step of those databases completed meanwhile. The target applies
-   steps in event-id order, so that state is the source's after one event id, at least the largest
-   of the databases' watermarks, the global watermark and their ``repl.last.id``: that is the
-   snapshot's ``event_id``. A halted database is the exception (other databases go on past its
-   halt): the target publishes a halt before it applies any later step, and a read that involves a
-   halted database is accepted for that database alone.
-
-**Pinning.** DataFrames are lazy: Spark lists and reads files when an action runs, long after the
-check above. The target does not keep old files for that: an INSERT OVERWRITE or TRUNCATE replaces
-or removes them (source file names are reused, so a new file may appear under an old path with other
-content), and a replaced directory tree stays only 60 s, hidden (:mod:`streamer.target.apply.swap`). A
-DataFrame over the resolved file list could therefore fail later, or worse read a newer file under
-the same name. So :func:`snapshot` *materializes*: it reads exactly the resolved files into Spark's
-block store (``DataFrame.localCheckpoint(eager=True)``) and then checks that every one of those files
-is still the one it resolved (same size, modification time and inode); if not, the read raced an
-apply and is done again. The returned DataFrames never touch the replica's files again and stay
-valid for as long as they are referenced, whatever the target does meanwhile.
-
-Cost: each table is read in full once per successful attempt (plus a failed attempt's partial read)
-and held in executor memory, spilling to local disk, until the DataFrames are garbage-collected or
-:meth:`Snapshot.release` is called; pass ``where`` filters to hold less. Losing an executor loses
-its blocks: the DataFrame then fails (it never recomputes from newer files). Small files are
-coalesced into partitions of about 128 MiB. A halted database (pinned at its halt) cannot be read
-in one snapshot with other databases, which went on past it; read it on its own.
-
-**What ``event_id`` means.** Every change of the read tables up to ``event_id`` is visible, and the
-tables show one source state. Changes after it may already show, of the micro-batch the target was
-applying during the read (a step's effect becomes visible just before its database's
-``repl.last.id`` moves, and transaction commits advance no database's id). ``min_event_id`` waits
-until ``event_id`` reaches it: read-your-writes after a source commit with that event id.
+:func:`snapshot` reads the published watermark and the databases' ``repl.last.id``, resolves every
+table (metadata, partitions, exact data files) twice and reads the ids again, retrying until both
+readings agree: one source prefix. It then materializes exactly the resolved files and checks that
+they did not change meanwhile. Protocol, cost and what ``event_id`` promises: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -290,7 +252,7 @@ def snapshot(
     warehouse_root: str | None = None,
     hms_auth: HmsAuth | None = None,
 ) -> Snapshot:
-    """Read ``tables`` (``db.table`` names on the target) as one source state (module docstring).
+    """Read ``tables`` (``db.table`` names on the target) as one source state (docs/design/consistency.md).
 
     ``min_event_id`` waits until the state is at least that source event's; ``timeout`` bounds the
     whole call (waiting and retries) and raises :class:`SnapshotTimeout` naming the databases and

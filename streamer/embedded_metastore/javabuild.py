@@ -1,11 +1,8 @@
 """streamer's Java classes for the embedded metastore, compiled on first use.
 
-PySpark's jars hold Hive 2.3's metastore but nothing of streamer's: its notification listener
-(``streamer.embedded_metastore.listener``) and its local filesystem
-(``streamer.embedded_metastore.localfs``) are Java sources in
-``java/`` of this package. They are compiled together with ``javac`` against PySpark's jars into a
-cache dir keyed by the hash of the sources and of the jars' names, which the server puts on its
-classpath. A cached build needs no JDK; a new one does.
+The listener and the local filesystem (``java/`` of this package) are compiled with ``javac`` against
+PySpark's jars into a cache dir keyed by the hash of the sources and of the jars' names; a cached
+build needs no JDK, a new one does. See docs/design/metastore.md.
 """
 
 from __future__ import annotations

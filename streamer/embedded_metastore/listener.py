@@ -1,12 +1,8 @@
 """streamer's notification listener for the embedded metastore: its settings and its build.
 
-PySpark's jars hold Hive 2.3's metastore but not hive-hcatalog-server-extensions, where Hive's
-``DbNotificationListener`` lives; without a listener nothing writes ``NOTIFICATION_LOG``.
-``java/StreamerNotificationListener.java`` (in this package) is streamer's own listener, written
-against the metastore's listener API and built by
-``streamer.embedded_metastore.javabuild``. ``site_properties``
-registers it as a *transactional* listener (each event is stored in the metastore transaction of
-its change) and turns on INSERT events.
+PySpark's jars lack Hive's ``DbNotificationListener``, so ``java/StreamerNotificationListener.java``
+(built by ``streamer.embedded_metastore.javabuild``) writes ``NOTIFICATION_LOG``; ``site_properties``
+registers it as a *transactional* listener and turns on INSERT events. See docs/design/metastore.md.
 """
 
 from __future__ import annotations

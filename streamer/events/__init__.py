@@ -2,5 +2,5 @@
 
 Import from the submodules: ``streamer.events.model`` for the dataclasses, ``streamer.events.codec``
 for ``EventSerializer`` / ``EventDeserializer`` / ``encode_event`` / ``decode_event``. This package
-imports nothing itself, so using the model does not load fastavro.
+imports nothing itself, so using the model does not load fastavro. Design: docs/design/events.md.
 """

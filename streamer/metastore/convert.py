@@ -1,12 +1,8 @@
 """Conversion between streamer's snapshots and the Hive 2.3 metastore's Thrift objects.
 
-Pure code, no I/O, so every field's mapping can be checked without a server. Hive 2.3's Thrift API
-predates some snapshot fields: ``catalog`` (all objects), ``write_id`` (tables, partitions) and a
-database's ``managed_location`` / ``create_time`` are not sent, and come back as ``None``.
-
-Column statistics keep bounds as text (see ``ColumnStatistic``), as ``streamer.hive.objects``
-writes them: numbers as Python renders them, decimals as plain decimal strings, dates as days since
-the epoch (an ISO ``YYYY-MM-DD`` is also accepted on the way in).
+Pure code, no I/O, so every field's mapping can be checked without a server. Fields Hive 2.3's API
+lacks are not sent and come back as ``None``; column statistics keep bounds as text, as
+``streamer.hive.objects`` writes them. See docs/design/metastore.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """One place that opens a Thrift client to a Hive Metastore: plain, or SASL/GSSAPI (Kerberos).
 
-Production metastores run with ``hive.metastore.sasl.enabled=true``; such a server drops a plain
-client's first call. Kerberos here follows Hive's own client (``HiveMetaStoreClient``):
-
-- the server principal comes from ``hive.metastore.kerberos.principal``, e.g. ``hive/_HOST@REALM``;
-  ``_HOST`` is replaced by the URI's host, lower-cased, exactly as written: Hive 2.3's client (the
-  one inside Spark, which the target job also runs) does not canonicalise it, and both must ask
-  for the same principal. Hive 3+ clients resolve the host to its canonical name first; to match
-  such a setup, write the canonical name in the URI (``thrift://hms1.example.com:9083``);
-- SASL GSSAPI runs with service = the principal's first component and host = its second; the
-  realm is whatever the client's ``krb5.conf`` maps that host to (``[domain_realm]`` or
-  ``default_realm``), since GSSAPI names a host-based service without a realm;
-- the client's credentials come from the ticket cache (``KRB5CCNAME``, e.g. filled by ``kinit``),
-  or, for a service without one, from a client keytab: MIT Kerberos then gets (and renews) tickets
-  by itself from ``KRB5_CLIENT_KTNAME``, which this module sets for the process.
-
-The pure parts (``HmsAuth`` validation, ``server_principal``) do no I/O; ``open_client`` does.
+Kerberos follows Hive's own client: the server principal from ``hive.metastore.kerberos.principal``
+with ``_HOST`` replaced by the URI's host as written, credentials from the ticket cache or a client
+keytab (``KRB5_CLIENT_KTNAME``). Why each choice: docs/design/metastore.md. The pure parts
+(``HmsAuth`` validation, ``server_principal``) do no I/O; ``open_client`` does.
 """
 
 from __future__ import annotations

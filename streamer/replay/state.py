@@ -2,18 +2,7 @@
 
 The source history and the samples of a target both describe tables with :class:`TableState`, built
 by the same functions here, so "the target shows the source's state after event E" becomes an
-equality of fingerprints. A state keeps only what replication must preserve and a reader can see:
-the table type, columns, partition keys, parameters without volatile keys (times, statistics,
-replication markers the target adds), the view text, the partitions, and per partition its data
-files by path relative to the partition (or table) directory plus content checksum. Locations are
-left out: a target derives its own.
-
-ACID hook: for transactional tables (``transactional=true``) what a reader sees is decided by the
-committed write ids, not by the files in the directories (aborted or open deltas lie there too).
-Their states also carry the table's committed ``write_ids``: the source history records the write
-ids allocated by transactions that committed, and a caller sampling a target passes the write ids
-its reader API reports as valid (write ids are kept across replication); files must then be listed
-for those write ids only (delta/base directories included in the relative path).
+equality of fingerprints. What a state keeps, and the ACID write ids: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -120,7 +109,8 @@ def table_state(
     ``files`` maps the Hive partition name (``k=v/k2=v2``, escaped as Hive escapes it; ``""`` for an
     unpartitioned table) to ``(relative path, checksum)`` of the partition's visible data files
     (hidden ``.``/``_`` files excluded). Every partition that exists must appear, even without files.
-    ``write_ids`` (committed ones) is only kept for transactional tables (see the module docstring).
+    ``write_ids`` (committed ones) is only kept for transactional tables (the ACID hook in
+    docs/design/consistency.md).
     """
     files = files or {}
     if meta.is_view:

@@ -1,17 +1,9 @@
 """Reading ACID replicas correctly from Spark: exactly the rows of committed write ids.
 
-A transactional table's directories hold the deltas of committed, aborted and still-copying
-transactions side by side, and Spark (like Hive 2.3) knows nothing of write ids, so a plain
-``spark.table`` of an ACID replica could show rows of aborted transactions or half of a commit.
-``read_table`` reads the target's visibility file (``streamer.target.state.visibility``) once and
-hands Spark only
-the ``base_W``/``delta_W_W[_S]`` directories that file makes visible, choosing them as Hive's
-``AcidUtils.getAcidState`` does: the newest committed base, then every committed delta above it.
-Tables that are not ACID replicas are read with ``spark.table``.
-
-Data files are read as Parquet (the bundled warehouse's format, insert-only and full ACID alike);
-Hive's ACID ORC row format is not supported (Spark fails reading it as Parquet); delete deltas
-raise ``ReadError``.
+``read_table`` hands Spark only the ``base_W``/``delta_W_W[_S]`` directories the target's visibility
+file makes visible (as Hive's ``AcidUtils.getAcidState`` chooses them); other tables are read with
+``spark.table``. Data files are read as Parquet; delete deltas raise ``ReadError``. See
+docs/design/consistency.md.
 """
 
 from __future__ import annotations

@@ -1,45 +1,10 @@
 """The consistency checker: do samples of a replica only ever show states the source had?
 
-Offline and pure. Input: the source's :class:`~streamer.testing.history.History` and the samples
-concurrent readers took of a target. Output: a :class:`Report` with every violation of DESIGN §2's
-reader-facing invariants (1 order, 2 prefix consistency, 5 ACID atomicity) and the worst staleness.
-
-Sample format (what a sampler records, one :class:`Sample` per reader per instant):
-
-- ``reader``: a stable name of the reader (monotonicity is judged per reader);
-- ``wall_time``: when the sample was taken, seconds since the epoch (``time.time()``; the source's
-  event times have one-second grain, so staleness is accurate to about a second);
-- ``applied_event_ids``: the target's advertised progress, database name -> ``repl.last.id`` of that
-  target database;
-- ``tables``: ``db.table`` (lower case, source names) -> :class:`TableState`, or ``None`` for a table
-  the reader looked for and did not find. Build states with :func:`streamer.replay.state.observe`
-  from the target metastore's table snapshot and, per partition name (``""`` for an unpartitioned
-  table), the visible data files as ``(path relative to the partition directory, sha256 hex)``,
-  hidden ``.``/``_`` files left out. Transactional tables: pass the table's write ids the reader API
-  reports as committed, and only the files of those write ids (paths keep their ``delta_*`` dir).
-- ``source_head_event_id`` (optional): the source's last event id when the sample was taken; when
-  absent it is derived from the source event times.
-
-Taking a sample: read every ``repl.last.id``, then the tables, then the ids again, and keep the
-sample only when both readings agree. A target without snapshot reads shows a reader that races an
-apply a mix of two states; such a sample proves nothing either way (its watermark is stale by the
-time the tables are read), while an agreeing one must show one source state.
-
-Checks, each naming reader, sample and table:
-
-- ``phantom``: a table, or a file in a table, that no committed source event ever produced;
-- ``prefix``: a table's state equals the source's state of that table after no event id;
-- ``cut``: the tables of one sample each match some source state, but no single event id fits all;
-- ``monotonic``: a reader's inferred event id (or an advertised ``repl.last.id``) went backwards;
-- ``watermark``: ``repl.last.id`` is neither compatible with the state shown nor behind it by at most
-  ``max_in_flight`` steps' changes of the observed tables (the step being applied when the sample was
-  taken; a step is what the target applies before advancing ``repl.last.id``: one event, or a run the
-  planner applies in one go, see ``History.step_of``).
-
-Scope: ``global`` judges each sample as one cut across all its databases (a target in the
-``global`` consistency mode). ``database`` judges each database of a sample on its own, as if every
-database had its own reader (``reader@db``): the promise of the ``database`` mode, whose lanes let
-databases show different source event ids (``streamer.target.job.lanes``).
+Offline and pure. Input: the source's :class:`~streamer.testing.history.History` and the
+:class:`Sample` s concurrent readers took of a target. Output: a :class:`Report` with every
+violation (:data:`CHECKS`: phantom, prefix, cut, monotonic, watermark) and the worst staleness,
+judged per sample (scope ``global``) or per database (``database``). The sample format and the
+checks: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -59,7 +24,7 @@ EVERYTHING: IdSet = ((-(2**62), 2**62),)
 
 @dataclass(frozen=True)
 class Sample:
-    """What one reader observed on the target at one instant (see the module docstring)."""
+    """What one reader observed on the target at one instant (see docs/design/consistency.md)."""
 
     reader: str
     wall_time: float
@@ -110,7 +75,7 @@ def check(
     history: History, samples: Iterable[Sample], *, max_in_flight: int = 1, scope: str = "global"
 ) -> Report:
     """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times);
-    ``scope`` is ``global`` or ``database`` (see the module docstring)."""
+    ``scope`` is ``global`` or ``database`` (see docs/design/consistency.md)."""
     if scope not in ("global", "database"):
         raise ValueError(f"scope must be 'global' or 'database', not {scope!r}")
     samples = per_database(samples) if scope == "database" else list(samples)

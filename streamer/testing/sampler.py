@@ -1,19 +1,9 @@
 """The I/O side of the consistency checker: readers that sample a live target into :class:`Sample` s.
 
-A reader sees the target as any client would: the target metastore over Thrift (databases, their
-``repl.last.id``, tables, partitions) and the data files under the locations it reports, hashed.
-ACID replicas are read as the target's reader API reads them (committed write ids from the
-visibility file, only their ``base``/``delta`` directories). The sampling protocol of
-:mod:`streamer.testing.checker` is followed: read every ``repl.last.id``, then the tables, then the
-ids again; a sample whose two readings differ raced an apply and is discarded (counted, never
-judged). Tables are read twice in between and must read the same both times (a double collect):
-the ids alone do not bracket a table read that straddles a change applied just before its
-``repl.last.id`` moved (a table read, then dropped, then its partitions listed: a mix).
-
-Each sample covers one or two of the databases in scope and a few of their tables, chosen at random:
-small samples are quick, so fewer of them race an apply, and two databases in one sample still
-test cuts across databases. A table this reader saw before and did not find in a listing is
-recorded as absent, so a table that vanished too early (or came back) is judged as well.
+A reader sees the target as any client would (metastore over Thrift, data files hashed, ACID
+replicas through their visibility file) and follows the checker's sampling protocol: ids, tables
+read twice, ids again; a sample that raced an apply is discarded. Sample sizes and absent tables:
+docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -114,7 +104,7 @@ def _acid_dirs(directory: str, committed: Sequence[int]) -> list[str]:
 
 @dataclass
 class TargetReader:
-    """One reader of a target: takes samples of the databases it is given (see the module docstring).
+    """One reader of a target: takes samples of the databases it is given (docs/design/consistency.md).
 
     ``warehouse_root`` is needed for ACID replicas only (their visibility file lives under it).
     """

@@ -1,25 +1,10 @@
 """Drift between a replica and its source, judged at the replica's own position. Pure: no I/O.
 
-A target database advertises ``repl.last.id`` = E: it holds the source's state after E, not the
-source's current state, which may have moved on since. So the expected side is *reconstructed*:
-:func:`expected_at` replays the source's events (as read back from the topic: full snapshots, file
-references with checksums, bootstrap records) through the consistency checker's
-:class:`~streamer.testing.history.SourceStateMachine` and captures each database at its cut-off.
-Objects the source changed after the cut-off are therefore never reported: the comparison is with
-the state the source *had*, exactly what a correct replica shows.
-
-The cut-off of a database is the event id through which the target has applied everything that
-concerns it: its ``repl.last.id``, or, when it is not halted, the newest event the job consumed
-(transaction commits, which belong to no database, are applied in topic order; see
-:func:`streamer.target.state.status.replicated_through`).
-
-:func:`compare` reports each difference as a :class:`Drift` of one kind (:data:`KINDS`), normalising
-both sides the way the checker does (:func:`streamer.replay.state.table_meta`: volatile and
-bookkeeping parameters removed, names lower-cased, locations ignored because a target derives its
-own). Files are compared by path relative to their partition (or table) directory and by content:
-the checksum the event recorded (with its algorithm), or, for a source without checksums, the size.
-A drifted or missing data file of an existing partition can be re-copied (:class:`Repair`);
-metadata drift is only reported.
+:func:`expected_at` replays the source's events from the topic through
+:class:`~streamer.replay.machine.SourceStateMachine` and captures each database at its cut-off;
+:func:`compare` reports each difference from the replica as a :class:`Drift` of one of :data:`KINDS`
+(a drifted data file of an existing partition carries a :class:`Repair`). Cut-offs and
+normalisation: docs/design/dr.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Failback: what the old source changed after the cut, which the new primary never saw.
 
-After a failover the new primary (the old target) takes writes; the old source may also have taken
-some after the cut, before it went away: events in its notification log with ids above the cut's
-event id. Those were never applied to the new primary (the ones up to the cut's source head were
-published but not applied, the ones above it never left the source). Bringing the old source back
-as a target of the new primary rebases it on the new primary's state, which would overwrite them;
-so they are listed per object first, and the rebase is refused until the operator discards them
-explicitly (``streamer failback --discard-unreplicated``), which records what was discarded.
-
-``divergence`` is pure; reading the old source's log is the caller's business.
+Those events are listed per object before the old source is rebased as a target of the new primary,
+and the rebase is refused until the operator discards them (``--discard-unreplicated``); see
+docs/design/dr.md. ``divergence`` is pure; reading the old source's log is the caller's business.
 """
 
 from __future__ import annotations

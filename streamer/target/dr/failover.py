@@ -1,21 +1,9 @@
 """Failover: turn a replica into a primary at a recorded cut, and keep the target job from applying.
 
-A failover is three durable facts, written in this order so an interrupted one is finished by
-running it again (it is idempotent):
-
-1. ``<state-dir>/failover.json`` with ``state: pending``. From then on a target job with this state
-   dir refuses to apply: a running one stops before its next micro-batch (``job.run`` polls for the
-   file), a new one refuses to start.
-2. The cut, computed once no job holds the state dir's job lock (``JobLock``): per replicated
-   database the last applied source event id (``repl.last.id``) and the event id it is replicated
-   through (``status.replicated_through``), the source head (last PROGRESS record of the topic, when
-   Kafka is given), and the new primary's own notification-log head (where a reverse stream starts;
-   read after the job stopped, so it covers every event the replication itself caused there).
-3. Each replicated database loses its replica marks (``repl.target.for``, and ``readonly`` when the
-   job set it) and gets ``repl.failover.cut``: it is writable, and the applier refuses to replicate
-   into it again. ``failover.json`` then says ``state: done``.
-
-The cut is pure (``compute_cut``); the rest is I/O at the edges.
+Three durable facts, written in order so that running it again finishes an interrupted one:
+``failover.json`` pending (target jobs stop applying), the cut (once no job holds the state dir),
+then each replicated database's replica marks swapped for ``repl.failover.cut``. The cut is pure
+(``compute_cut``); the rest is I/O at the edges. Details: docs/design/dr.md.
 """
 
 from __future__ import annotations

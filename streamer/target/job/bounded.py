@@ -1,15 +1,8 @@
 """Bounded replication (``streamer target run --until-event N``): apply up to N, hold the rest. Pure.
 
-Hive's ``REPL DUMP ... TO N`` stops a replication cycle at an event id; here a running target job
-does. A micro-batch may straddle N: its events ``<= N`` are applied and the rest held. The job then
-stops *without* letting Spark commit that batch (``job.BatchApplier`` raises ``UntilReached`` inside
-``foreachBatch``), so the checkpoint never passes an event that was not applied. A later run re-reads
-the batch; the events ``<= N`` are dropped by the planner because every database's ``repl.last.id``
-already covers them (DESIGN invariant 4), and it continues with exactly the first event after N.
-
-``STREAMER_PROGRESS`` records carry no change: one past N only says the events up to its id were
-published (or filtered by the policy); it is kept, so a batch whose only record past N is a
-progress record is not a straddle and commits normally.
+A micro-batch that straddles N has its events ``<= N`` applied and the rest held; the job then stops
+without letting Spark commit that batch, so a later run continues with exactly the first event after
+N. How progress records are treated: docs/design/consistency.md.
 """
 
 from __future__ import annotations

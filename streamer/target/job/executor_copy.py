@@ -1,23 +1,8 @@
 """Large file copies as Spark tasks: the copy plan of one event runs on the executors.
 
-Below a threshold (``ExecutorCopy``: bytes or files of one copy) the driver's thread pool copies, as
-``FileCopier`` always did: no task overhead for small inserts. At or above it, the files become an
-RDD of ``(final name, file reference)`` partitions and each executor task stages its files exactly
-as the driver would (``FileCopier._stage_one``: stream once, hash, fall back to cmroot, write under
-the hidden temporary name, fsync). Tasks report what they staged; the driver publishes (rename, or
-the directory exchange of ``streamer.target.apply.swap``) only after every task reported success, so
-DESIGN invariant 3 holds unchanged. A verification failure (checksum, path) is a value a task
-returns, not an exception: retrying cannot fix it, and it halts the event's database as on the
-driver. Any other failure (I/O, a lost executor) fails the task, which Spark retries
-(``spark.task.maxFailures``); if the job still fails, the staged files of that copy are removed
-(they carry the copy's tag in their hidden names) and the event halts with the cause.
-
-The executors must reach the same filesystems as the driver (HDFS, S3, a shared mount) and import
-``streamer`` (``--py-files`` of the built wheel, or the Docker image; docs/deploy.md). The job's
-``--fs-option``/``--hdfs-driver`` settings travel with each copy (``_CopyConfig.fs``) and a task
-applies them before it opens a file, so an executor resolves every URL by the driver's rules (an
-s3 endpoint, the WebHDFS port). They travel inside the task, as Spark ships any closure: keep
-credentials in the executors' environment (AWS_* variables, instance roles) rather than in options.
+Below a threshold (``ExecutorCopy``) the driver's ``FileCopier`` copies; at or above it, executor
+tasks stage the files exactly as the driver would and the driver publishes only after every task
+reported success. Failures, retries and what executors need: docs/design/consistency.md.
 """
 
 from __future__ import annotations

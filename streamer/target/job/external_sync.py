@@ -1,23 +1,9 @@
 """Incremental directory sync of external tables' data (their files change without events).
 
-Hive's replication copies an external table's data by listing its directories on every cycle; so
-does this. For each external table this target replicates from its source (and each of its
-partitions), the target directory is ``<external base dir> + <source path>`` (see
-``TargetPaths.external_location``), so the source directory is that path below the external base
-dir, read through ``source_prefix`` (``file://`` by default; ``hdfs://nn:8020`` or ``s3://bucket``
-for other sources). Each cycle:
-
-- a file whose content differs (sha256) or that is new is copied (verified, hidden name, rename);
-- a visible file gone from the source is deleted;
-- hidden files (``.``/``_``) and subdirectories are left alone, as Hive's readers skip them.
-
-A source directory that does not exist is skipped, never mirrored as empty: a wrong
-``source_prefix`` or an unreachable filesystem must not wipe replicas. Every source location is
-mapped back through ``TargetPaths`` and must land on the same target directory, so ``..`` segments
-and foreign schemes are refused exactly as for events (DESIGN invariant 7). Checksums are cached by
-(size, mtime), so an unchanged file is hashed once per process.
-
-Unlike event replay, this has no point-in-time guarantee: like Hive, it copies what is there now.
+As Hive's replication does, every cycle lists each replicated external table's source directories
+(through ``source_prefix``) and copies new or changed files, deletes vanished visible ones, and
+leaves hidden files alone; a missing source directory is skipped, never mirrored as empty. No
+point-in-time guarantee. Details: docs/design/consistency.md.
 """
 
 from __future__ import annotations

@@ -1,39 +1,10 @@
 """Apply lanes: which planned steps may run concurrently, and which must wait. Pure.
 
-The planner (``streamer.target.apply.plan``) orders a micro-batch into steps; this module turns those steps
-into a schedule for the runner (``streamer.target.job.lane_runner``), according to the target's
-consistency mode:
-
-- ``global`` (the default, for read replicas): one lane. Steps run one after another in event-id
-  order, exactly as the sequential runner does; DESIGN invariant 2 holds across all databases.
-- ``database``: each source database is its own lane. A lane's steps run in event-id order; lanes
-  run concurrently over a pool of metastore connections. Prefix consistency then holds per
-  database (each database's visible state is the source's state of that database after some event
-  ``E_db``, and ``E_db`` only moves forward), not across databases: one database may show a later
-  source state than another.
-
-A step that touches several lanes is a *barrier* across them: it waits for every earlier step of
-each of its lanes, and every later step of those lanes waits for it. Barriers in ``database`` mode:
-
-- ``COMMIT_TXN``: the pseudo-database of transaction events (``plan.GLOBAL_DB``) plus every
-  database the transaction wrote to, so a transaction spanning databases becomes visible at once,
-  after every earlier event of those databases and before any later one (invariant 5);
-  ``ALLOC_WRITE_ID`` / ``ACID_WRITE`` also wait for the transaction lane, which opens the
-  transaction;
-- a table rename across databases: both databases;
-- a foreign key referencing another database: both databases;
-- external tables: a lane per source location as well, so two databases' tables sharing a
-  directory keep their order;
-- every bootstrap record and any other event without a database: a full barrier (all lanes). A
-  bootstrap resumes "after the last finished record", which is only true if records finish in order.
-
-Why this keeps invariant 4 (exactly-once effect): progress (``repl.last.id``) is kept per database
-and the transaction pseudo-database, and each of those is one lane, so a database's progress never
-passes a step of it that has not been applied; a barrier runs only after all earlier steps of its
-lanes ran, so a crash replays, per lane, a suffix of that lane.
-
-There is no ``table`` mode: progress is per database, so two lanes of one database could advance
-``repl.last.id`` past a step of the other lane that has not run yet, and a crash would then skip it.
+Turns a planned micro-batch into a schedule for ``streamer.target.job.lane_runner``: one lane in the
+``global`` consistency mode, one lane per source database in ``database`` mode, with steps that
+touch several lanes (transaction commits, cross-database renames and foreign keys, shared external
+locations, bootstrap records) as barriers. The rules and why they keep exactly-once:
+docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -57,7 +28,7 @@ from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
 
 
 class Consistency(StrEnum):
-    """What readers of a target are promised (see the module docstring)."""
+    """What readers of a target are promised (see docs/design/consistency.md)."""
 
     GLOBAL = "global"
     DATABASE = "database"

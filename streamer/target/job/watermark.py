@@ -1,40 +1,9 @@
 """The published watermark of a target: up to which source event id its replicas are consistent.
 
-Each replicated database carries its own ``repl.last.id``, but that is the id of the last event
-*of that database*: a quiet database stays at an old id while it is, in fact, up to date. The
-watermark says more. After the target job has applied every step of a micro-batch, each database
-that is not halted (nor waiting for held events to be re-applied) shows the source's state after
-the newest event the job consumed; a halted database shows the state after its own last applied id.
-So, per target database, the watermark is ``replicated through`` as ``streamer status`` reports it
-(:func:`streamer.target.state.status.replicated_through`), and the global watermark is the smallest of
-them: the source event id up to which every replicated database is consistent. A halted database
-pins the global watermark at its halt.
-
-Where it is published, so that any engine can read it without streamer:
-
-- the metrics ``streamer_target_watermark_event_id`` (global) and
-  ``streamer_target_db_watermark_event_id{db}``;
-- the parameters of one database on the target metastore, by default ``streamer_watermark_<source
-  id>`` (``--watermark-db``), which holds no tables::
-
-      streamer.watermark.event_id       global watermark
-      streamer.watermark.db.<db>        per target database
-      streamer.watermark.halted         comma-separated target databases pinned at a halt
-      streamer.watermark.source.id      the source these ids are of
-      streamer.watermark.time           when this record was written (seconds since the epoch)
-      streamer.watermark.consistency    the job's --consistency (global | database)
-
-  Spark or Hive: ``DESCRIBE DATABASE EXTENDED streamer_watermark_source``.
-
-The record is written once per micro-batch, after all of that batch's steps (one ``alter_database``
-call, and none when nothing moved), so it never claims a step that is not applied yet: it may lag
-the databases' ``repl.last.id`` (while a batch is being applied, or when a write failed and the next
-batch retries it), never lead them. Halts are published before any later step is applied: at
-once when a database halts (one more call, only in such a batch; if it cannot be written the batch
-stops), and at the start of a batch when they changed otherwise (a restart, an operator's retry or
-skip). A reader that finds no halt in the record after its read therefore knows that no database
-went past a halted one while it read. Those two facts are what :mod:`streamer.read` builds
-consistent multi-table reads on.
+Per target database the watermark is "replicated through" (``status.replicated_through``); the
+global one is their minimum. It is published as metrics and as the parameters of one watermark
+database on the target metastore (``streamer.watermark.*``), once per micro-batch after all its steps,
+halts before any later step. What it promises and why: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -116,7 +85,7 @@ def compute(
 
 
 def to_parameters(mark: Watermark) -> dict[str, str]:
-    """The database parameters that publish ``mark`` (see the module docstring)."""
+    """The database parameters that publish ``mark`` (see docs/design/consistency.md)."""
     params = {
         EVENT_ID_PARAM: str(mark.event_id),
         HALTED_PARAM: ",".join(sorted(mark.halted)),

@@ -1,18 +1,9 @@
 """The event-id chain of a topic: proof that a target consumed every record the source published.
 
-Every record names the event id of the record published before it in the topic
-(``Event.prev_event_id``; PROGRESS and bootstrap records included, filtered event ids never, so the
-rule is not ``id == last + 1``). A target keeps the last record it consumed (its offset and event
-id, the *anchor*) under ``--state-dir`` and checks each later record against it:
-
-- a record at an offset after the anchor must name the anchor's event id as its predecessor;
-- a record at the anchor's offset must be the anchor's event (Spark delivers a batch again when its
-  commit was lost, so records at or before the anchor arrive twice: they were checked the first time);
-- a record without ``prev_event_id`` (written before streamer kept the chain) is accepted as is.
-
-A topic that was purged or recreated and refilled past the target's checkpoint offset breaks the
-rule at the first record the target reads from it: ``EventChainError``. The check is pure; reading
-and writing the anchor file are the only I/O here.
+Every record names its predecessor's event id (``Event.prev_event_id``); a target keeps the last
+record it consumed (the *anchor*) under ``--state-dir`` and checks each later record against it,
+raising ``EventChainError`` at a gap. The rules: docs/design/consistency.md. The check is pure;
+reading and writing the anchor file are the only I/O here.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The target's small durable state: halted databases, operator skips, progress kept off the catalog.
 
-A database whose event cannot be applied halts at that event (DESIGN invariant 6): the halt is
-recorded here, later events of that database are held (the job reads them again from Kafka once
-the halt is cleared, because the database's progress did not advance), and other databases go on.
-``retry`` clears a halt; ``skip`` records that the operator chose to pass exactly the halted event.
-
-Progress that has no database to live in is kept here too: the pseudo-database of transaction
-events (``plan.GLOBAL_DB``) and the last id of a dropped database (so a replay never resurrects it).
-One JSON file, replaced atomically (write temp, fsync, rename, fsync dir).
+A database whose event cannot be applied halts here while other databases go on (``retry`` clears a
+halt, ``skip`` passes exactly the halted event); the transaction pseudo-database's progress and
+dropped databases' last ids live here too. One JSON file, replaced atomically. See
+docs/design/consistency.md.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ def write_progress(
 
 
 def read_progress(state_dir: str | Path) -> tuple[dict[str, dict[str, int]], int]:
-    """(per database {event_id, event_time}, consumed event id); files of older versions held only
-    the per-database part."""
+    """(per database {event_id, event_time}, consumed event id); a file holding only the
+    per-database part reads as consumed event id 0."""
     try:
         data = json.loads((Path(state_dir) / PROGRESS_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
@@ -158,7 +158,7 @@ def write_mode(state_dir: str | Path, consistency: str, lanes: int) -> None:
 
 
 def read_mode(state_dir: str | Path) -> dict[str, Any]:
-    """The recorded mode; ``global`` for a job that never recorded one (older versions)."""
+    """The recorded mode; ``global`` for a state dir without one."""
     try:
         data = json.loads((Path(state_dir) / MODE_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):

@@ -1,19 +1,9 @@
 """Visibility of ACID replicas on a target: which write ids of which table are committed.
 
-Hive decides what a reader of a transactional table sees from the set of committed write ids, never
-from the files alone: ``delta_W_W_S`` directories of aborted or open writes sit next to committed
-ones. The target metastore here is Hive 2.3, which has no write ids, so the target keeps that set
-itself, for every ACID table, in ONE file under the warehouse root (``VISIBILITY_PATH``). One file,
-replaced atomically (temp, fsync, rename), is what makes a COMMIT_TXN visible across all its tables
-at once (DESIGN invariant 5); ``streamer.target.table_reader`` reads it.
-
-The same file maps source transaction ids to target ones (a local sequence: Hive 2.3 has no
-transaction manager we could open transactions in), per source id. Write ids are kept as the
-source's.
-
-Hive 2.3 also refuses ``transactional=true`` on a table that is not bucketed ORC, so on the target a
-table's ``transactional`` and ``transactional_properties`` parameters are kept under streamer-owned
-keys (``ACID_PARAM``, ``ACID_PROPERTIES_PARAM``) and never sent to the metastore under Hive's names.
+Hive 2.3 has no write ids, so the target keeps every ACID table's committed write ids (and the
+source-to-target transaction id map) in ONE file under the warehouse root (``VISIBILITY_PATH``),
+replaced atomically so a COMMIT_TXN becomes visible across all its tables at once; ACID parameters
+are kept under streamer-owned keys. Why: docs/design/consistency.md.
 """
 
 from __future__ import annotations
