@@ -12,19 +12,17 @@ import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+import streamer.warehouse.catalog as catalog
+import streamer.warehouse.objects as objects
 from streamer.events.model import TableSnapshot
-from streamer.warehouse import catalog, objects
+from streamer.warehouse.core import WarehouseCore
 from streamer.warehouse.errors import NoSuchObjectError, WarehouseError
 from streamer.warehouse.files import path_of, write_parquet
 
 
-class ExternalFileOps:
-    """Event-less file changes of external tables (a mixin of ``Warehouse``)."""
-
-    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:  # provided by Warehouse
-        raise NotImplementedError
+class ExternalFileOps(WarehouseCore):
+    """Event-less file changes of external tables."""
 
     def external_dir(self, db: str, table: str, partition: Mapping[str, object] | None = None) -> Path:
         """The directory holding the external table's (or one partition's) files."""

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import streamer.warehouse.schema as schema
 from streamer.hive.decode import WRITE_FILES_SEPARATOR
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
-from streamer.warehouse import schema
 from streamer.warehouse.errors import WarehouseError
 
 Params = Sequence[Any]

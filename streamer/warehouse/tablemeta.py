@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streamer.events.model import ColumnStatistic, Constraint
-from streamer.warehouse.catalog import Exec
+from streamer.events.model import ColumnStatistic, Constraint, TableSnapshot
+from streamer.warehouse.catalog import Exec, get_table
+from streamer.warehouse.errors import WarehouseError
+from streamer.warehouse.objects import VIEW
 from streamer.warehouse.snapshots import from_json, to_json
 
 TABLE_LEVEL = ""  # PART_NAME of table-level column statistics
+
+
+def owner_table(ex: Exec, db: str, table: str) -> TableSnapshot:
+    """The table whose constraints or statistics are meant; a view has none."""
+    tbl = get_table(ex, db.lower(), table.lower())
+    if tbl.table_type == VIEW:
+        raise WarehouseError(f"{tbl.qualified_name} is a view: it has no constraints or statistics")
+    return tbl
 
 
 # --- constraints ------------------------------------------------------------------------------

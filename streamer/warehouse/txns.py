@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamer.events.model import TableSnapshot
 from streamer.warehouse.catalog import Exec
-from streamer.warehouse.errors import TxnStateError
+from streamer.warehouse.errors import OpenWritesError, TxnStateError
 
 OPEN = "o"
 COMMITTED = "c"
@@ -154,3 +155,10 @@ def open_writers(ex: Exec, db: str, table: str) -> list[int]:
         (db, table, OPEN),
     )
     return [int(r[0]) for r in rows]
+
+
+def require_no_open_writes(ex: Exec, tbl: TableSnapshot, action: str) -> None:
+    """Refuse ``action`` on a table that open transactions have written."""
+    writers = open_writers(ex, tbl.db, tbl.name)
+    if writers:
+        raise OpenWritesError(tbl.qualified_name, writers, action)

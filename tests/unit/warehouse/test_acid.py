@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import streamer.warehouse.warehouse as warehouse_module
+import streamer.warehouse.change as warehouse_module
 from streamer.events.model import (
     AbortTxnPayload,
     AcidWrite,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import streamer.warehouse.warehouse as warehouse_module
+import streamer.warehouse.change as warehouse_module
 from streamer.events.model import Column, Event, FileRef, InsertPayload, ResourceUri
 from streamer.hive.decode import decode_row
 from streamer.hive.encode import encode_event
