@@ -94,7 +94,8 @@ def _deepest(dotted: str, known: set[str]) -> str:
 def _graph() -> list[Import]:
     modules = _modules()
     known = set(modules)
-    return [imp for name, path in modules.items() for imp in _imports(name, path, known) if imp.target != name]
+    edges = (imp for name, path in modules.items() for imp in _imports(name, path, known))
+    return [imp for imp in edges if imp.target != imp.module]
 
 
 def _layer(module: str) -> int:
