@@ -1,6 +1,6 @@
 """Bootstrap, target side: apply bootstrap records (``STREAMER_BOOTSTRAP`` / ``_END``) to the target.
 
-Each record is impressed with the applier's own handlers (names mapped, locations re-derived, files
+Each record is impressed with the event handlers (names mapped, locations re-derived, files
 copied and verified), but a database's ``repl.last.id`` is set only by the closing marker: until
 then the database is being bootstrapped, and a crash resumes the bootstrap rather than skipping it.
 The last applied record of each bootstrap is kept in ``<state dir>/bootstrap-progress.json``, so an
@@ -21,8 +21,9 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamer.errors import ApplyError
 from streamer.events.model import (
@@ -42,11 +43,13 @@ from streamer.events.model import (
     Payload,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
+from streamer.target.apply.catalog_objects import add_constraints, create_function
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.data import insert
+from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.plan import Step
+from streamer.target.apply.tables import create_table, drop_table
 from streamer.target.state.visibility import table_key
-
-if TYPE_CHECKING:
-    from streamer.target.apply.applier import Applier
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +88,35 @@ class BootstrapProgress:
             raise
 
 
-def apply_bootstrap(applier: Applier, step: Step) -> None:
+class BootstrapApplier:
+    """What applying bootstrap records needs besides the handlers: the context they run in, the
+    records' progress, and ``advance(source db, id)``, which moves the applier's progress when a
+    FULL bootstrap ends."""
+
+    def __init__(self, ctx: ApplyContext, advance: Callable[[str, int], None]) -> None:
+        self.ctx = ctx
+        self.advance = advance
+        self._progress: BootstrapProgress | None = None
+
+    @property
+    def progress(self) -> BootstrapProgress:
+        """Read at the first bootstrap step: the state dir may be given after the applier is built."""
+        if self._progress is None:
+            state = self.ctx.state
+            self._progress = BootstrapProgress(state.dir if state is not None else None)
+        return self._progress
+
+    def sharing(self, ctx: ApplyContext, advance: Callable[[str, int], None]) -> BootstrapApplier:
+        """Another applier's (a lane's): its own context and progress map, the same records' progress."""
+        other = BootstrapApplier(ctx, advance)
+        other._progress = self._progress
+        return other
+
+
+def apply_bootstrap(applier: BootstrapApplier, step: Step) -> None:
     """Apply one bootstrap record or marker (the planner makes one step of each)."""
-    progress = _progress(applier)
+    progress = applier.progress
+    ctx = applier.ctx
     for event in step.events:
         payload = event.payload
         if isinstance(payload, BootstrapMarkerPayload):
@@ -98,18 +127,9 @@ def apply_bootstrap(applier: Applier, step: Step) -> None:
             raise ApplyError(f"payload is {type(payload).__name__}, not a bootstrap record", obj=event.db)
         if payload.sequence <= progress.applied_through(payload.bootstrap_id):
             continue  # finished before an interruption
-        _apply_object(applier, event, payload)
+        _apply_object(ctx, event, payload)
         progress.record(payload.bootstrap_id, payload.sequence)
         _report(payload)
-
-
-def _progress(applier: Applier) -> BootstrapProgress:
-    cached = getattr(applier, "_bootstrap_progress", None)
-    if isinstance(cached, BootstrapProgress):
-        return cached
-    progress = BootstrapProgress(applier.state.dir if applier.state is not None else None)
-    applier._bootstrap_progress = progress  # type: ignore[attr-defined]
-    return progress
 
 
 def _synth(event: Event, event_type: EventType, payload: Payload, table: str | None = None) -> Event:
@@ -118,27 +138,27 @@ def _synth(event: Event, event_type: EventType, payload: Payload, table: str | N
     )
 
 
-def _apply_object(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+def _apply_object(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     kind = p.kind
     if kind is BootstrapKind.DATABASE and p.database is not None:
-        _database(applier, p.database, p.scope)
+        _database(ctx, p.database, p.scope)
     elif kind is BootstrapKind.FUNCTION and p.function is not None:
-        applier._create_function(_synth(event, EventType.CREATE_FUNCTION, CreateFunctionPayload(p.function)))
+        create_function(ctx, _synth(event, EventType.CREATE_FUNCTION, CreateFunctionPayload(p.function)))
     elif kind is BootstrapKind.DROP_TABLE and p.table is not None:
-        applier._drop_table(_synth(event, EventType.DROP_TABLE, DropTablePayload(p.table), p.table.name))
+        drop_table(ctx, _synth(event, EventType.DROP_TABLE, DropTablePayload(p.table), p.table.name))
     elif kind is BootstrapKind.TABLE and p.table is not None:
-        _table(applier, event, p)
+        _table(ctx, event, p)
     elif kind is BootstrapKind.PARTITIONS and p.table is not None:
-        _partitions(applier, event, p)
+        _partitions(ctx, event, p)
     else:
         raise ApplyError(f"bootstrap record {p.sequence} ({kind}) carries no object", obj=event.db)
 
 
-def _database(applier: Applier, snap: DatabaseSnapshot, scope: BootstrapScope) -> None:
-    name = applier.target_db(snap.name)
-    current = applier.catalog.get_database(name)
-    if current is not None and not applier.allow_existing_db:
-        ours = current.parameters.get(REPL_SOURCE_PARAM) == applier.source_id
+def _database(ctx: ApplyContext, snap: DatabaseSnapshot, scope: BootstrapScope) -> None:
+    name = ctx.target_db(snap.name)
+    current = ctx.catalog.get_database(name)
+    if current is not None and not ctx.allow_existing_db:
+        ours = current.parameters.get(REPL_SOURCE_PARAM) == ctx.source_id
         if not ours or LAST_ID_PARAM in current.parameters:
             raise ApplyError(
                 f"target database {name!r} already exists; a bootstrap refuses to overwrite it "
@@ -146,47 +166,47 @@ def _database(applier: Applier, snap: DatabaseSnapshot, scope: BootstrapScope) -
                 "replace its content)",
                 obj=name,
             )
-    params = {**source_params(snap.parameters), REPL_SOURCE_PARAM: applier.source_id}
+    params = {**source_params(snap.parameters), REPL_SOURCE_PARAM: ctx.source_id}
     if current is not None and LAST_ID_PARAM in current.parameters:
         params[LAST_ID_PARAM] = current.parameters[LAST_ID_PARAM]  # never moves back; the marker sets E1
     desired = DatabaseSnapshot(
         name=name,
         description=snap.description,
-        location=applier.paths.database_location(name),
+        location=ctx.paths.database_location(name),
         parameters=params,
         owner_name=snap.owner_name,
         owner_type=snap.owner_type,
     )
     if current is None:
-        applier.catalog.create_database(desired)
+        ctx.catalog.create_database(desired)
     elif current != desired:
-        applier.catalog.alter_database(name, desired)
+        ctx.catalog.alter_database(name, desired)
 
 
-def _table(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     assert p.table is not None
     table = p.table
-    db, name = applier.target_db(table.db), table.name.lower()
-    if applier.catalog.get_table(db, name) is not None:  # stale: start from nothing
-        applier._drop_table(_synth(event, EventType.DROP_TABLE, DropTablePayload(None), name))
-    applier._create_table(_synth(event, EventType.CREATE_TABLE, CreateTablePayload(table), name))
-    _partitions(applier, event, p)
+    db, name = ctx.target_db(table.db), table.name.lower()
+    if ctx.catalog.get_table(db, name) is not None:  # stale: start from nothing
+        drop_table(ctx, _synth(event, EventType.DROP_TABLE, DropTablePayload(None), name))
+    create_table(ctx, _synth(event, EventType.CREATE_TABLE, CreateTablePayload(table), name))
+    _partitions(ctx, event, p)
     if p.write_ids:
         ids = list(p.write_ids)
-        applier.acid.update(
-            lambda v: v.committed(applier.source_id, -p.bootstrap_id, {table_key(db, name): ids})
+        ctx.acid.update(
+            lambda v: v.committed(ctx.source_id, -p.bootstrap_id, {table_key(db, name): ids})
         )
     if p.constraints:
-        applier._add_constraints(_synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
+        add_constraints(ctx, _synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
     if p.statistics:
-        applier.catalog.update_column_statistics(db, name, None, list(p.statistics))
+        ctx.catalog.update_column_statistics(db, name, None, list(p.statistics))
 
 
 def _constraints(p: BootstrapObjectPayload) -> Payload:
     return AddConstraintsPayload(list(p.constraints))
 
 
-def _partitions(applier: Applier, event: Event, p: BootstrapObjectPayload) -> None:
+def _partitions(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     """The record's partitions with their files and column statistics (or an unpartitioned table's
     files); setting statistics again is harmless, so a record redone after a crash converges."""
     assert p.table is not None
@@ -194,30 +214,31 @@ def _partitions(applier: Applier, event: Event, p: BootstrapObjectPayload) -> No
     if table.partition_keys:
         if p.partitions:
             add = AddPartitionPayload(table, list(p.partitions), list(p.files))
-            applier._add_partitions([_synth(event, EventType.ADD_PARTITION, add, table.name)])
-        db, name = applier.target_db(table.db), table.name.lower()
+            add_partitions(ctx, [_synth(event, EventType.ADD_PARTITION, add, table.name)])
+        db, name = ctx.target_db(table.db), table.name.lower()
         for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
-            applier.catalog.update_column_statistics(db, name, list(ps.values), list(ps.statistics))
+            ctx.catalog.update_column_statistics(db, name, list(ps.values), list(ps.statistics))
     elif p.files:
-        insert = InsertPayload(table, None, [], True, list(p.files))
-        applier._insert(_synth(event, EventType.INSERT, insert, table.name))
+        files = InsertPayload(table, None, [], True, list(p.files))
+        insert(ctx, _synth(event, EventType.INSERT, files, table.name))
 
 
-def _finish(applier: Applier, event: Event, marker: BootstrapMarkerPayload) -> None:
+def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayload) -> None:
     """Databases of a FULL bootstrap are now at its event id; incremental events follow."""
     if marker.scope is not BootstrapScope.FULL:
         return
+    ctx = applier.ctx
     for source_db in marker.databases:
-        name = applier.target_db(source_db)
-        current = applier.catalog.get_database(name)
+        name = ctx.target_db(source_db)
+        current = ctx.catalog.get_database(name)
         if current is None:
             continue
         last = int(current.parameters.get(LAST_ID_PARAM, "0") or 0)
         if last >= marker.bootstrap_id:
             continue
         params = {**current.parameters, LAST_ID_PARAM: str(marker.bootstrap_id)}
-        applier.catalog.alter_database(name, _with_params(current, params))
-        applier.progress[source_db] = max(applier.progress.get(source_db, 0), marker.bootstrap_id)
+        ctx.catalog.alter_database(name, _with_params(current, params))
+        applier.advance(source_db, marker.bootstrap_id)
     log.info("bootstrap %d applied: %d records, databases %s", marker.bootstrap_id, marker.records,
              ", ".join(marker.databases))
 

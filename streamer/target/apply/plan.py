@@ -1,53 +1,8 @@
 """The target planner: a micro-batch of events + what the target has applied -> ordered steps. Pure.
 
-Rules (DESIGN invariants 1, 2, 4):
-- Events are sorted by event id and de-duplicated (Kafka delivers at least once).
-- An event whose database has applied an id ``>=`` it is dropped. Progress is kept per database
-  (``repl.last.id``); events without a database (``OPEN_TXN``, ``COMMIT_TXN``, ``ABORT_TXN``) key on
-  the pseudo-database ``GLOBAL_DB``, whose progress the target keeps in its state file. An event keyed
-  by the database of a halted stream is held: not applied, not lost (it is read again after a retry).
-- ``STREAMER_PROGRESS`` records only tell the target how far the source is (``Plan.source_head``).
-- Bootstrap records (``STREAMER_BOOTSTRAP`` / ``_END``) share their bootstrap's event id, so they are
-  de-duplicated by (bootstrap id, sequence) instead; a FULL bootstrap's records of a database that
-  already applied that id are dropped; each record is its own ``BOOTSTRAP`` step
-  (``streamer.target.apply.bootstrap`` applies it and resumes after the last finished one).
-- Every step covers one event, with three exceptions, all keeping every visible state a source prefix:
-  * consecutive ``ADD_PARTITION`` events of one table become one ``add_partitions`` step (each
-    intermediate state would be "some of those partitions added", itself a prefix);
-  * a *collapsed* run: an object created and dropped within the batch with nothing in between except
-    events on that same object. Conservative on purpose: only databases, functions and non-external
-    tables (dropping an external table keeps its files, so skipping its copy would lose data), and
-    the run must be contiguous (no event of any other object between), so the target jumps from the
-    state before the create to the state after the drop, both source prefixes. The applier executes
-    only the final drop (a no-op when the object is absent), which also removes an object left
-    behind by a crash between an earlier create and its ``repl.last.id``;
-  * a *coalesced* run: consecutive events that each carry the FULL after-state of one and the same
-    object, nothing else in between: ``ALTER_TABLE`` of one table (not renames, whose key changes,
-    nor truncates, which also clear files), ``ALTER_PARTITION`` of one partition (same values
-    before and after, not truncates), ``UPDATE_*_COLUMN_STAT`` of one table or partition and the
-    same columns. The applier executes only the last event (``Plan.coalesced`` lists the others).
-
-Why coalescing keeps DESIGN's invariants (the checks of ``streamer.testing.checker``). The handlers
-of those event types make the object equal to the event's after-state (``alter_table`` /
-``alter_partitions`` of the whole object; statistics replaced per column, and every event of a run
-names the same columns, so the last overwrites all the others wrote) and read nothing else from the
-event, so applying the last event alone ends in the state applying all of them ends in. "Nothing
-else in between" means no event of any other object or database in the batch's ordered events
-(a reader may sample several databases at once): readers see the target jump from the source's
-state before the run's first event to its state after the last, both source states (``prefix``;
-``cut``: every other object stays where it was), and only forward (``monotonic``). A run broken by
-another object's event is not coalesced (merging across it would show that event's effect with a
-state of this object the source never had next to it). ``repl.last.id`` is written once, after
-the catalog call, to the run's last event id, exactly as for any one-event step: it never shows an
-id whose effect is missing, and it lags the visible state by at most the step being applied
-(``watermark``). That step stands for several source events, so a sample taken in the few
-milliseconds between the step's catalog call and its ``repl.last.id`` write sees as many changes
-in flight as the run holds, as merged ``ADD_PARTITION`` steps already do: the checker counts steps in
-flight, not events (``History.step_of`` forms them with this planner), so that is one step
-(``tests/unit/target/apply/test_plan_coalesce.py`` samples every step's window). A crash in that window
-replays the run as one step (idempotent: same call, same state). A failing run halts its database at the run's
-first event (progress is still before the run; the cause names the run and the event applied), and
-a retry applies the run again.
+Sorts, de-duplicates, drops what was applied, holds halted databases' events, and groups events
+into steps (merged ADD_PARTITIONs, collapsed create..drop runs, coalesced full after-states). The
+rules and why grouping keeps DESIGN's invariants: docs/design/apply.md.
 """
 
 from __future__ import annotations

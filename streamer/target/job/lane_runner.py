@@ -22,8 +22,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from streamer import metrics
 from streamer.metastore.catalog import Catalog
-from streamer.target.apply.applier import Applier, RunReport, run_plan, run_step
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.plan import Plan
+from streamer.target.apply.runner import RunReport, run_plan, run_step
 from streamer.target.job.lanes import Consistency, Schedule, schedule
 from streamer.target.state.state_file import TargetState
 

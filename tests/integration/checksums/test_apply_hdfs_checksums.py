@@ -14,10 +14,11 @@ from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.metastore.thrift_catalog import HmsCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from tests.integration.checksums.hadoop import MODES, reference
 from tests.unit.target import builders as b

@@ -25,10 +25,11 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.reader import SqlNotificationReader
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import TMP_PREFIX, FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from streamer.testing.campaign import Child
 from streamer.warehouse import Warehouse

@@ -20,10 +20,11 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.reader import SqlNotificationReader
 from streamer.target import read_table
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import (
     ACID_PARAM,

@@ -29,10 +29,11 @@ from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref
 from streamer.source.hms_source_catalog import list_files
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import TMP_PREFIX, FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.job.external_sync import ExternalSync
 from streamer.target.state.state_file import TargetState
 from tests.fixtures.s3 import S3Server

@@ -32,10 +32,11 @@ from streamer.events.schemas import load_event_schema
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 
 pytestmark = pytest.mark.timeout(300)

@@ -16,10 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamer import metrics
 from streamer.events.model import EventType
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from tests.unit.target import builders as b
 

@@ -28,10 +28,11 @@ from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import StepKind, plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM

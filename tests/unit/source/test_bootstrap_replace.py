@@ -12,8 +12,8 @@ from streamer.source.policy_record import parse_policy_record, policy_record
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.replace import _Changed, split
 from streamer.source.warehouse_catalog import WarehouseCatalog
-from streamer.target.apply.applier import run_plan
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.warehouse import Warehouse
 from streamer.warehouse.workload import COLUMNS
 

@@ -22,10 +22,11 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import (
     ACID_PARAM,

@@ -30,8 +30,8 @@ from streamer.events.model import (
     UpdateColumnStatsPayload,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.target.apply.applier import run_plan
 from streamer.target.apply.plan import Plan, Step, StepKind, _full_state_key, plan
+from streamer.target.apply.runner import run_plan
 from streamer.testing import History, Sample, SourceStateMachine, check, table_key
 from tests.unit.target import builders as b
 

@@ -19,10 +19,11 @@ from streamer.metastore.catalog import (
     REPL_TARGET_PARAM,
 )
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.dr.failover import (
     FailedOverError,
     FailoverError,

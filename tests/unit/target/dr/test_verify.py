@@ -15,10 +15,11 @@ from streamer import metrics
 from streamer.events.model import DropPartitionPayload, DropTablePayload, Event, InsertPayload
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref, map_refs
-from streamer.target.apply.applier import Applier, run_plan
+from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
 from streamer.target.dr import drift as d
 from streamer.target.dr.verify import VerifySettings, verify
 from streamer.target.state.state_file import TargetState

@@ -1,0 +1,281 @@
+"""The apply context: what every event handler works with, and the checks every change goes through.
+
+One object per applier (a lane gets a copy with its own catalog), so handlers are plain functions of
+``(context, event)``. Design: docs/design/apply.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from streamer.errors import ApplyError
+from streamer.events.model import DatabaseSnapshot, Event, FileRef, PartitionSnapshot, TableSnapshot
+from streamer.metastore.catalog import (
+    FAILOVER_CUT_PARAM,
+    LAST_ID_PARAM,
+    READONLY_PARAM,
+    REPL_SOURCE_PARAM,
+    REPL_TARGET_PARAM,
+    Catalog,
+)
+from streamer.target.apply.files import FileCopier, Staged
+from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
+from streamer.target.state.state_file import TargetState
+from streamer.target.state.visibility import VisibilityStore, target_parameters
+
+P = TypeVar("P")
+
+
+class BatchMemory:
+    """What the steps of one batch read or wrote, so that the next steps need not read it again.
+
+    Databases: target db -> its snapshot as the applier last read or wrote it. Nothing else writes
+    a replicated database while a batch runs (the job's lock; a failover needs the job stopped), so
+    re-reading it per step would only repeat what the last step wrote. Tables: (target db, table) ->
+    the table as a create or alter step of this batch left it, for the next create/alter of it (a
+    canary bumped every 100 ms is one get_table less per event). Any other kind of step forgets the
+    tables: only these two handlers' results are known exactly. Both are None outside a batch.
+    """
+
+    def __init__(self) -> None:
+        self._databases: dict[str, DatabaseSnapshot] | None = None
+        self._tables: dict[tuple[str, str], TableSnapshot] | None = None
+
+    @contextmanager
+    def remembering(self) -> Iterator[None]:
+        """Within: remembered between steps (``Applier.reusing_snapshots``); outside, nothing is."""
+        self._databases, self._tables = {}, {}
+        try:
+            yield
+        finally:
+            self._databases, self._tables = None, None
+
+    # (each reads its map once: a concurrent batch ending may set it to None meanwhile)
+    def forget(self, name: str | None = None) -> None:
+        known = self._databases
+        if known is not None:
+            if name is None:
+                known.clear()
+            else:
+                known.pop(name, None)
+
+    def remember(self, name: str, db: DatabaseSnapshot) -> None:
+        known = self._databases
+        if known is not None:
+            known[name] = db
+
+    def forget_tables(self) -> None:
+        known = self._tables
+        if known is not None:
+            known.clear()
+
+    def remember_table(self, table: TableSnapshot) -> None:
+        known = self._tables
+        if known is not None:
+            known[(table.db, table.name)] = table
+
+    def forget_table(self, db: str, name: str) -> None:
+        known = self._tables
+        if known is not None:
+            known.pop((db, name), None)
+
+    def database(self, name: str) -> DatabaseSnapshot | None:
+        known = self._databases
+        return known.get(name) if known is not None else None
+
+    def table(self, db: str, name: str) -> TableSnapshot | None:
+        known = self._tables
+        return known.get((db, name)) if known is not None else None
+
+
+class ApplyContext:
+    """The target's services for one source, its names mapped, and what the current batch remembers."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        copier: FileCopier,
+        paths: TargetPaths,
+        source_id: str,
+        *,
+        db_map: Mapping[str, str] | None = None,
+        allow_existing_db: bool = False,
+        state: TargetState | None = None,
+        clock: Callable[[], float] = time.time,
+        acid: VisibilityStore | None = None,
+        mark_readonly: bool = False,
+    ) -> None:
+        self.catalog = catalog
+        self.mark_readonly = mark_readonly
+        self.copier = copier
+        self.paths = paths
+        self.source_id = source_id
+        self.db_map = {k.lower(): v.lower() for k, v in (db_map or {}).items()}
+        self.allow_existing_db = allow_existing_db
+        self.state = state
+        self.clock = clock
+        self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join())
+        self.memory = BatchMemory()
+        if not copier.roots:
+            copier.roots = paths.roots
+
+    def target_db(self, source_db: str) -> str:
+        return self.db_map.get(source_db.lower(), source_db.lower())
+
+    def replica_marks(self) -> dict[str, str]:
+        """Parameters every replicated database carries until ``streamer failover`` removes them."""
+        marks = {REPL_SOURCE_PARAM: self.source_id, REPL_TARGET_PARAM: self.source_id}
+        if self.mark_readonly:
+            marks[READONLY_PARAM] = "true"
+        return marks
+
+    # --- ownership ---------------------------------------------------------------------------
+    def check_owned(self, name: str) -> DatabaseSnapshot | None:
+        """The target database (None if absent); refuses one this source does not own."""
+        known = self.memory.database(name)
+        db = known if known is not None else self.catalog.get_database(name)
+        if db is not None and FAILOVER_CUT_PARAM in db.parameters:
+            raise ApplyError(
+                f"target database {name!r} was failed over at source event "
+                f"{db.parameters[FAILOVER_CUT_PARAM]} and is a primary now; refusing to replicate into "
+                "it (see docs/failover.md: fail back first)",
+                obj=name,
+            )
+        if db is None or self.allow_existing_db:
+            return db
+        owner = db.parameters.get(REPL_SOURCE_PARAM)
+        if owner != self.source_id:
+            who = f"replicated from source {owner!r}" if owner else "not created by replication"
+            raise ApplyError(
+                f"target database {name!r} exists and is {who}; refusing to change it "
+                "(use --allow-existing-db to adopt it, or --db-map to replicate into another name)",
+                obj=name,
+            )
+        return db
+
+    def existing_table(self, db: str, name: str) -> TableSnapshot | None:
+        table = self.catalog.get_table(db, name)
+        if (
+            table is not None
+            and not self.allow_existing_db
+            and table.parameters.get(REPL_SOURCE_PARAM) != (self.source_id)
+        ):
+            raise ApplyError("target table exists and was not created by replication", obj=f"{db}.{name}")
+        return table
+
+    def known_table(self, db: str, name: str) -> TableSnapshot | None:
+        """``existing_table``, answered without a call when a step of this batch wrote the table."""
+        table = self.memory.table(db, name)
+        return table if table is not None else self.existing_table(db, name)
+
+    # --- target objects ----------------------------------------------------------------------
+    def target_table(self, snap: TableSnapshot) -> TableSnapshot:
+        """The snapshot with the target's db name, derived location and our source marker."""
+        renamed = dataclasses.replace(snap, db=self.target_db(snap.db), name=snap.name.lower())
+        location = self.paths.table_target(renamed)
+        return dataclasses.replace(
+            renamed,
+            sd=dataclasses.replace(snap.sd, location=location),
+            parameters=target_parameters({**snap.parameters, REPL_SOURCE_PARAM: self.source_id}),
+        )
+
+    def table_for(
+        self, event: Event, snap: TableSnapshot | None
+    ) -> tuple[TableSnapshot, TableSnapshot | None]:
+        """(target table, source snapshot if the event carried one); the table must exist on the target."""
+        db = self.target_db(snap.db if snap else event.db or "")
+        name = (snap.name if snap else event.table or "").lower()
+        current = self.existing_table(db, name)
+        if current is None:
+            raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+        return current, snap
+
+    def partition_dir(self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot) -> str:
+        """Target dir of a partition of ``table`` (a target snapshot); ``source`` locates external ones."""
+        keys = [c.name for c in table.partition_keys]
+        if table.table_type in EXTERNAL_TYPES:
+            if p.sd.location:
+                return self.paths.external_location(p.sd.location, f"{table.qualified_name}")
+            base = table.sd.location or ""
+            return self.paths.ensure_inside(base.rstrip("/") + "/" + partition_name(keys, p.values))
+        return self.paths.partition_location(table.db, table.name, keys, p.values)
+
+    def target_partition(
+        self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
+    ) -> PartitionSnapshot:
+        return dataclasses.replace(
+            p,
+            db=table.db,
+            table=table.name,
+            sd=dataclasses.replace(p.sd, location=self.partition_dir(table, source, p)),
+        )
+
+    def copy(
+        self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None, table_type: str
+    ) -> Staged:
+        """Stage files of one object: managed ones keep their path relative to the source object."""
+        external = table_type in EXTERNAL_TYPES
+
+        def dest(ref: FileRef) -> str:
+            if external:
+                return self.paths.external_location(posixpath.dirname(_path(ref.uri)), ref.uri)
+            rel = _relative_dir(ref, source_dir)
+            if rel:
+                self.paths.relative_file(rel, ref.uri)
+                return self.paths.ensure_inside(target_dir.rstrip("/") + "/" + rel, ref.uri)
+            return self.paths.ensure_inside(target_dir, ref.uri)
+
+        return self.copier.stage_all(list(refs), dest, event_id=event.event_id)
+
+
+# --- helpers shared by the handlers ---------------------------------------------------------------
+
+
+def payload_of(event: Event, kind: type[P]) -> P:
+    """The event's payload, which must be a ``kind``."""
+    if not isinstance(event.payload, kind):
+        raise ApplyError(
+            f"payload is {type(event.payload).__name__}, expected {kind.__name__}", obj=object_name(event)
+        )
+    return event.payload
+
+
+def object_name(event: Event) -> str | None:
+    """``db.table`` or ``db`` of an event, as errors and halts name it."""
+    if event.db and event.table:
+        return f"{event.db}.{event.table}"
+    return event.db
+
+
+def last_id(db: DatabaseSnapshot | None) -> int | None:
+    """The database's ``repl.last.id`` (None if absent or unreadable)."""
+    if db is None:
+        return None
+    try:
+        return int(db.parameters[LAST_ID_PARAM])
+    except (KeyError, ValueError):
+        return None
+
+
+def is_managed(table: TableSnapshot) -> bool:
+    return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
+
+
+def _path(uri: str) -> str:
+    return urlsplit(uri).path
+
+
+def _relative_dir(ref: FileRef, source_dir: str | None) -> str:
+    """Directory of the file relative to its object's source location (``delta_5_5``), or ``subdir``."""
+    if source_dir:
+        base = _path(source_dir).rstrip("/") + "/"
+        path = _path(ref.uri)
+        if path.startswith(base):
+            return posixpath.dirname(path[len(base) :])
+    return ref.subdir or ""

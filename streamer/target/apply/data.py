@@ -1,0 +1,76 @@
+"""INSERT [OVERWRITE]: all files of the event staged and verified, then published in one directory
+swap where the filesystem allows, else renamed into place together and counted as non-atomic.
+Design: docs/design/apply.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from streamer import metrics
+from streamer.errors import ApplyError
+from streamer.events.model import Event, InsertPayload, PartitionSnapshot
+from streamer.filesystems import atomic_rename
+from streamer.target.apply.context import ApplyContext, payload_of
+from streamer.target.apply.files import clear_dir
+from streamer.target.apply.swap import publish_swapped
+
+log = logging.getLogger(__name__)
+
+
+def insert(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, InsertPayload)
+    table, source = ctx.table_for(event, payload.table)
+    if payload.partition_values:
+        part = payload.partition or PartitionSnapshot(values=payload.partition_values)
+        target_dir = ctx.partition_dir(table, source, part)
+        source_dir = part.sd.location
+    else:
+        target_dir = table.sd.location or ""
+        source_dir = source.sd.location if source else None
+    staged = ctx.copy(event, payload.files, target_dir, source_dir, table.table_type)
+    roots = ctx.paths.roots
+    if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
+        return  # one atomic switch of the directory (streamer.target.apply.swap)
+    staged.publish()
+    removed: list[str] = []
+    if payload.replace:
+        keep = {_top_level(f.final, target_dir) for f in staged.files}
+        removed = clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+    published = sum(1 for f in staged.files if not f.skipped)
+    if published > 1 or (published and removed):
+        _count_nonatomic(table.db, target_dir)
+
+
+_warned_nonatomic: set[str] = set()
+
+
+def _count_nonatomic(db: str, target_dir: str) -> None:
+    """An INSERT became visible file by file: counted, and said once per filesystem kind (local
+    filesystems without directory exchange say so in ``streamer.target.apply.swap``)."""
+    metrics.TARGET_NONATOMIC_PUBLISHES.labels(db=db).inc()
+    scheme = urlsplit(target_dir).scheme.lower() or "file"
+    if scheme != "file" and scheme not in _warned_nonatomic:
+        _warned_nonatomic.add(scheme)
+        how = "" if atomic_rename(target_dir) else "; a rename there is a server-side copy and a delete"
+        log.warning(
+            "publishing on %s is not atomic (no directory exchange%s): an INSERT's files appear one by "
+            "one (each whole, hidden while staged) and an INSERT OVERWRITE briefly shows old and new "
+            "files together; streamer_target_nonatomic_publishes_total counts such publishes",
+            scheme,
+            how,
+        )
+
+
+def _top_level(final: str, target_dir: str) -> str:
+    """The first path segment of ``final`` below ``target_dir``, whatever their URL spellings.
+
+    A metastore hands back ``file:/x`` for ``file:///x``: comparing URL text would miss the prefix
+    and an overwrite would then delete the files it had just published.
+    """
+    base = urlsplit(target_dir).path.rstrip("/") + "/"
+    path = urlsplit(final).path
+    if not path.startswith(base):
+        raise ApplyError(f"file {final} is not below {target_dir}", obj=final)
+    return path[len(base) :].split("/", 1)[0]

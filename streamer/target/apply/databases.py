@@ -1,0 +1,58 @@
+"""Database events: the target database is made equal to the source's snapshot, under its mapped
+name and derived location, keeping this stream's markers. Design: docs/design/apply.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from streamer.errors import ApplyError
+from streamer.events.model import AlterDatabasePayload, DatabasePayload, DatabaseSnapshot, Event
+from streamer.metastore.catalog import LAST_ID_PARAM, source_params
+from streamer.target.apply.context import ApplyContext, last_id, payload_of
+from streamer.target.apply.files import remove_tree
+
+
+def _db_snapshot(
+    ctx: ApplyContext, snap: DatabaseSnapshot, event_id: int, current: DatabaseSnapshot | None
+) -> DatabaseSnapshot:
+    name = ctx.target_db(snap.name)
+    marker = max(last_id(current) or 0, event_id) if current is not None else event_id
+    own = source_params(snap.parameters)  # never another stream's bookkeeping
+    return dataclasses.replace(
+        snap,
+        name=name,
+        location=ctx.paths.database_location(name),
+        managed_location=None,
+        parameters={**own, **ctx.replica_marks(), LAST_ID_PARAM: str(marker)},
+    )
+
+
+def create_database(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, DatabasePayload)
+    snap = payload.database or DatabaseSnapshot(name=event.db or "")
+    current = ctx.catalog.get_database(ctx.target_db(snap.name))
+    desired = _db_snapshot(ctx, snap, event.event_id, current)
+    if current is None:
+        ctx.catalog.create_database(desired)
+    elif current != desired:
+        ctx.catalog.alter_database(desired.name, desired)
+
+
+def alter_database(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, AlterDatabasePayload)
+    name = ctx.target_db(payload.after.name)
+    current = ctx.catalog.get_database(name)
+    if current is None:
+        raise ApplyError("database is missing on the target", obj=name)
+    desired = _db_snapshot(ctx, payload.after, event.event_id, current)
+    if current != desired:
+        ctx.catalog.alter_database(name, desired)
+
+
+def drop_database(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, DatabasePayload)
+    name = ctx.target_db(payload.database.name if payload.database else event.db or "")
+    if ctx.catalog.get_database(name) is not None:
+        ctx.catalog.drop_database(name)
+    remove_tree(ctx.paths.database_location(name), ctx.paths.roots)

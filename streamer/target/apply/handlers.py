@@ -1,0 +1,67 @@
+"""Which handler applies each event type: one table instead of a dispatch method, so the applier
+and the bootstrap share the same handlers. Design: docs/design/apply.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from streamer.errors import ApplyError
+from streamer.events.model import Event, EventType
+from streamer.target.apply import catalog_objects, data, databases, partitions, tables, transactions
+from streamer.target.apply.context import ApplyContext, object_name
+
+Handler = Callable[[ApplyContext, Event], None]
+
+HANDLERS: dict[EventType, Handler] = {
+    EventType.CREATE_DATABASE: databases.create_database,
+    EventType.ALTER_DATABASE: databases.alter_database,
+    EventType.DROP_DATABASE: databases.drop_database,
+    EventType.CREATE_TABLE: tables.create_table,
+    EventType.ALTER_TABLE: tables.alter_table,
+    EventType.DROP_TABLE: tables.drop_table,
+    EventType.ADD_PARTITION: partitions.add_partition,
+    EventType.ALTER_PARTITION: partitions.alter_partition,
+    EventType.ALTER_PARTITIONS: partitions.alter_partitions,
+    EventType.DROP_PARTITION: partitions.drop_partition,
+    EventType.INSERT: data.insert,
+    EventType.OPEN_TXN: transactions.open_txn,
+    EventType.ACID_WRITE: transactions.acid_write,
+    EventType.COMMIT_TXN: transactions.commit_txn,
+    EventType.ABORT_TXN: transactions.abort_txn,
+    EventType.CREATE_FUNCTION: catalog_objects.create_function,
+    EventType.DROP_FUNCTION: catalog_objects.drop_function,
+    EventType.ADD_PRIMARYKEY: catalog_objects.add_constraints,
+    EventType.ADD_FOREIGNKEY: catalog_objects.add_constraints,
+    EventType.ADD_UNIQUECONSTRAINT: catalog_objects.add_constraints,
+    EventType.ADD_NOTNULLCONSTRAINT: catalog_objects.add_constraints,
+    EventType.ADD_DEFAULTCONSTRAINT: catalog_objects.add_constraints,
+    EventType.ADD_CHECKCONSTRAINT: catalog_objects.add_constraints,
+    EventType.DROP_CONSTRAINT: catalog_objects.drop_constraint,
+    EventType.UPDATE_TABLE_COLUMN_STAT: catalog_objects.update_stats,
+    EventType.UPDATE_PARTITION_COLUMN_STAT: catalog_objects.update_stats,
+    EventType.DELETE_TABLE_COLUMN_STAT: catalog_objects.delete_stats,
+    EventType.DELETE_PARTITION_COLUMN_STAT: catalog_objects.delete_stats,
+    EventType.RELOAD: tables.reload,
+    EventType.UNKNOWN: catalog_objects.unknown,
+}
+
+# Events that change nothing on a target (their effect arrives with a later event, or never).
+NO_OPS = frozenset(
+    {
+        EventType.ALLOC_WRITE_ID,
+        EventType.COMMIT_COMPACTION,
+        EventType.PROGRESS,
+    }
+)
+
+
+def apply_event(ctx: ApplyContext, event: Event) -> None:
+    """Run the event's handler; an event type with none (and not a no-op) is refused."""
+    handler = HANDLERS.get(event.event_type)
+    if handler is not None:
+        handler(ctx, event)
+    elif event.event_type not in NO_OPS:
+        raise ApplyError(
+            f"event type {event.event_type} is not supported by this target", obj=object_name(event)
+        )

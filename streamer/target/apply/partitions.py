@@ -1,0 +1,169 @@
+"""Partition events: files are staged and published before the metastore lists a partition, and a
+partition's metadata goes before its files on drop. Design: docs/design/apply.md.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from streamer.errors import ApplyError
+from streamer.events.model import (
+    AddPartitionPayload,
+    AlterPartitionPayload,
+    AlterPartitionsPayload,
+    DropPartitionPayload,
+    Event,
+    FileRef,
+    PartitionSnapshot,
+    TableSnapshot,
+)
+from streamer.target.apply.context import ApplyContext, is_managed, payload_of
+from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
+from streamer.target.apply.paths import partition_name
+
+
+def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
+    """ADD_PARTITION events of one table (a merged step, or one event) in one catalog call."""
+    first = payload_of(events[0], AddPartitionPayload)
+    table, source = ctx.table_for(events[0], first.table)
+    keys = [c.name for c in table.partition_keys]
+    wanted: dict[tuple[str, ...], PartitionSnapshot] = {}
+    staged: list[Staged] = []
+    try:
+        for event in events:
+            payload = payload_of(event, AddPartitionPayload)
+            by_name = {partition_name(keys, p.values): p for p in payload.partitions}
+            for p in payload.partitions:
+                wanted[tuple(p.values)] = ctx.target_partition(table, source, p)
+            groups: dict[str, list[FileRef]] = {}
+            for ref in payload.files:
+                name = _partition_of(ref, by_name, keys)
+                groups.setdefault(name, []).append(ref)
+            for name, refs in groups.items():
+                p = by_name[name]
+                target = wanted[tuple(p.values)]
+                staged.append(
+                    ctx.copy(event, refs, target.sd.location or "", p.sd.location, table.table_type)
+                )
+    except BaseException:
+        for s in staged:
+            s.discard()
+        raise
+    for s in staged:
+        s.publish()  # partition directories are invisible until the metastore lists them
+    try:  # the common case, one call; all or nothing, so a failure leaves nothing half-added
+        ctx.catalog.add_partitions(table.db, table.name, list(wanted.values()))
+        return
+    except ApplyError:  # some exist (a replay after a crash) or a real failure: look, then decide
+        pass
+    existing = {
+        v: got for v in wanted if (got := ctx.catalog.get_partition(table.db, table.name, list(v)))
+    }
+    new = [p for v, p in wanted.items() if v not in existing]
+    changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
+    if new:
+        ctx.catalog.add_partitions(table.db, table.name, new)
+    if changed:
+        ctx.catalog.alter_partitions(table.db, table.name, changed)
+
+
+def add_partition(ctx: ApplyContext, event: Event) -> None:
+    add_partitions(ctx, [event])
+
+
+def alter_partition(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, AlterPartitionPayload)
+    table, source = ctx.table_for(event, payload.table)
+    if payload.before.values != payload.after.values:
+        _rename_partition(ctx, event, table, source, payload)
+        return
+    alter_partition_list(ctx, event, table, source, [payload.after], payload.is_truncate)
+
+
+def alter_partitions(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, AlterPartitionsPayload)
+    table, source = ctx.table_for(event, payload.table)
+    alter_partition_list(ctx, event, table, source, payload.partitions, payload.is_truncate)
+
+
+def alter_partition_list(
+    ctx: ApplyContext,
+    event: Event,
+    table: TableSnapshot,
+    source: TableSnapshot | None,
+    partitions: list[PartitionSnapshot],
+    truncate: bool,
+) -> None:
+    """Make existing partitions of ``table`` equal to ``partitions``; ``truncate`` also clears their files."""
+    desired = [ctx.target_partition(table, source, p) for p in partitions]
+    missing = [
+        p.values for p in desired if ctx.catalog.get_partition(table.db, table.name, p.values) is None
+    ]
+    if missing:
+        raise ApplyError(f"partitions {missing} are missing on the target", obj=table.qualified_name)
+    changed = [p for p in desired if ctx.catalog.get_partition(table.db, table.name, p.values) != p]
+    if changed:
+        ctx.catalog.alter_partitions(table.db, table.name, changed)
+    if truncate and is_managed(table):
+        for p in desired:
+            clear_dir(p.sd.location or "", ctx.paths.roots, recursive_files=True, event_id=event.event_id)
+
+
+def _rename_partition(
+    ctx: ApplyContext,
+    event: Event,
+    table: TableSnapshot,
+    source: TableSnapshot | None,
+    payload: AlterPartitionPayload,
+) -> None:
+    """Hive's partition rename: move the directory, add the new partition, then drop the old one."""
+    old = ctx.target_partition(table, source, payload.before)
+    new = ctx.target_partition(table, source, payload.after)
+    if is_managed(table):
+        move_dir(old.sd.location or "", new.sd.location or "", ctx.paths.roots, event_id=event.event_id)
+    current = ctx.catalog.get_partition(table.db, table.name, new.values)
+    if current is None:
+        ctx.catalog.add_partitions(table.db, table.name, [new])
+    elif current != new:
+        ctx.catalog.alter_partitions(table.db, table.name, [new])
+    if ctx.catalog.get_partition(table.db, table.name, old.values) is not None:
+        ctx.catalog.drop_partitions(table.db, table.name, [old.values])
+
+
+def drop_partition(ctx: ApplyContext, event: Event) -> None:
+    payload = payload_of(event, DropPartitionPayload)
+    db = ctx.target_db(payload.table.db if payload.table else event.db or "")
+    name = (payload.table.name if payload.table else event.table or "").lower()
+    table = ctx.existing_table(db, name)
+    if table is None:
+        return  # the table is gone (replay after a later drop): nothing to drop
+    present = [v for v in payload.partition_values if ctx.catalog.get_partition(db, name, v) is not None]
+    if present:
+        ctx.catalog.drop_partitions(db, name, present)
+    if is_managed(table):
+        keys = [c.name for c in table.partition_keys]
+        for values in payload.partition_values:
+            remove_tree(
+                ctx.paths.partition_location(db, name, keys, values),
+                ctx.paths.roots,
+                event_id=event.event_id,
+            )
+
+
+def partition_values(name: str) -> list[str]:
+    """The values of a partition name (``k=v/k2=v2``), unquoted."""
+    return [unquote(kv.split("=", 1)[1]) if "=" in kv else kv for kv in name.split("/")]
+
+
+def _partition_of(ref: FileRef, by_name: dict[str, PartitionSnapshot], keys: list[str]) -> str:
+    """The partition name (as computed here) a file of an ADD_PARTITION event belongs to."""
+    if ref.partition is None:
+        if len(by_name) == 1:
+            return next(iter(by_name))
+        raise ApplyError("file names no partition in a multi-partition event", obj=ref.uri)
+    if ref.partition in by_name:
+        return ref.partition
+    normalised = partition_name(keys, partition_values(ref.partition)) if keys else ref.partition
+    if normalised in by_name:
+        return normalised
+    raise ApplyError(f"file belongs to partition {ref.partition!r}, not one the event adds", obj=ref.uri)
