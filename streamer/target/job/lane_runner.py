@@ -1,14 +1,8 @@
 """The lane runner: executes a schedule of apply lanes (``streamer.target.job.lanes``) concurrently.
 
-A fixed pool of worker threads, each with its own metastore connection (a Thrift client is not
-thread-safe), runs every step whose predecessors have finished. Each step runs exactly as the
-sequential runner runs it (``apply.run_step``: held while its database is halted, a failure halts
-its database); a halted step does not stop the steps that wait for it, as in sequential order.
-
-State the lanes share is safe to share: the target state and the ACID visibility file are replaced
-under their own locks; the applier's ``progress`` map is written per database, and one database
-is one lane. The micro-batch ends when every lane has finished, so Spark commits the batch's
-offsets only after all of it was applied (or halted).
+A fixed pool of worker threads, each with its own metastore connection, runs every step whose
+predecessors have finished, exactly as the sequential runner runs it; the micro-batch ends when every
+lane has finished. Why the shared state is safe: docs/design/consistency.md.
 """
 
 from __future__ import annotations
