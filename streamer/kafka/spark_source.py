@@ -21,20 +21,23 @@ Use: `register(spark)`, then `spark.readStream.format("streamer_kafka").option("
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
-from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
     InputPartition,
     SimpleDataSourceStreamReader,
 )
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -181,9 +184,12 @@ class _DriverClients:
         return checked_start(self._client("all"), self.opts, first)
 
     def stop(self) -> None:
+        """Close the driver-side consumers. Spark calls this in its source-runner process only when
+        the runner's loop ends by an exception; see :func:`_exit_if_spark_hung_up` for the common one."""
         clients, self._clients = self._clients, {}
         for consumer in clients.values():
             consumer.close()
+        _exit_if_spark_hung_up()
 
 
 class KafkaStreamReader(_DriverClients, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -372,14 +378,56 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_options(self.options)
-        if opts.reader == "driver":  # PySpark falls back to simpleStreamReader on this error
-            raise PySparkNotImplementedError(
-                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
-            )
+        if opts.reader == "driver":
+            return _StoppingSimpleReader(KafkaDriverReader(opts))
         return KafkaStreamReader(opts)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return KafkaDriverReader(parse_options(self.options))
+
+
+# --- shutdown ----------------------------------------------------------------------------------
+# The driver-side reader lives in a Python process of its own (PySpark's streaming source runner) that
+# serves Spark's calls over a socket. A stopped query kills it (SIGTERM) and closes the socket. When
+# the socket closes first, the runner reads EOF, tries to report the EOFError into the closed socket
+# and dies of that write: two tracebacks, which the JVM copies to the user's terminal, for a query
+# that stopped as asked. That happens to a query still running when the driver JVM goes away (its
+# process exits), and can to one stopped while its thread waits on the reader's answer (the driver
+# reader waits up to `waitMs` when idle; `query.stop()` interrupts that thread, and Java's channel
+# I/O closes on interrupt). The runner calls the reader's `stop()` on its way out of the loop; there,
+# a socket Spark hung up is recognised and the process ends quietly, as the kill would end it. Any
+# other error still goes back to Spark. The target job and the demo also stop the query (and wait
+# for it) before the session and the JVM go.
+
+_RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def _spark_hung_up() -> bool:
+    """In Spark's source runner, leaving the loop because the JVM closed the socket?"""
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main_spec, "name", None) != _RUNNER_MODULE:
+        return False
+    return isinstance(sys.exc_info()[1], EOFError | ConnectionError)
+
+
+def _exit_if_spark_hung_up() -> None:
+    if _spark_hung_up():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+
+class _StoppingSimpleReader(_SimpleStreamReaderWrapper):
+    """PySpark's adapter of a simple reader (prefetch and cache), passing `stop()` on: PySpark 4's own
+    adapter drops it, so the driver reader's consumers were never closed nor a hung-up socket seen."""
+
+    def __init__(self, reader: KafkaDriverReader) -> None:
+        super().__init__(reader)
+        self._reader = reader
+
+    def stop(self) -> None:
+        self._reader.stop()
 
 
 def register(spark: SparkSession) -> None:
