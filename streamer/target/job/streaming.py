@@ -280,31 +280,40 @@ def _jvm_kerberos_login(spark: SparkSession, auth: HmsAuth) -> None:
     log.info("Spark's metastore client authenticates as %s", ugi.getLoginUser().getUserName())
 
 
-def spark_session(settings: TargetSettings, app_name: str = "streamer-target") -> SparkSession:
-    """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS."""
+def spark_session(
+    settings: TargetSettings, app_name: str = "streamer-target", *, log_level: str | None = None
+) -> SparkSession:
+    """A session whose Python workers use this interpreter and whose Hive catalog is the target HMS.
+
+    A driver JVM this process starts gets streamer's quiet defaults (``streamer.target.job.driver_jvm``);
+    ``log_level`` is its log4j2 level (default :func:`streamer.logs.spark_log_level`)."""
     from pyspark.sql import SparkSession
 
+    from streamer.logs import spark_log_level
+    from streamer.target.job import driver_jvm
     from streamer.target.job.executor_copy import executor_conf
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     kerberos = spark_kerberos_conf(settings.hms_auth)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.hadoop.hive.metastore.uris", settings.hms_uri)
-        .config("spark.sql.warehouse.dir", settings.warehouse_root)
-        .config("spark.sql.catalogImplementation", "hive")
-    )
-    for key, value in kerberos.items():
-        builder = builder.config(key, value)
+    conf = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.hadoop.hive.metastore.uris": settings.hms_uri,
+        "spark.sql.warehouse.dir": settings.warehouse_root,
+        "spark.sql.catalogImplementation": "hive",
+        **kerberos,
+    }
     # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = settings.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
-        builder = builder.master(master)
-        for key, value in executor_conf(master).items():
-            builder = builder.config(key, value)
+        conf["spark.master"] = master
+        conf.update(executor_conf(master))
+        driver_jvm.start(conf, master, log_level or spark_log_level())
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if kerberos:
         _jvm_kerberos_login(spark, settings.hms_auth)
