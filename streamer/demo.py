@@ -173,6 +173,7 @@ def run_demo(
     """Run the whole pipeline once and return the summary (see ``--output json``)."""
     from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.kafka.broker import EmbeddedBroker
+    from streamer.logs import spark_log_level
     from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
@@ -246,13 +247,14 @@ def run_demo(
             trigger_seconds=0.1,
         )
         say("starting Spark and the target job")
-        spark = spark_session(settings, app_name="streamer-demo")
+        # Spark's own lines only when they are errors (all of its detail under --log-level DEBUG)
+        spark = spark_session(settings, app_name="streamer-demo", log_level=spark_log_level(default="ERROR"))
+        stack.callback(spark.stop)  # after the query: the session goes when nothing runs on it
         catalog = HmsCatalog(hms.uri)
         stack.callback(catalog.close)
         batch_applier = BatchApplier(settings, catalog, on_applied=timeline.on_applied)
-        spark.sparkContext.setLogLevel("ERROR")
         query = start_query(spark, settings, batch_applier)
-        stack.callback(query.stop)
+        stack.callback(query.stop)  # first: stop() returns once the query and its source have stopped
         warm_until = time.monotonic() + 120
         while batch_applier.batches == 0 and time.monotonic() < warm_until and query.isActive:
             time.sleep(0.1)  # the first micro-batch starts Spark's Python workers: not replication lag
@@ -362,11 +364,27 @@ def _wait_for_interrupt() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _render(summary: dict[str, Any]) -> None:
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary under the table: short lines (< 80 columns), so that none wraps."""
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f} s"
+
+    return [
+        f"events published {summary['events_published']}, applied {summary['events_applied']} "
+        f"(source head {summary['source_last_event_id']}, target at {summary['target_last_event_id']})",
+        f"bytes copied {summary['bytes_copied']}",
+        f"lag (source commit -> visible on target): p50 {fmt(summary['lag_p50_s'])}, "
+        f"p99 {fmt(summary['lag_p99_s'])}",
+    ]
+
+
+def render(summary: dict[str, Any], console: Any = None) -> None:
+    """The table of source vs target and the summary lines (``console``: a rich Console, else stdout)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     table = Table(title="source vs target")
     table.add_column("table")
     table.add_column("source rows", justify="right")
@@ -375,17 +393,8 @@ def _render(summary: dict[str, Any]) -> None:
     for t in summary["tables"]:
         table.add_row(t["name"], str(t["source_rows"]), str(t["target_rows"]), "yes" if t["equal"] else "NO")
     console.print(table)
-
-    def fmt(v: float | None) -> str:
-        return "-" if v is None else f"{v:.3f} s"
-
-    console.print(
-        f"events published {summary['events_published']}, applied {summary['events_applied']} "
-        f"(source head {summary['source_last_event_id']}, target at {summary['target_last_event_id']}); "
-        f"bytes copied {summary['bytes_copied']}"
-    )
-    console.print(f"lag (source commit -> visible on target): p50 {fmt(summary['lag_p50_s'])}, "
-                  f"p99 {fmt(summary['lag_p99_s'])}")
+    for line in summary_lines(summary):
+        console.print(line, soft_wrap=True)  # one line each, however narrow the terminal
     for db, cause in summary["halted"].items():
         console.print(f"[red]database {db} halted: {cause}[/red]")
     console.print("[green]target equals source[/green]" if summary["equal"] else "[red]target differs[/red]")
@@ -421,6 +430,6 @@ def demo(
     if output == "json":
         click.echo(json.dumps(summary))
     else:
-        _render(summary)
+        render(summary)
     if not summary["equal"]:
         sys.exit(1)

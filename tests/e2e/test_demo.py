@@ -1,9 +1,12 @@
-"""The README's promise: `streamer demo` runs the whole pipeline and the target equals the source."""
+"""The README's promise: `streamer demo` runs the whole pipeline, the target equals the source, and its
+output reads clean: no traceback, no warning line, no summary line wrapped (one demo run for all)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +40,25 @@ def test_demo_replicates_the_scripted_workload(tmp_path: Path) -> None:
     assert summary["aborted_bytes_copied"] == 0
     assert summary["lag_p50_s"] is not None and summary["lag_p50_s"] >= 0
     assert summary["lag_p99_s"] >= summary["lag_p50_s"]
+    assert_reads_clean(proc.stdout + proc.stderr)
+    assert_summary_does_not_wrap(summary)
+
+
+def assert_reads_clean(output: str) -> None:
+    """What the demo prints besides its own lines: nothing (warnings only when something is wrong)."""
+    assert "Traceback" not in output, f"a traceback in the demo's output:\n{output[-6000:]}"
+    warnings = [line for line in output.splitlines() if re.search(r"\bWARN(ING)?\b", line)]
+    assert not warnings, "warning lines in the demo's output:\n" + "\n".join(warnings)
+
+
+def assert_summary_does_not_wrap(summary: dict[str, object]) -> None:
+    """The text rendering of this run's summary on an 80-column terminal: every summary line whole."""
+    from rich.console import Console
+
+    from streamer.demo import render, summary_lines
+
+    out = io.StringIO()
+    render(summary, Console(file=out, width=80, color_system=None))
+    lines = out.getvalue().splitlines()
+    for line in summary_lines(summary):
+        assert line in lines, f"summary line wrapped or missing: {line!r}\n{out.getvalue()}"
