@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs what streamer needs and is missing: Java 17 (for the embedded metastore and Spark),
-# the PostgreSQL JDBC driver (metastores on PostgreSQL), MIT Kerberos' headers (to build the
-# `kerberos` module that Kerberos-secured metastores need), and a project virtualenv.
+# the PostgreSQL JDBC driver (metastores on PostgreSQL), and a project virtualenv with streamer in it.
+# EXTRAS chooses what else goes into the virtualenv:
+#   runtime (`make demo`): streamer and its runtime dependencies; the `kerberos` extra too when it can
+#                          be built here (MIT Kerberos' headers and gcc present)
+#   dev     (`make test`): the same plus the test tooling (the `dev` extra); MIT Kerberos' headers are
+#                          installed first if missing, so that the Kerberos tests can run
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+EXTRAS=${EXTRAS:-dev}
+case "$EXTRAS" in
+  runtime|dev) ;;
+  *) echo "setup: EXTRAS must be runtime or dev, not '$EXTRAS'" >&2; exit 2 ;;
+esac
 
 java_ok() {
   command -v java >/dev/null 2>&1 || return 1
@@ -40,19 +49,25 @@ if [ ! -f /usr/share/java/postgresql.jar ]; then
   apt_install libpostgresql-jdbc-java || echo "setup: note: libpostgresql-jdbc-java not installed; metastores on PostgreSQL need it" >&2
 fi
 
-if ! command -v krb5-config >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
+kerberos_buildable() { command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; }
+if [ "$EXTRAS" = dev ] && ! kerberos_buildable; then
   apt_install libkrb5-dev gcc || true
 fi
-EXTRAS=dev
-if command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; then
-  EXTRAS=dev,kerberos
-else
+extras=()
+[ "$EXTRAS" = dev ] && extras+=(dev)
+if kerberos_buildable; then
+  extras+=(kerberos)
+elif [ "$EXTRAS" = dev ]; then
   echo "setup: note: libkrb5-dev not installed; --hms-auth kerberos needs it (then: pip install -e '.[kerberos]')" >&2
+fi
+spec=.
+if [ ${#extras[@]} -gt 0 ]; then
+  spec=".[$(IFS=,; echo "${extras[*]}")]"
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
-echo "setup: ready ($VENV)" >&2
+"$VENV/bin/python" -m pip install -q -e "$spec"
+echo "setup: ready ($VENV: $spec)" >&2
