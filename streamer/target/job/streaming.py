@@ -43,9 +43,10 @@ from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
-from streamer.target.apply.plan import Plan, plan, step_db
+from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import JobLock, read_record, refuse_if_failed_over
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
+from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.watermark import (
@@ -85,19 +86,11 @@ class BatchApplier:
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
         self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
         write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
-        self.applier = Applier(
-            catalog,
-            copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
-            paths,
-            settings.source_id,
-            db_map=dict(settings.db_map),
-            allow_existing_db=settings.allow_existing_db,
-            state=self.state,
-            mark_readonly=settings.mark_readonly,
-        )
+        self.applier = _applier(settings, catalog, paths, self.state, copier)
         self.applier.load_progress()
         self.deserialize = EventDeserializer()
-        self._replay = replay
+        # held events are always re-read from the topic: a release that cannot replay would pass them
+        self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
         self._on_applied = on_applied
         known, self._consumed = read_progress(settings.state_dir)
         # db -> (event id, source time) of its last applied event; kept across restarts
@@ -141,7 +134,9 @@ class BatchApplier:
         for offset, event in decoded[: chain.intact]:
             offsets[event.event_id] = offset
             events.append(event)
-        replayed, released = self._replays(min(offsets.values(), default=None), offsets)
+        replayed, released = self.held.take(
+            self.state, self.applier.load_progress, min(offsets.values(), default=None), offsets
+        )
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
         the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
@@ -213,25 +208,24 @@ class BatchApplier:
         for db in before - set(self.state.halts()):
             metrics.TARGET_HALTED.labels(db=db).set(0)
 
-    def _replays(self, before_offset: int | None, offsets: dict[int, int]) -> tuple[list[Event], list[str]]:
-        """Held events of databases an operator released (retry/skip), re-read from the topic."""
-        halted = self.state.halts()
-        events: list[Event] = []
-        released: list[str] = []
-        for db, offset in self.state.pending_replays().items():
-            if db in halted or before_offset is None:
-                continue
-            released.append(db)
-            self.applier.load_progress()  # an operator skip advanced the database's progress
-            if self._replay is None or offset >= before_offset:
-                continue
-            log.info("re-reading held events of %s from offset %d", db, offset)
-            for event_offset, value in self._replay(offset, before_offset):
-                event = self.deserialize(value)
-                if step_db(event) == db:
-                    offsets[event.event_id] = event_offset
-                    events.append(event)
-        return events, released
+
+def _applier(
+    settings: TargetSettings,
+    catalog: Catalog,
+    paths: TargetPaths,
+    state: TargetState,
+    copier: FileCopier | None,
+) -> Applier:
+    return Applier(
+        catalog,
+        copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+        paths,
+        settings.source_id,
+        db_map=dict(settings.db_map),
+        allow_existing_db=settings.allow_existing_db,
+        state=state,
+        mark_readonly=settings.mark_readonly,
+    )
 
 
 # --- Spark wiring ------------------------------------------------------------------------------
@@ -388,32 +382,6 @@ def trigger_interval(settings: TargetSettings) -> float:
     return 0.0 if settings.kafka_reader == "driver" else settings.trigger_seconds
 
 
-def kafka_replay(settings: TargetSettings) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:
-    """Re-reads a range of the topic (held events of a retried database) outside Spark."""
-    from confluent_kafka import Consumer
-
-    from streamer.kafka.topics import iter_range
-
-    def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": settings.bootstrap_servers,
-                "group.id": f"streamer-replay-{settings.source_id}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "error",
-                **settings.kafka_settings,
-            }
-        )
-        try:
-            for msg in iter_range(consumer, settings.topic, 0, start, end):
-                yield int(msg.offset() or 0), bytes(msg.value() or b"")
-        finally:
-            consumer.close()
-
-    return replay
-
-
 def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
     """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
     ``settings.until_event``, or the target was failed over); returns why it stopped."""
@@ -438,7 +406,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
         spark.sparkContext.addPyFile(py_file)
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(
-        settings, catalog, replay=kafka_replay(settings),
+        settings, catalog,
         copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
                                settings.copy_workers),
         catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),

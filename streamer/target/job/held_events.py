@@ -1,0 +1,82 @@
+"""Held events of a released database, re-read from the topic so that none is passed unapplied.
+
+A halted database's later events are held while other databases go on; ``streamer target retry``
+or ``skip`` releases it, and the job then re-reads its events from the halted one's offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from streamer.events.codec import EventDeserializer
+from streamer.events.model import Event
+from streamer.target.apply.plan import step_db
+from streamer.target.job.settings import TargetSettings
+from streamer.target.state.state_file import TargetState
+
+log = logging.getLogger(__name__)
+
+Replay = Callable[[int, int], Iterable[tuple[int, bytes]]]
+
+
+class HeldEvents:
+    """Re-reads the held range of each released database through ``replay(start, end)``."""
+
+    def __init__(self, replay: Replay, deserialize: EventDeserializer) -> None:
+        self._replay = replay
+        self._deserialize = deserialize
+
+    def take(
+        self,
+        state: TargetState,
+        reload_progress: Callable[[], object],
+        before_offset: int | None,
+        offsets: dict[int, int],
+    ) -> tuple[list[Event], list[str]]:
+        """Events of released databases below ``before_offset`` (the batch's first record), and the
+        databases whose release this batch completes; ``offsets`` learns each event's offset."""
+        halted = state.halts()
+        events: list[Event] = []
+        released: list[str] = []
+        for db, offset in state.pending_replays().items():
+            if db in halted or before_offset is None:
+                continue  # still halted, or no record yet to bound the range: next batch
+            released.append(db)
+            reload_progress()  # an operator skip advanced the database's progress
+            if offset >= before_offset:
+                continue  # the held events are in this batch itself
+            log.info("re-reading held events of %s from offset %d", db, offset)
+            for event_offset, value in self._replay(offset, before_offset):
+                event = self._deserialize(value)
+                if step_db(event) == db:
+                    offsets[event.event_id] = event_offset
+                    events.append(event)
+        return events, released
+
+
+def kafka_replay(settings: TargetSettings) -> Replay:
+    """Re-reads a range of the topic outside Spark (the consumer connects on the first call)."""
+
+    def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
+        from confluent_kafka import Consumer
+
+        from streamer.kafka.topics import iter_range
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": settings.bootstrap_servers,
+                "group.id": f"streamer-replay-{settings.source_id}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "error",
+                **settings.kafka_settings,
+            }
+        )
+        try:
+            for msg in iter_range(consumer, settings.topic, 0, start, end):
+                yield int(msg.offset() or 0), bytes(msg.value() or b"")
+        finally:
+            consumer.close()
+
+    return replay

@@ -1,0 +1,74 @@
+"""A retried database re-reads its held events from the topic: an unfixed cause halts it again at the
+same event, and no event id of it is passed without being applied or explicitly skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from streamer.events.codec import encode_event
+from streamer.events.model import Event
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.job.settings import TargetSettings
+from streamer.target.job.streaming import BatchApplier
+from streamer.target.state.state_file import TargetState
+from tests.unit.target import builders as b
+
+
+class Topic:
+    """An append-only log of encoded records, read by offset range as the job's replay reads Kafka."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, bytes]] = []
+        self.replayed: list[tuple[int, int]] = []
+
+    def append(self, *events: Event) -> list[tuple[int, bytes]]:
+        new = [(len(self.records) + i, encode_event(e)) for i, e in enumerate(events)]
+        self.records.extend(new)
+        return new
+
+    def replay(self, start: int, end: int) -> Iterable[tuple[int, bytes]]:
+        self.replayed.append((start, end))
+        return [r for r in self.records if start <= r[0] < end]
+
+
+def _job(
+    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch
+) -> BatchApplier:
+    """The job as every caller builds it (the demo passes no replay): it reads its own topic."""
+    monkeypatch.setattr("streamer.target.job.streaming.kafka_replay", lambda settings: topic.replay)
+    settings = TargetSettings(
+        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused",
+        warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
+        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="",
+    )
+    return BatchApplier(settings, catalog)
+
+
+def test_retry_without_a_fix_halts_again_and_passes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    t = b.table("a", "t")
+    # event 2 alters a table the target does not have: the database halts there
+    job.process(topic.append(b.create_db(1, "a"), b.alter_table(2, t, b.replace(t, parameters={"k": "v"}))))
+    job.process(topic.append(b.create_table(3, b.table("a", "u"))))  # held behind the halt
+    assert job.state.halts()["a"].event_id == 2
+
+    assert TargetState(tmp_path / "state").retry("a") is not None  # the operator, in another process
+    job.process(topic.append(b.create_db(4, "other")))
+    assert topic.replayed, "the released database's held events were not re-read"
+    assert job.state.halts()["a"].event_id == 2  # the cause remains: halted again, at the same event
+    assert job.applier.progress["a"] == 1
+    assert catalog.get_table("a", "u") is None  # nothing after the halted event was passed
+
+    catalog.create_table(job.applier.ctx.target_table(t))  # the fix: the table as replication makes it
+    TargetState(tmp_path / "state").retry("a")
+    job.process(topic.append(b.create_db(5, "more")))
+    assert "a" not in job.state.halts()
+    assert job.applier.progress["a"] == 3
+    assert catalog.get_table("a", "u") is not None
+
