@@ -307,7 +307,12 @@ def reset_chain_cmd(state_dir: Path) -> None:
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
 @click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
-@click.option("--source-id", default="source", show_default=True)
+@click.option(
+    "--source-id",
+    default=None,
+    help="List only the databases replicated from this source (their streamer.source.id); also names "
+    "the default topic. [default: every source; the topic of source 'source']",
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(
     hms_uri: str,
@@ -319,7 +324,7 @@ def status(
     bootstrap_servers: str | None,
     kafka_setting: tuple[str, ...],
     topic: str | None,
-    source_id: str,
+    source_id: str | None,
     output: str,
 ) -> None:
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
@@ -332,8 +337,8 @@ def status(
     if bootstrap_servers:
         from streamer.target.state.status import source_head_from_options
 
-        head = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
-    rows = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth)
+        head = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id or "source")
+    rows, sources = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth, source_id=source_id)
     failed_over = read_record(state_dir)
     mode = read_mode(state_dir)
     try:
@@ -341,7 +346,8 @@ def status(
     except ValueError:
         guarantee = "unknown mode"
     if output == "json":
-        click.echo(json.dumps({"databases": rows, "source_head_event_id": head[0] if head else None,
+        click.echo(json.dumps({"databases": rows, "source_id": source_id, "sources": sources,
+                               "source_head_event_id": head[0] if head else None,
                                "consistency": mode["consistency"], "guarantee": guarantee,
                                "failover": failed_over.to_json() if failed_over else None}))
         return
@@ -350,6 +356,10 @@ def status(
         click.echo(f"failed over{at} ({failed_over.state} since {failed_over.started}): "
                    "no target job applies here")
     click.echo(f"consistency: {mode['consistency']} ({guarantee})")
+    if not rows and source_id is not None:
+        click.echo(f"no database on this target is replicated from source {source_id!r} "
+                   f"(sources found: {', '.join(sources) or 'none'})")
+        return
     if not rows:
         click.echo("no replicated databases on this target")
         return

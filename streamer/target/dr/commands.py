@@ -90,6 +90,10 @@ def failover(
               help="The old source's metastore database URL (as for `streamer source run`).")
 @click.option("--source-hms-uri", default=None, help="Or the old source's metastore Thrift URI.")
 @hms_auth_options()
+@click.option("--db-map", multiple=True, metavar="SRC:DST",
+              help="As given to the forward `target run` (SRC on the old source, DST the failed-over "
+                   "database); repeatable. Not recorded by the failover: without it a renamed database's "
+                   "changes cannot be attributed and the command refuses.")
 @click.option("--discard-unreplicated", is_flag=True,
               help="Accept that the rebase overwrites the old source's changes after the cut "
                    "(they are listed and recorded in failback.json).")
@@ -106,11 +110,16 @@ def failback(
     hms_kerberos_principal: str | None,
     hms_client_principal: str | None,
     hms_client_keytab: str | None,
+    db_map: tuple[str, ...],
     discard_unreplicated: bool,
     rebase: bool,
     output: str,
 ) -> None:
-    """List the old source's changes after the cut; refuse to rebase it over them unless discarded."""
+    """List the old source's changes after the cut; refuse to rebase it over them unless discarded.
+
+    Refuses, before reading its log or changing anything, a metastore whose databases carry this
+    target's failover marks (the new primary's) or are replicas of the same source.
+    """
     from streamer.errors import ConfigError
     from streamer.source.reader import NotificationReader, SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
@@ -121,25 +130,38 @@ def failback(
         raise ConfigError("give exactly one of --notification-db URL and --source-hms-uri thrift://host:port")
     if rebase and not source_hms_uri:
         raise ConfigError("--rebase drops databases through the old source's metastore: use --source-hms-uri")
+    mapping = fb.parse_db_map(db_map)
     record = read_record(state_dir)
     if record is None or record.state != "done" or record.cut is None:
         raise ConfigError(f"{state_dir} records no finished failover; run `streamer failover` first")
-    previous = fb.read_failback(state_dir)
-    if rebase and previous is not None and previous.get("dropped") is not None:
+    cut = record.cut
+    previous = fb.rebased(fb.read_failbacks(state_dir))
+    if rebase and previous is not None:
         # the old source may be a replica of the new primary by now: never drop it again
         names = ", ".join(previous["dropped"]) or "-"
         text = f"already rebased at {previous.get('time')} (dropped: {names}); nothing changed"
         click.echo(json.dumps({**previous, "already_done": True}) if output == "json" else text)
         return
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    old_source = str(source_hms_uri) if source_hms_uri else _redacted(str(notification_db))
+    old_names = fb.source_names(cut, mapping)  # failed-over database -> its name on the old source
+    databases = _old_databases(notification_db, source_hms_uri, auth, {*old_names, *old_names.values()})
+    if databases is None:
+        click.echo(f"warning: {old_source} holds no metastore database tables (DBS, WH_DATABASES): not "
+                   "checked whether it is the old source, nor that its databases match the cut", err=True)
+    else:
+        fb.check_old_source(databases, record, mapping)
     reader: NotificationReader = (
-        SqlNotificationReader(notification_db) if notification_db
+        SqlNotificationReader(str(notification_db)) if notification_db
         else ThriftNotificationReader(str(source_hms_uri), auth=auth)
     )
     try:
-        div = fb.divergence(_read_all(reader, record.cut.event_id), record.cut)
+        rows = _read_all(reader, cut.event_id)
     finally:
         reader.close()
+    if databases is not None:
+        fb.check_attribution(databases, cut, rows, mapping)
+    div = fb.divergence(rows, cut, db_map=mapping)
     if div.objects and not discard_unreplicated:
         message = fb.describe(div) + (
             "\nrefusing to rebase the old source over them: replicate or export what must be kept, "
@@ -153,10 +175,11 @@ def failback(
 
         client = open_client(str(source_hms_uri), timeout_s=600, auth=auth)
         try:
-            dropped = fb.drop_old_databases(client, [d.db for d in record.cut.databases])
+            dropped = fb.drop_old_databases(client, old_names.values())
         finally:
             client.close()
-    body = fb.record_failback(state_dir, div, discarded=bool(div.objects), dropped=dropped)
+    body = fb.record_failback(state_dir, div, discarded=bool(div.objects), dropped=dropped, db_map=mapping,
+                              old_source=old_source)
     if output == "json":
         click.echo(json.dumps({**body, "refused": False}))
         return
@@ -164,7 +187,7 @@ def failback(
     if div.objects:
         click.echo(f"discarded by the operator (recorded in {state_dir / fb.FAILBACK_FILE}): the rebase "
                    "overwrites these objects with the new primary's state")
-    start = record.cut.new_primary_event_id
+    start = cut.new_primary_event_id
     steps = [f"publish the new primary after its notification event {start} (streamer source run "
              f"--hms-uri <new primary> --start-after {start} --source-id <new id>)",
              "run a target job on the old source and `streamer verify` it (docs/failover.md)"]
@@ -173,6 +196,34 @@ def failback(
         steps.insert(0, "bootstrap the new primary into a new topic (streamer bootstrap --hms-uri "
                         "<new primary> --source-id <new id>)")
     click.echo("next: " + "; then ".join(steps))
+
+
+def _old_databases(notification_db: str | None, source_hms_uri: str | None, auth: Any,
+                   names: set[str]) -> dict[str, dict[str, str]] | None:
+    """The old source's databases (name -> parameters, read for ``names``); None: not readable."""
+    from streamer.target.dr import failback as fb
+
+    if notification_db:
+        return fb.sql_databases(notification_db)
+    from streamer.metastore.thrift_catalog import HmsCatalog
+
+    catalog = HmsCatalog(str(source_hms_uri), auth=auth)
+    try:
+        return fb.catalog_databases(catalog, names)
+    finally:
+        catalog.close()
+
+
+def _redacted(url: str) -> str:
+    """``url`` without a password (it is recorded in failback.json)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
 def _read_all(reader: Any, after: int, batch: int = 1000) -> list[Any]:

@@ -124,11 +124,13 @@ class FailoverRecord:
     completed: str | None = None
     cut: Cut | None = None
     changed: tuple[str, ...] = ()  # databases whose replica marks this failover removed
+    source_ids: tuple[str, ...] = ()  # their streamer.source.id (empty in records of older releases)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "state": self.state, "started": self.started, "completed": self.completed,
             "cut": self.cut.to_json() if self.cut else None, "changed": list(self.changed),
+            "source_ids": list(self.source_ids),
         }
 
 
@@ -140,7 +142,7 @@ def read_record(state_dir: str | Path) -> FailoverRecord | None:
     try:
         cut = Cut.from_json(raw["cut"]) if raw.get("cut") else None
         return FailoverRecord(raw["state"], raw["started"], raw.get("completed"), cut,
-                              tuple(raw.get("changed", ())))
+                              tuple(raw.get("changed", ())), tuple(raw.get("source_ids", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise StreamerError(f"{path} is malformed: {exc}") from exc
 
@@ -317,7 +319,8 @@ def failover(
             cut = record.cut  # an interrupted failover keeps the cut it took first
         write_record(state_dir, FailoverRecord("pending", started, cut=cut))
         changed = promote(catalog, dbs, cut, started)
-        done = FailoverRecord("done", started, _now(), cut, tuple(changed))
+        sources = tuple(sorted({p[REPL_SOURCE_PARAM] for p in dbs.values()}))
+        done = FailoverRecord("done", started, _now(), cut, tuple(changed), sources)
         write_record(state_dir, done)
     return done
 

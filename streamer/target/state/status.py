@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.state.state_file import TargetState
 
 if TYPE_CHECKING:
@@ -88,30 +88,49 @@ def collect_status(
     head: tuple[int, int] | None,
     now: float,
     auth: HmsAuth | None = None,
-) -> list[dict[str, Any]]:
+    source_id: str | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``status_rows`` of the target metastore at ``hms_uri``."""
     from streamer.metastore.thrift_catalog import HmsCatalog
 
+    catalog = HmsCatalog(hms_uri, auth=auth)
+    try:
+        return status_rows(catalog, state_dir, head, source_id)
+    finally:
+        catalog.close()
+
+
+def status_rows(
+    catalog: Catalog, state_dir: str | Path, head: tuple[int, int] | None, source_id: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(one row per database replicated from ``source_id`` (any source when None), every source
+    replicated to this target): the databases carry ``streamer.source.id``. Halted databases of the
+    state dir without a catalog database are rows too."""
     state = TargetState(state_dir)
     halts = state.halts()
     progress, consumed = read_progress(state_dir)
     stuck = set(halts) | set(state.pending_replays())
-    catalog = HmsCatalog(hms_uri, auth=auth)
     rows: list[dict[str, Any]] = []
-    try:
-        for name in sorted(catalog.list_databases()):
-            db = catalog.get_database(name)
-            if db is None or REPL_SOURCE_PARAM not in db.parameters:
-                continue
-            applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
-            through = replicated_through({name: applied}, consumed, stuck)[name]
-            rows.append(_row(name, applied, through, head, progress.get(name), halts.get(name)))
-        for name, halt in halts.items():
-            if all(r["db"] != name for r in rows):
-                applied = state.applied().get(name, 0)
-                rows.append(_row(name, applied, applied, head, progress.get(name), halt))
-    finally:
-        catalog.close()
-    return rows
+    sources: set[str] = set()
+    others: set[str] = set()  # databases of other sources
+    for name in sorted(catalog.list_databases()):
+        db = catalog.get_database(name)
+        owner = None if db is None else db.parameters.get(REPL_SOURCE_PARAM)
+        if db is None or owner is None:
+            continue
+        sources.add(owner)
+        if source_id is not None and owner != source_id:
+            others.add(name)
+            continue
+        applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
+        through = replicated_through({name: applied}, consumed, stuck)[name]
+        rows.append({**_row(name, applied, through, head, progress.get(name), halts.get(name)),
+                     "source_id": owner})
+    for name, halt in halts.items():
+        if name not in others and all(r["db"] != name for r in rows):
+            applied = state.applied().get(name, 0)
+            rows.append({**_row(name, applied, applied, head, progress.get(name), halt), "source_id": None})
+    return rows, sorted(sources)
 
 
 def _row(

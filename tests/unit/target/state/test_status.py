@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -53,3 +54,48 @@ def test_progress_round_trips_and_reads_the_old_format(tmp_path: Path) -> None:
     assert read_progress(tmp_path) == ({"sales": {"event_id": 3, "event_time": 9}}, 0)
     (tmp_path / "progress.json").write_text("not json")
     assert read_progress(tmp_path) == ({}, 0)
+
+
+def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
+    """``streamer status`` on a target holding databases of sources a and b, a failed-over one of b,
+    and one streamer does not replicate."""
+    from click.testing import CliRunner
+
+    import streamer.metastore.thrift_catalog as thrift_catalog
+    from streamer.cli import cli
+    from streamer.events.model import DatabaseSnapshot
+    from streamer.metastore.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
+    from streamer.metastore.memory_catalog import MemoryCatalog
+
+    catalog = MemoryCatalog()
+    for name, params in {"a1": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "5"},
+                         "b1": {REPL_SOURCE_PARAM: "b", LAST_ID_PARAM: "7"},
+                         "b_dr": {REPL_SOURCE_PARAM: "b", LAST_ID_PARAM: "6", FAILOVER_CUT_PARAM: "6"},
+                         "mine": {}}.items():
+        catalog.create_database(DatabaseSnapshot(name=name, parameters=params))
+    monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: catalog)
+    return CliRunner().invoke(cli, ["status", "--hms-uri", "thrift://target:9083", "--state-dir",
+                                    str(tmp_path), *args])
+
+
+def test_status_of_one_source_lists_only_its_databases(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 28.4: ``--source-id a`` shows a's databases, not b's (failed over or not)."""
+    result = _status(tmp_path, monkeypatch, "--source-id", "a", "--output", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["databases"]
+    assert [r["db"] for r in rows] == ["a1"] and rows[0]["source_id"] == "a"
+    text = _status(tmp_path, monkeypatch, "--source-id", "b")
+    assert text.exit_code == 0 and "b1" in text.output and "b_dr" in text.output and "a1" not in text.output
+
+
+def test_status_says_when_a_source_has_no_databases(tmp_path: Path, monkeypatch: Any) -> None:
+    result = _status(tmp_path, monkeypatch, "--source-id", "zzz")
+    assert result.exit_code == 0, result.output
+    assert "no database on this target is replicated from source 'zzz' (sources found: a, b)" in result.output
+    assert "b1" not in result.output
+
+
+def test_status_without_a_source_lists_every_source(tmp_path: Path, monkeypatch: Any) -> None:
+    result = _status(tmp_path, monkeypatch, "--output", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["db"] for r in json.loads(result.output)["databases"]] == ["a1", "b1", "b_dr"]
