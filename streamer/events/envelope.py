@@ -9,36 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streamer.events.payloads import (
-    AbortTxnPayload,
-    AcidWritePayload,
-    AddConstraintsPayload,
-    AddPartitionPayload,
-    AllocWriteIdPayload,
-    AlterDatabasePayload,
-    AlterPartitionPayload,
-    AlterPartitionsPayload,
-    AlterTablePayload,
-    BootstrapMarkerPayload,
-    BootstrapObjectPayload,
-    CommitCompactionPayload,
-    CommitTxnPayload,
-    CreateFunctionPayload,
-    CreateTablePayload,
-    DatabasePayload,
-    DeleteColumnStatsPayload,
-    DropConstraintPayload,
-    DropFunctionPayload,
-    DropPartitionPayload,
-    DropTablePayload,
-    InsertPayload,
-    OpenTxnPayload,
-    Payload,
-    ProgressPayload,
-    ReloadPayload,
-    UnknownPayload,
-    UpdateColumnStatsPayload,
-)
+from streamer.events import payloads as p
+
+__all__ = ["PAYLOAD_EVENT_TYPES", "PAYLOAD_TYPES", "PAYLOAD_TYPE_OF", "Event", "EventType", "Source"]
 
 
 class EventType(StrEnum):
@@ -110,7 +83,7 @@ class Event:
 
     source: Source
     event_type: EventType
-    payload: Payload
+    payload: p.Payload
     db: str | None = None
     table: str | None = None
     ts_ms: int | None = None
@@ -122,23 +95,23 @@ class Event:
         return self.source.event_id
 
 
-PAYLOAD_TYPES: tuple[type, ...] = Payload.__args__
+PAYLOAD_TYPES: tuple[type, ...] = p.Payload.__args__
 
 
 PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
-    DatabasePayload: (EventType.CREATE_DATABASE, EventType.DROP_DATABASE),
-    AlterDatabasePayload: (EventType.ALTER_DATABASE,),
-    CreateTablePayload: (EventType.CREATE_TABLE,),
-    AlterTablePayload: (EventType.ALTER_TABLE,),
-    DropTablePayload: (EventType.DROP_TABLE,),
-    AddPartitionPayload: (EventType.ADD_PARTITION,),
-    AlterPartitionPayload: (EventType.ALTER_PARTITION,),
-    AlterPartitionsPayload: (EventType.ALTER_PARTITIONS,),
-    DropPartitionPayload: (EventType.DROP_PARTITION,),
-    InsertPayload: (EventType.INSERT,),
-    CreateFunctionPayload: (EventType.CREATE_FUNCTION,),
-    DropFunctionPayload: (EventType.DROP_FUNCTION,),
-    AddConstraintsPayload: (
+    p.DatabasePayload: (EventType.CREATE_DATABASE, EventType.DROP_DATABASE),
+    p.AlterDatabasePayload: (EventType.ALTER_DATABASE,),
+    p.CreateTablePayload: (EventType.CREATE_TABLE,),
+    p.AlterTablePayload: (EventType.ALTER_TABLE,),
+    p.DropTablePayload: (EventType.DROP_TABLE,),
+    p.AddPartitionPayload: (EventType.ADD_PARTITION,),
+    p.AlterPartitionPayload: (EventType.ALTER_PARTITION,),
+    p.AlterPartitionsPayload: (EventType.ALTER_PARTITIONS,),
+    p.DropPartitionPayload: (EventType.DROP_PARTITION,),
+    p.InsertPayload: (EventType.INSERT,),
+    p.CreateFunctionPayload: (EventType.CREATE_FUNCTION,),
+    p.DropFunctionPayload: (EventType.DROP_FUNCTION,),
+    p.AddConstraintsPayload: (
         EventType.ADD_PRIMARYKEY,
         EventType.ADD_FOREIGNKEY,
         EventType.ADD_UNIQUECONSTRAINT,
@@ -146,20 +119,20 @@ PAYLOAD_EVENT_TYPES: dict[type, tuple[EventType, ...]] = {
         EventType.ADD_DEFAULTCONSTRAINT,
         EventType.ADD_CHECKCONSTRAINT,
     ),
-    DropConstraintPayload: (EventType.DROP_CONSTRAINT,),
-    OpenTxnPayload: (EventType.OPEN_TXN,),
-    AllocWriteIdPayload: (EventType.ALLOC_WRITE_ID,),
-    AcidWritePayload: (EventType.ACID_WRITE,),
-    CommitTxnPayload: (EventType.COMMIT_TXN,),
-    AbortTxnPayload: (EventType.ABORT_TXN,),
-    UpdateColumnStatsPayload: (EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITION_COLUMN_STAT),
-    DeleteColumnStatsPayload: (EventType.DELETE_TABLE_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT),
-    CommitCompactionPayload: (EventType.COMMIT_COMPACTION,),
-    ReloadPayload: (EventType.RELOAD,),
-    ProgressPayload: (EventType.PROGRESS,),
-    BootstrapObjectPayload: (EventType.BOOTSTRAP,),
-    BootstrapMarkerPayload: (EventType.BOOTSTRAP_END,),
-    UnknownPayload: (EventType.UNKNOWN,),
+    p.DropConstraintPayload: (EventType.DROP_CONSTRAINT,),
+    p.OpenTxnPayload: (EventType.OPEN_TXN,),
+    p.AllocWriteIdPayload: (EventType.ALLOC_WRITE_ID,),
+    p.AcidWritePayload: (EventType.ACID_WRITE,),
+    p.CommitTxnPayload: (EventType.COMMIT_TXN,),
+    p.AbortTxnPayload: (EventType.ABORT_TXN,),
+    p.UpdateColumnStatsPayload: (EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITION_COLUMN_STAT),
+    p.DeleteColumnStatsPayload: (EventType.DELETE_TABLE_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT),
+    p.CommitCompactionPayload: (EventType.COMMIT_COMPACTION,),
+    p.ReloadPayload: (EventType.RELOAD,),
+    p.ProgressPayload: (EventType.PROGRESS,),
+    p.BootstrapObjectPayload: (EventType.BOOTSTRAP,),
+    p.BootstrapMarkerPayload: (EventType.BOOTSTRAP_END,),
+    p.UnknownPayload: (EventType.UNKNOWN,),
 }
 """The event types that carry each payload type (every EventType appears exactly once)."""
 

@@ -22,6 +22,16 @@ from streamer.events.snapshots import (
     TxnWriteId,
 )
 
+__all__ = [
+    "AbortTxnPayload", "AcidWritePayload", "AddConstraintsPayload", "AddPartitionPayload",
+    "AllocWriteIdPayload", "AlterDatabasePayload", "AlterPartitionPayload", "AlterPartitionsPayload",
+    "AlterTablePayload", "BootstrapKind", "BootstrapMarkerPayload", "BootstrapObjectPayload",
+    "BootstrapScope", "CommitCompactionPayload", "CommitTxnPayload", "CreateFunctionPayload",
+    "CreateTablePayload", "DatabasePayload", "DeleteColumnStatsPayload", "DropConstraintPayload",
+    "DropFunctionPayload", "DropPartitionPayload", "DropTablePayload", "InsertPayload", "OpenTxnPayload",
+    "Payload", "ProgressPayload", "ReloadPayload", "UnknownPayload", "UpdateColumnStatsPayload",
+]
+
 
 @dataclass(frozen=True)
 class DatabasePayload:

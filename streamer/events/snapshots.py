@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+__all__ = [
+    "AcidWrite", "Column", "ColumnStatistic", "Constraint", "DatabaseSnapshot", "FileRef",
+    "FunctionSnapshot", "PartitionSnapshot", "PartitionStatistics", "ResourceUri", "SerDe", "SortColumn",
+    "StorageDescriptor", "TableSnapshot", "TxnWriteId",
+]
+
 
 @dataclass(frozen=True)
 class Column:

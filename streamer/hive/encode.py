@@ -12,39 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, get_type_hints
 
-from streamer.events.model import (
-    AbortTxnPayload,
-    AcidWrite,
-    AcidWritePayload,
-    AddConstraintsPayload,
-    AddPartitionPayload,
-    AllocWriteIdPayload,
-    AlterDatabasePayload,
-    AlterPartitionPayload,
-    AlterPartitionsPayload,
-    AlterTablePayload,
-    CommitCompactionPayload,
-    CommitTxnPayload,
-    CreateFunctionPayload,
-    CreateTablePayload,
-    DatabasePayload,
-    DeleteColumnStatsPayload,
-    DropConstraintPayload,
-    DropFunctionPayload,
-    DropPartitionPayload,
-    DropTablePayload,
-    Event,
-    EventType,
-    FileRef,
-    InsertPayload,
-    OpenTxnPayload,
-    PartitionSnapshot,
-    ReloadPayload,
-    TableSnapshot,
-    UpdateColumnStatsPayload,
-)
+from streamer.events import model as ev
+from streamer.events.model import AcidWrite, Event, EventType, FileRef, PartitionSnapshot, TableSnapshot
 from streamer.hive import objects
 from streamer.hive.decode import WRITE_FILES_SEPARATOR
 from streamer.hive.files import cmroot_of, format_file_uri, parse_file_uri, partition_name
@@ -59,7 +30,7 @@ def encode_event(event: Event, message_format: str = "json-0.2") -> Notification
     """Write ``event`` as Hive 4 would: the row's names, the message in ``message_format``."""
     if message_format not in FORMATS:
         raise ValueError(f"unsupported message format {message_format!r} (expected one of {FORMATS})")
-    encoder = _ENCODERS.get(event.event_type)
+    encoder = _ENCODERS.get(ev.PAYLOAD_TYPE_OF[event.event_type])
     if encoder is None:
         raise ValueError(f"event type {event.event_type} is not written to a Hive notification log")
     body = encoder(event.payload, event.source.event_time, event)
@@ -106,20 +77,20 @@ def hive_normal_form(event: Event, message_format: str = "json-0.2") -> Event:
     decodes unchanged.
     """
     payload: Any = event.payload
-    if isinstance(payload, AddPartitionPayload):
+    if isinstance(payload, ev.AddPartitionPayload):
         payload = replace(payload, files=[_normal_file(f) for f in payload.files])
-    if isinstance(payload, CreateTablePayload):
+    if isinstance(payload, ev.CreateTablePayload):
         payload = replace(payload, files=[_normal_file(replace(f, partition=None)) for f in payload.files])
-    if isinstance(payload, InsertPayload):
+    if isinstance(payload, ev.InsertPayload):
         keys = [k.name for k in payload.table.partition_keys] if payload.table else []
         values = payload.partition_values
         part = partition_name(keys, values) if values and len(keys) == len(values) else None
         payload = replace(payload, files=[_normal_file(replace(f, partition=part)) for f in payload.files])
-    if isinstance(payload, AcidWritePayload):
+    if isinstance(payload, ev.AcidWritePayload):
         payload = replace(
             payload, write=replace(payload.write, files=[_normal_file(f) for f in payload.write.files])
         )
-    if isinstance(payload, CommitTxnPayload):
+    if isinstance(payload, ev.CommitTxnPayload):
         payload = replace(payload, writes=[])
     return replace(
         event, ts_ms=None, payload=payload, source=replace(event.source, message_format=message_format)
@@ -139,6 +110,11 @@ def _files(refs: list[FileRef]) -> list[str]:
 
 def _head(**fields: Any) -> dict[str, Any]:
     return {"server": SERVER, "servicePrincipal": SERVICE_PRINCIPAL, **fields}
+
+
+def _txn_head(txn_id: int, ts: int, **fields: Any) -> dict[str, Any]:
+    """The start of the transaction messages: ``txnid`` and ``timestamp`` before the server's names."""
+    return {"txnid": txn_id, "timestamp": ts, **_head(**fields)}
 
 
 def _tbl(t: TableSnapshot | None) -> str | None:
@@ -162,14 +138,19 @@ def _table_names(e: Event, t: TableSnapshot | None) -> dict[str, Any]:
     }
 
 
-def _create_database(p: DatabasePayload, ts: int, e: Event) -> dict[str, Any]:
+def _catalog_and_table_names(e: Event, t: TableSnapshot | None) -> dict[str, Any]:
+    """``cat`` then :func:`_table_names`, for the messages whose Java class starts with the catalog."""
+    return {"cat": t.catalog if t else None, **_table_names(e, t)}
+
+
+def _create_database(p: ev.DatabasePayload, ts: int, e: Event) -> dict[str, Any]:
     db = p.database
     return _head(
         db=db.name if db else e.db, dbJson=objects.database_to_tjson(db) if db else None, timestamp=ts
     )
 
 
-def _alter_database(p: AlterDatabasePayload, ts: int, e: Event) -> dict[str, Any]:
+def _alter_database(p: ev.AlterDatabasePayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         db=p.before.name,
         dbObjBeforeJson=objects.database_to_tjson(p.before),
@@ -178,11 +159,11 @@ def _alter_database(p: AlterDatabasePayload, ts: int, e: Event) -> dict[str, Any
     )
 
 
-def _create_table(p: CreateTablePayload, ts: int, e: Event) -> dict[str, Any]:
+def _create_table(p: ev.CreateTablePayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(**_table_names(e, p.table), timestamp=ts, files=_files(p.files))
 
 
-def _alter_table(p: AlterTablePayload, ts: int, e: Event) -> dict[str, Any]:
+def _alter_table(p: ev.AlterTablePayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         db=p.before.db,
         table=p.before.name,
@@ -195,7 +176,7 @@ def _alter_table(p: AlterTablePayload, ts: int, e: Event) -> dict[str, Any]:
     )
 
 
-def _drop_table(p: DropTablePayload, ts: int, e: Event) -> dict[str, Any]:
+def _drop_table(p: ev.DropTablePayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(**_table_names(e, p.table), timestamp=ts)
 
 
@@ -206,7 +187,7 @@ def _key_values(t: TableSnapshot | None, values: list[str]) -> dict[str, str]:
     return dict(zip(keys, values, strict=True))
 
 
-def _add_partition(p: AddPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
+def _add_partition(p: ev.AddPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
     by_partition: dict[str | None, list[FileRef]] = {}
     for f in p.files:
         by_partition.setdefault(f.partition, []).append(f)
@@ -221,7 +202,7 @@ def _add_partition(p: AddPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
     )
 
 
-def _alter_partition(p: AlterPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
+def _alter_partition(p: ev.AlterPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         **_table_names(e, p.table),
         isTruncateOp=_flag(p.is_truncate),
@@ -233,11 +214,9 @@ def _alter_partition(p: AlterPartitionPayload, ts: int, e: Event) -> dict[str, A
     )
 
 
-def _alter_partitions(p: AlterPartitionsPayload, ts: int, e: Event) -> dict[str, Any]:
-    names = _table_names(e, p.table)
+def _alter_partitions(p: ev.AlterPartitionsPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
-        cat=p.table.catalog if p.table else None,
-        **names,
+        **_catalog_and_table_names(e, p.table),
         isTruncateOp=_flag(p.is_truncate),
         timestamp=ts,
         writeId=p.write_id,
@@ -246,7 +225,7 @@ def _alter_partitions(p: AlterPartitionsPayload, ts: int, e: Event) -> dict[str,
     )
 
 
-def _drop_partition(p: DropPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
+def _drop_partition(p: ev.DropPartitionPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         **_table_names(e, p.table),
         timestamp=ts,
@@ -254,11 +233,9 @@ def _drop_partition(p: DropPartitionPayload, ts: int, e: Event) -> dict[str, Any
     )
 
 
-def _insert(p: InsertPayload, ts: int, e: Event) -> dict[str, Any]:
-    names = _table_names(e, p.table)
+def _insert(p: ev.InsertPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
-        cat=p.table.catalog if p.table else None,
-        **names,
+        **_catalog_and_table_names(e, p.table),
         ptnObjJson=_ptn(p.partition),
         timestamp=ts,
         replace=_flag(p.replace),
@@ -266,15 +243,15 @@ def _insert(p: InsertPayload, ts: int, e: Event) -> dict[str, Any]:
     )
 
 
-def _create_function(p: CreateFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
+def _create_function(p: ev.CreateFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(db=p.function.db, functionObjJson=objects.function_to_tjson(p.function), timestamp=ts)
 
 
-def _drop_function(p: DropFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
+def _drop_function(p: ev.DropFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(db=e.db, functionName=p.function_name, timestamp=ts)
 
 
-def _add_constraints(p: AddConstraintsPayload, ts: int, e: Event) -> dict[str, Any]:
+def _add_constraints(p: ev.AddConstraintsPayload, ts: int, e: Event) -> dict[str, Any]:
     key = objects.CONSTRAINT_KINDS[_constraint_kind(e.event_type)][0]
     return _head(**{key: [objects.constraint_to_tjson(c) for c in p.constraints]}, timestamp=ts)
 
@@ -290,11 +267,11 @@ def _constraint_kind(event_type: EventType) -> str:
     }[event_type]
 
 
-def _drop_constraint(p: DropConstraintPayload, ts: int, e: Event) -> dict[str, Any]:
+def _drop_constraint(p: ev.DropConstraintPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(dbName=p.db, tableName=p.table, constraintName=p.constraint_name, timestamp=ts)
 
 
-def _open_txn(p: OpenTxnPayload, ts: int, e: Event) -> dict[str, Any]:
+def _open_txn(p: ev.OpenTxnPayload, ts: int, e: Event) -> dict[str, Any]:
     ids = p.txn_ids
     contiguous = bool(ids) and ids == list(range(ids[0], ids[0] + len(ids)))
     return {
@@ -307,7 +284,7 @@ def _open_txn(p: OpenTxnPayload, ts: int, e: Event) -> dict[str, Any]:
     }
 
 
-def _alloc_write_id(p: AllocWriteIdPayload, ts: int, e: Event) -> dict[str, Any]:
+def _alloc_write_id(p: ev.AllocWriteIdPayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         catName=e.source.catalog,
         dbName=p.db,
@@ -318,29 +295,17 @@ def _alloc_write_id(p: AllocWriteIdPayload, ts: int, e: Event) -> dict[str, Any]
     )
 
 
-def _commit_txn(p: CommitTxnPayload, ts: int, e: Event) -> dict[str, Any]:
+def _commit_txn(p: ev.CommitTxnPayload, ts: int, e: Event) -> dict[str, Any]:
     """The log's COMMIT_TXN names no writes: Hive 4 keeps them in TXN_WRITE_NOTIFICATION_LOG."""
-    body: dict[str, Any] = {
-        "txnid": p.txn_id,
-        "timestamp": ts,
-        "server": SERVER,
-        "servicePrincipal": SERVICE_PRINCIPAL,
-        "writeIds": None,
-    }
-    return body | dict.fromkeys(("databases", "tables", "partitions", "tableObjs", "partitionObjs", "files"))
+    lists = ("databases", "tables", "partitions", "tableObjs", "partitionObjs", "files")
+    return _txn_head(p.txn_id, ts, writeIds=None, **dict.fromkeys(lists))
 
 
-def _abort_txn(p: AbortTxnPayload, ts: int, e: Event) -> dict[str, Any]:
-    return {
-        "txnid": p.txn_id,
-        "timestamp": ts,
-        "server": SERVER,
-        "servicePrincipal": SERVICE_PRINCIPAL,
-        "dbsUpdated": p.databases,
-    }
+def _abort_txn(p: ev.AbortTxnPayload, ts: int, e: Event) -> dict[str, Any]:
+    return _txn_head(p.txn_id, ts, dbsUpdated=p.databases)
 
 
-def _acid_write(p: AcidWritePayload, ts: int, e: Event) -> dict[str, Any]:
+def _acid_write(p: ev.AcidWritePayload, ts: int, e: Event) -> dict[str, Any]:
     w = p.write
     return {
         "txnid": p.txn_id,
@@ -357,7 +322,7 @@ def _acid_write(p: AcidWritePayload, ts: int, e: Event) -> dict[str, Any]:
     }
 
 
-def _update_col_stats(p: UpdateColumnStatsPayload, ts: int, e: Event) -> dict[str, Any]:
+def _update_col_stats(p: ev.UpdateColumnStatsPayload, ts: int, e: Event) -> dict[str, Any]:
     desc = {"isTblLevel": p.is_table_level, "dbName": p.db, "tableName": p.table, "catName": e.source.catalog}
     stats = objects.column_stats_to_tjson(desc, p.statistics)
     table = _tbl(TableSnapshot(name=p.table, db=p.db, parameters=p.parameters))
@@ -387,7 +352,7 @@ def _update_col_stats(p: UpdateColumnStatsPayload, ts: int, e: Event) -> dict[st
     }
 
 
-def _delete_col_stats(p: DeleteColumnStatsPayload, ts: int, e: Event) -> dict[str, Any]:
+def _delete_col_stats(p: ev.DeleteColumnStatsPayload, ts: int, e: Event) -> dict[str, Any]:
     body = {
         "timestamp": ts,
         "server": SERVER,
@@ -401,21 +366,19 @@ def _delete_col_stats(p: DeleteColumnStatsPayload, ts: int, e: Event) -> dict[st
     return body
 
 
-def _commit_compaction(p: CommitCompactionPayload, ts: int, e: Event) -> dict[str, Any]:
-    return {
-        "txnid": p.txn_id,
-        "timestamp": ts,
-        "server": SERVER,
-        "servicePrincipal": SERVICE_PRINCIPAL,
-        "compactionId": p.compaction_id,
-        "type": p.compaction_type,
-        "dbname": e.db,
-        "tableName": e.table,
-        "partName": p.partition,
-    }
+def _commit_compaction(p: ev.CommitCompactionPayload, ts: int, e: Event) -> dict[str, Any]:
+    return _txn_head(
+        p.txn_id,
+        ts,
+        compactionId=p.compaction_id,
+        type=p.compaction_type,
+        dbname=e.db,
+        tableName=e.table,
+        partName=p.partition,
+    )
 
 
-def _reload(p: ReloadPayload, ts: int, e: Event) -> dict[str, Any]:
+def _reload(p: ev.ReloadPayload, ts: int, e: Event) -> dict[str, Any]:
     names = _table_names(e, p.table)
     return _head(
         db=names["db"],
@@ -428,37 +391,18 @@ def _reload(p: ReloadPayload, ts: int, e: Event) -> dict[str, Any]:
     )
 
 
-E = EventType
-_ENCODERS: dict[EventType, Callable[[Any, int, Event], dict[str, Any]]] = {
-    E.CREATE_DATABASE: _create_database,
-    E.ALTER_DATABASE: _alter_database,
-    E.DROP_DATABASE: _create_database,
-    E.CREATE_TABLE: _create_table,
-    E.ALTER_TABLE: _alter_table,
-    E.DROP_TABLE: _drop_table,
-    E.ADD_PARTITION: _add_partition,
-    E.ALTER_PARTITION: _alter_partition,
-    E.ALTER_PARTITIONS: _alter_partitions,
-    E.DROP_PARTITION: _drop_partition,
-    E.INSERT: _insert,
-    E.CREATE_FUNCTION: _create_function,
-    E.DROP_FUNCTION: _drop_function,
-    E.ADD_PRIMARYKEY: _add_constraints,
-    E.ADD_FOREIGNKEY: _add_constraints,
-    E.ADD_UNIQUECONSTRAINT: _add_constraints,
-    E.ADD_NOTNULLCONSTRAINT: _add_constraints,
-    E.ADD_DEFAULTCONSTRAINT: _add_constraints,
-    E.ADD_CHECKCONSTRAINT: _add_constraints,
-    E.DROP_CONSTRAINT: _drop_constraint,
-    E.OPEN_TXN: _open_txn,
-    E.COMMIT_TXN: _commit_txn,
-    E.ABORT_TXN: _abort_txn,
-    E.ALLOC_WRITE_ID: _alloc_write_id,
-    E.ACID_WRITE: _acid_write,
-    E.UPDATE_TABLE_COLUMN_STAT: _update_col_stats,
-    E.UPDATE_PARTITION_COLUMN_STAT: _update_col_stats,
-    E.DELETE_TABLE_COLUMN_STAT: _delete_col_stats,
-    E.DELETE_PARTITION_COLUMN_STAT: _delete_col_stats,
-    E.COMMIT_COMPACTION: _commit_compaction,
-    E.RELOAD: _reload,
-}
+_Encoder = Callable[[Any, int, Event], dict[str, Any]]
+
+
+def _by_payload_type(*encoders: _Encoder) -> dict[type, _Encoder]:
+    """Each encoder keyed by the payload type its ``p`` parameter is annotated with."""
+    return {get_type_hints(f)["p"]: f for f in encoders}
+
+
+_ENCODERS = _by_payload_type(
+    _create_database, _alter_database, _create_table, _alter_table, _drop_table, _add_partition,
+    _alter_partition, _alter_partitions, _drop_partition, _insert, _create_function, _drop_function,
+    _add_constraints, _drop_constraint, _open_txn, _commit_txn, _abort_txn, _alloc_write_id, _acid_write,
+    _update_col_stats, _delete_col_stats, _commit_compaction, _reload,
+)
+"""The encoder of each payload type a Hive log carries (streamer's own records have none)."""

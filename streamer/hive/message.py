@@ -12,7 +12,7 @@ import binascii
 import gzip
 import json
 import zlib
-from typing import Any
+from typing import Any, TypeVar
 
 JSON_FORMAT = "json-0.2"
 GZIP_FORMAT = "gzip(json-2.0)"
@@ -98,9 +98,7 @@ class Fields:
         return value
 
     def rstr(self, key: str) -> str:
-        value = self.str_(key, required=True)
-        assert value is not None
-        return value
+        return _present(self.str_(key, required=True))
 
     def int_(self, key: str, required: bool = False) -> int | None:
         value = self._get(key, required)
@@ -111,9 +109,7 @@ class Fields:
         return value
 
     def rint(self, key: str) -> int:
-        value = self.int_(key, required=True)
-        assert value is not None
-        return value
+        return _present(self.int_(key, required=True))
 
     def bool_(self, key: str) -> bool:
         """Hive writes booleans as the strings ``"true"``/``"false"`` (Boolean.toString)."""
@@ -142,6 +138,15 @@ class Fields:
         if value is None:
             return None
         return as_str_map(value, key)
+
+
+_T = TypeVar("_T")
+
+
+def _present(value: _T | None) -> _T:
+    """``value`` of a field read with ``required=True``, which raised had it been missing."""
+    assert value is not None
+    return value
 
 
 def as_str_map(value: Any, what: str) -> dict[str, str]:

@@ -9,19 +9,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from streamer.events.model import (
-    Column,
-    ColumnStatistic,
-    Constraint,
-    DatabaseSnapshot,
-    FunctionSnapshot,
-    PartitionSnapshot,
-    ResourceUri,
-    SerDe,
-    SortColumn,
-    StorageDescriptor,
-    TableSnapshot,
-)
+from streamer.events import model as ev
 from streamer.hive import tjson
 from streamer.hive.tjson import TJSONError
 
@@ -37,30 +25,30 @@ def _required(d: dict[str, Any], key: str, what: str) -> Any:
 # --- storage, tables, partitions --------------------------------------------------------------
 
 
-def _columns(items: list[dict[str, Any]] | None, what: str) -> list[Column]:
-    return [Column(_required(c, "name", what), c.get("type") or "", c.get("comment")) for c in items or []]
+def _columns(items: list[dict[str, Any]] | None, what: str) -> list[ev.Column]:
+    return [ev.Column(_required(c, "name", what), c.get("type") or "", c.get("comment")) for c in items or []]
 
 
-def _sd_from(d: dict[str, Any] | None) -> StorageDescriptor:
+def _sd_from(d: dict[str, Any] | None) -> ev.StorageDescriptor:
     if d is None:
-        return StorageDescriptor()
+        return ev.StorageDescriptor()
     serde = d.get("serdeInfo") or {}
-    return StorageDescriptor(
+    return ev.StorageDescriptor(
         location=d.get("location"),
         columns=_columns(d.get("cols"), "StorageDescriptor.cols"),
         input_format=d.get("inputFormat"),
         output_format=d.get("outputFormat"),
         compressed=bool(d.get("compressed", False)),
         num_buckets=d.get("numBuckets", -1),
-        serde=SerDe(serde.get("name"), serde.get("serializationLib"), dict(serde.get("parameters") or {})),
+        serde=ev.SerDe(serde.get("name"), serde.get("serializationLib"), dict(serde.get("parameters") or {})),
         bucket_columns=list(d.get("bucketCols") or []),
-        sort_columns=[SortColumn(o.get("col") or "", o.get("order", 1)) for o in d.get("sortCols") or []],
+        sort_columns=[ev.SortColumn(o.get("col") or "", o.get("order", 1)) for o in d.get("sortCols") or []],
         parameters=dict(d.get("parameters") or {}),
         stored_as_subdirectories=bool(d.get("storedAsSubDirectories", False)),
     )
 
 
-def _sd_to(sd: StorageDescriptor) -> dict[str, Any]:
+def _sd_to(sd: ev.StorageDescriptor) -> dict[str, Any]:
     return {
         "cols": [_column_to(c) for c in sd.columns],
         "location": sd.location,
@@ -80,13 +68,13 @@ def _sd_to(sd: StorageDescriptor) -> dict[str, Any]:
     }
 
 
-def _column_to(c: Column) -> dict[str, Any]:
+def _column_to(c: ev.Column) -> dict[str, Any]:
     return {"name": c.name, "type": c.type, "comment": c.comment}
 
 
-def table_from_tjson(text: str) -> TableSnapshot:
+def table_from_tjson(text: str) -> ev.TableSnapshot:
     d = tjson.loads(tjson.TABLE, text)
-    return TableSnapshot(
+    return ev.TableSnapshot(
         name=_required(d, "tableName", "Table"),
         db=_required(d, "dbName", "Table"),
         table_type=d.get("tableType") or "MANAGED_TABLE",
@@ -107,7 +95,7 @@ def table_from_tjson(text: str) -> TableSnapshot:
     )
 
 
-def table_to_tjson(t: TableSnapshot) -> str:
+def table_to_tjson(t: ev.TableSnapshot) -> str:
     return tjson.dumps(
         tjson.TABLE,
         {
@@ -132,9 +120,9 @@ def table_to_tjson(t: TableSnapshot) -> str:
     )
 
 
-def partition_from_tjson(text: str) -> PartitionSnapshot:
+def partition_from_tjson(text: str) -> ev.PartitionSnapshot:
     d = tjson.loads(tjson.PARTITION, text)
-    return PartitionSnapshot(
+    return ev.PartitionSnapshot(
         values=list(_required(d, "values", "Partition")),
         db=d.get("dbName"),
         table=d.get("tableName"),
@@ -147,7 +135,7 @@ def partition_from_tjson(text: str) -> PartitionSnapshot:
     )
 
 
-def partition_to_tjson(p: PartitionSnapshot) -> str:
+def partition_to_tjson(p: ev.PartitionSnapshot) -> str:
     return tjson.dumps(
         tjson.PARTITION,
         {
@@ -167,9 +155,9 @@ def partition_to_tjson(p: PartitionSnapshot) -> str:
 # --- databases, functions ---------------------------------------------------------------------
 
 
-def database_from_tjson(text: str) -> DatabaseSnapshot:
+def database_from_tjson(text: str) -> ev.DatabaseSnapshot:
     d = tjson.loads(tjson.DATABASE, text)
-    return DatabaseSnapshot(
+    return ev.DatabaseSnapshot(
         name=_required(d, "name", "Database"),
         description=d.get("description"),
         location=d.get("locationUri"),
@@ -182,7 +170,7 @@ def database_from_tjson(text: str) -> DatabaseSnapshot:
     )
 
 
-def database_to_tjson(db: DatabaseSnapshot) -> str:
+def database_to_tjson(db: ev.DatabaseSnapshot) -> str:
     return tjson.dumps(
         tjson.DATABASE,
         {
@@ -199,15 +187,15 @@ def database_to_tjson(db: DatabaseSnapshot) -> str:
     )
 
 
-def function_from_tjson(text: str) -> FunctionSnapshot:
+def function_from_tjson(text: str) -> ev.FunctionSnapshot:
     d = tjson.loads(tjson.FUNCTION, text)
     uris = [
-        ResourceUri(
+        ev.ResourceUri(
             _RESOURCE_TYPES.get(r.get("resourceType", 1), str(r.get("resourceType"))), r.get("uri") or ""
         )
         for r in d.get("resourceUris") or []
     ]
-    return FunctionSnapshot(
+    return ev.FunctionSnapshot(
         name=_required(d, "functionName", "Function"),
         db=_required(d, "dbName", "Function"),
         class_name=_required(d, "className", "Function"),
@@ -229,7 +217,7 @@ def _resource_type_id(name: str) -> int:
     raise ValueError(f"unknown function resource type {name!r} (expected JAR, FILE or ARCHIVE)")
 
 
-def function_to_tjson(f: FunctionSnapshot) -> str:
+def function_to_tjson(f: ev.FunctionSnapshot) -> str:
     return tjson.dumps(
         tjson.FUNCTION,
         {
@@ -261,7 +249,7 @@ CONSTRAINT_KINDS: dict[str, tuple[str, tjson.Struct, str]] = {
 }
 
 
-def constraint_from_tjson(kind: str, text: str) -> Constraint:
+def constraint_from_tjson(kind: str, text: str) -> ev.Constraint:
     _, spec, name_key = CONSTRAINT_KINDS[kind]
     d = tjson.loads(spec, text)
     flags: dict[str, Any] = {
@@ -271,7 +259,7 @@ def constraint_from_tjson(kind: str, text: str) -> Constraint:
         "catalog": d.get("catName"),
     }
     if kind == "FOREIGN_KEY":
-        return Constraint(
+        return ev.Constraint(
             kind=kind,
             name=_required(d, "fk_name", spec.name),
             db=_required(d, "fktable_db", spec.name),
@@ -286,7 +274,7 @@ def constraint_from_tjson(kind: str, text: str) -> Constraint:
             delete_rule=d.get("delete_rule"),
             **flags,
         )
-    return Constraint(
+    return ev.Constraint(
         kind=kind,
         name=_required(d, name_key, spec.name),
         db=_required(d, "table_db", spec.name),
@@ -298,7 +286,7 @@ def constraint_from_tjson(kind: str, text: str) -> Constraint:
     )
 
 
-def constraint_to_tjson(c: Constraint) -> str:
+def constraint_to_tjson(c: ev.Constraint) -> str:
     _, spec, name_key = CONSTRAINT_KINDS[c.kind]
     flags = {
         "enable_cstr": c.enabled,
@@ -372,8 +360,8 @@ def _bound_to(kind: str, text: str | None) -> Any:
     return float(text) if kind == "DOUBLE" else int(text)
 
 
-def column_stats_from_tjson(text: str) -> tuple[dict[str, Any], list[ColumnStatistic]]:
-    """The ColumnStatisticsDesc (as a dict) and one :class:`ColumnStatistic` per column."""
+def column_stats_from_tjson(text: str) -> tuple[dict[str, Any], list[ev.ColumnStatistic]]:
+    """The ColumnStatisticsDesc (as a dict) and one ``ColumnStatistic`` per column."""
     d = tjson.loads(tjson.COLUMN_STATISTICS, text)
     stats = []
     for obj in d.get("statsObj") or []:
@@ -383,7 +371,7 @@ def column_stats_from_tjson(text: str) -> tuple[dict[str, Any], list[ColumnStati
         ((member, s),) = data.items()
         kind = next(k for k, m in _STATS_KINDS.items() if m == member)
         stats.append(
-            ColumnStatistic(
+            ev.ColumnStatistic(
                 column=_required(obj, "colName", "ColumnStatisticsObj"),
                 type=obj.get("colType") or "",
                 kind=kind,
@@ -401,7 +389,7 @@ def column_stats_from_tjson(text: str) -> tuple[dict[str, Any], list[ColumnStati
     return d.get("statsDesc") or {}, stats
 
 
-def column_stats_to_tjson(desc: dict[str, Any], stats: list[ColumnStatistic]) -> str:
+def column_stats_to_tjson(desc: dict[str, Any], stats: list[ev.ColumnStatistic]) -> str:
     objs = []
     for s in stats:
         data = {

@@ -8,25 +8,14 @@ lacks are not sent and come back as ``None``; column statistics keep bounds as t
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
+from typing import Any
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
 from streamer.errors import StreamerError
-from streamer.events.model import (
-    Column,
-    ColumnStatistic,
-    Constraint,
-    DatabaseSnapshot,
-    FunctionSnapshot,
-    PartitionSnapshot,
-    ResourceUri,
-    SerDe,
-    SortColumn,
-    StorageDescriptor,
-    TableSnapshot,
-)
+from streamer.events import model as ev
 
 # Hive's FileUtils.escapePathName: characters written as %XX in partition names and paths.
 _EPOCH = dt.date(1970, 1, 1)
@@ -46,15 +35,15 @@ def _dict(d: dict[str, str] | None) -> dict[str, str]:
     return dict(d) if d else {}
 
 
-def to_field(col: Column) -> tt.FieldSchema:
+def to_field(col: ev.Column) -> tt.FieldSchema:
     return tt.FieldSchema(name=col.name, type=col.type, comment=col.comment)
 
 
-def from_field(fs: tt.FieldSchema) -> Column:
-    return Column(name=fs.name, type=fs.type, comment=fs.comment)
+def from_field(fs: tt.FieldSchema) -> ev.Column:
+    return ev.Column(name=fs.name, type=fs.type, comment=fs.comment)
 
 
-def to_sd(sd: StorageDescriptor) -> tt.StorageDescriptor:
+def to_sd(sd: ev.StorageDescriptor) -> tt.StorageDescriptor:
     return tt.StorageDescriptor(
         cols=[to_field(c) for c in sd.columns],
         location=sd.location,
@@ -75,22 +64,22 @@ def to_sd(sd: StorageDescriptor) -> tt.StorageDescriptor:
     )
 
 
-def from_sd(sd: tt.StorageDescriptor | None) -> StorageDescriptor:
+def from_sd(sd: tt.StorageDescriptor | None) -> ev.StorageDescriptor:
     if sd is None:
-        return StorageDescriptor()
+        return ev.StorageDescriptor()
     serde = sd.serdeInfo or tt.SerDeInfo()
-    return StorageDescriptor(
+    return ev.StorageDescriptor(
         location=sd.location,
         columns=[from_field(c) for c in sd.cols or []],
         input_format=sd.inputFormat,
         output_format=sd.outputFormat,
         compressed=bool(sd.compressed),
         num_buckets=sd.numBuckets if sd.numBuckets is not None else -1,
-        serde=SerDe(
+        serde=ev.SerDe(
             name=serde.name, serialization_lib=serde.serializationLib, parameters=_dict(serde.parameters)
         ),
         bucket_columns=list(sd.bucketCols or []),
-        sort_columns=[SortColumn(column=o.col, order=o.order) for o in sd.sortCols or []],
+        sort_columns=[ev.SortColumn(column=o.col, order=o.order) for o in sd.sortCols or []],
         parameters=_dict(sd.parameters),
         stored_as_subdirectories=bool(sd.storedAsSubDirectories),
     )
@@ -99,7 +88,7 @@ def from_sd(sd: tt.StorageDescriptor | None) -> StorageDescriptor:
 # --- databases, tables, partitions ----------------------------------------------------------
 
 
-def to_database(db: DatabaseSnapshot) -> tt.Database:
+def to_database(db: ev.DatabaseSnapshot) -> tt.Database:
     return tt.Database(
         name=db.name,
         description=db.description,
@@ -110,8 +99,8 @@ def to_database(db: DatabaseSnapshot) -> tt.Database:
     )
 
 
-def from_database(db: tt.Database) -> DatabaseSnapshot:
-    return DatabaseSnapshot(
+def from_database(db: tt.Database) -> ev.DatabaseSnapshot:
+    return ev.DatabaseSnapshot(
         name=db.name,
         description=db.description,
         location=db.locationUri,
@@ -121,7 +110,7 @@ def from_database(db: tt.Database) -> DatabaseSnapshot:
     )
 
 
-def to_table(t: TableSnapshot) -> tt.Table:
+def to_table(t: ev.TableSnapshot) -> tt.Table:
     return tt.Table(
         tableName=t.name,
         dbName=t.db,
@@ -140,8 +129,8 @@ def to_table(t: TableSnapshot) -> tt.Table:
     )
 
 
-def from_table(t: tt.Table) -> TableSnapshot:
-    return TableSnapshot(
+def from_table(t: tt.Table) -> ev.TableSnapshot:
+    return ev.TableSnapshot(
         name=t.tableName,
         db=t.dbName,
         table_type=t.tableType or "MANAGED_TABLE",
@@ -160,7 +149,7 @@ def from_table(t: tt.Table) -> TableSnapshot:
     )
 
 
-def to_partition(p: PartitionSnapshot, db: str, table: str) -> tt.Partition:
+def to_partition(p: ev.PartitionSnapshot, db: str, table: str) -> tt.Partition:
     return tt.Partition(
         values=list(p.values),
         dbName=db,
@@ -172,8 +161,8 @@ def to_partition(p: PartitionSnapshot, db: str, table: str) -> tt.Partition:
     )
 
 
-def from_partition(p: tt.Partition) -> PartitionSnapshot:
-    return PartitionSnapshot(
+def from_partition(p: tt.Partition) -> ev.PartitionSnapshot:
+    return ev.PartitionSnapshot(
         values=list(p.values or []),
         db=p.dbName,
         table=p.tableName,
@@ -187,7 +176,7 @@ def from_partition(p: tt.Partition) -> PartitionSnapshot:
 # --- functions ------------------------------------------------------------------------------
 
 
-def to_function(f: FunctionSnapshot) -> tt.Function:
+def to_function(f: ev.FunctionSnapshot) -> tt.Function:
     resources = []
     for r in f.resource_uris:
         kind = tt.ResourceType._NAMES_TO_VALUES.get(r.resource_type.upper())
@@ -206,8 +195,8 @@ def to_function(f: FunctionSnapshot) -> tt.Function:
     )
 
 
-def from_function(f: tt.Function) -> FunctionSnapshot:
-    return FunctionSnapshot(
+def from_function(f: tt.Function) -> ev.FunctionSnapshot:
+    return ev.FunctionSnapshot(
         name=f.functionName,
         db=f.dbName,
         class_name=f.className,
@@ -216,7 +205,7 @@ def from_function(f: tt.Function) -> FunctionSnapshot:
         create_time=f.createTime,
         function_type=f.functionType if f.functionType is not None else 1,
         resource_uris=[
-            ResourceUri(resource_type=tt.ResourceType._VALUES_TO_NAMES[r.resourceType], uri=r.uri)
+            ev.ResourceUri(resource_type=tt.ResourceType._VALUES_TO_NAMES[r.resourceType], uri=r.uri)
             for r in f.resourceUris or []
         ],
     )
@@ -225,7 +214,7 @@ def from_function(f: tt.Function) -> FunctionSnapshot:
 # --- constraints ----------------------------------------------------------------------------
 
 
-def to_primary_key(c: Constraint) -> tt.SQLPrimaryKey:
+def to_primary_key(c: ev.Constraint) -> tt.SQLPrimaryKey:
     return tt.SQLPrimaryKey(
         table_db=c.db,
         table_name=c.table,
@@ -238,8 +227,8 @@ def to_primary_key(c: Constraint) -> tt.SQLPrimaryKey:
     )
 
 
-def from_primary_key(k: tt.SQLPrimaryKey) -> Constraint:
-    return Constraint(
+def from_primary_key(k: tt.SQLPrimaryKey) -> ev.Constraint:
+    return ev.Constraint(
         kind="PRIMARY_KEY",
         name=k.pk_name,
         db=k.table_db,
@@ -252,7 +241,7 @@ def from_primary_key(k: tt.SQLPrimaryKey) -> Constraint:
     )
 
 
-def to_foreign_key(c: Constraint) -> tt.SQLForeignKey:
+def to_foreign_key(c: ev.Constraint) -> tt.SQLForeignKey:
     if not (c.ref_db and c.ref_table and c.ref_column):
         raise ValueError(f"foreign key {c.name} on {c.db}.{c.table} names no referenced column")
     return tt.SQLForeignKey(
@@ -273,8 +262,8 @@ def to_foreign_key(c: Constraint) -> tt.SQLForeignKey:
     )
 
 
-def from_foreign_key(k: tt.SQLForeignKey) -> Constraint:
-    return Constraint(
+def from_foreign_key(k: tt.SQLForeignKey) -> ev.Constraint:
+    return ev.Constraint(
         kind="FOREIGN_KEY",
         name=k.fk_name,
         db=k.fktable_db,
@@ -342,176 +331,83 @@ def from_thrift_date(d: tt.Date | None) -> str | None:
     return None if d is None else str(d.daysSinceEpoch)
 
 
-def to_stats_data(s: ColumnStatistic) -> tt.ColumnStatisticsData:
+# One field of a Thrift statistics struct: its name, ours, and the conversions to and from Thrift.
+_StatField = tuple[str, str, Callable[[Any], Any], Callable[[Any], Any]]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _or_zero(value: Any) -> Any:
+    return value or 0
+
+
+def _or_zero_float(value: Any) -> Any:
+    return value or 0.0
+
+
+def _bounds(to: Callable[[Any], Any], back: Callable[[Any], Any]) -> tuple[_StatField, ...]:
+    return ("lowValue", "low_value", to, back), ("highValue", "high_value", to, back)
+
+
+_NULLS: _StatField = ("numNulls", "num_nulls", _or_zero, _same)
+_DISTINCT: _StatField = ("numDVs", "num_distinct", _or_zero, _same)
+_BITS: _StatField = ("bitVectors", "bit_vectors", _same, _same)
+_LENGTHS: tuple[_StatField, ...] = (
+    ("maxColLen", "max_length", _or_zero, _same), ("avgColLen", "avg_length", _or_zero_float, _same)
+)
+_TRUES_FALSES: tuple[_StatField, ...] = (
+    ("numTrues", "num_trues", _or_zero, _same), ("numFalses", "num_falses", _or_zero, _same)
+)
+
+# kind -> the ColumnStatisticsData union member, its Thrift struct and fields (checked in this order)
+_STAT_KINDS: dict[str, tuple[str, type, tuple[_StatField, ...]]] = {
+    "BOOLEAN": ("booleanStats", tt.BooleanColumnStatsData, (*_TRUES_FALSES, _NULLS, _BITS)),
+    "LONG": ("longStats", tt.LongColumnStatsData, (*_bounds(_int, _text), _NULLS, _DISTINCT, _BITS)),
+    "DOUBLE": ("doubleStats", tt.DoubleColumnStatsData, (*_bounds(_float, _text), _NULLS, _DISTINCT, _BITS)),
+    "STRING": ("stringStats", tt.StringColumnStatsData, (*_LENGTHS, _NULLS, _DISTINCT, _BITS)),
+    "BINARY": ("binaryStats", tt.BinaryColumnStatsData, (*_LENGTHS, _NULLS, _BITS)),
+    "DECIMAL": (
+        "decimalStats",
+        tt.DecimalColumnStatsData,
+        (*_bounds(to_thrift_decimal, from_thrift_decimal), _NULLS, _DISTINCT, _BITS),
+    ),
+    "DATE": (
+        "dateStats",
+        tt.DateColumnStatsData,
+        (*_bounds(to_thrift_date, from_thrift_date), _NULLS, _DISTINCT, _BITS),
+    ),
+}
+
+
+def to_stats_data(s: ev.ColumnStatistic) -> tt.ColumnStatisticsData:
     """One column's statistics in the Thrift union member matching ``s.kind``."""
-    kind = s.kind.upper()
-    if kind == "BOOLEAN":
-        return tt.ColumnStatisticsData(
-            booleanStats=tt.BooleanColumnStatsData(
-                numTrues=s.num_trues or 0,
-                numFalses=s.num_falses or 0,
-                numNulls=s.num_nulls or 0,
-                bitVectors=s.bit_vectors,
-            )
+    kind = _STAT_KINDS.get(s.kind.upper())
+    if kind is None:
+        raise UnsupportedStatisticError(
+            f"column {s.column}: statistics of kind {s.kind} are not supported by this metastore (Hive 2.3)"
         )
-    if kind == "LONG":
-        return tt.ColumnStatisticsData(
-            longStats=tt.LongColumnStatsData(
-                lowValue=_int(s.low_value),
-                highValue=_int(s.high_value),
-                numNulls=s.num_nulls or 0,
-                numDVs=s.num_distinct or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    if kind == "DOUBLE":
-        return tt.ColumnStatisticsData(
-            doubleStats=tt.DoubleColumnStatsData(
-                lowValue=_float(s.low_value),
-                highValue=_float(s.high_value),
-                numNulls=s.num_nulls or 0,
-                numDVs=s.num_distinct or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    if kind == "STRING":
-        return tt.ColumnStatisticsData(
-            stringStats=tt.StringColumnStatsData(
-                maxColLen=s.max_length or 0,
-                avgColLen=s.avg_length or 0.0,
-                numNulls=s.num_nulls or 0,
-                numDVs=s.num_distinct or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    if kind == "BINARY":
-        return tt.ColumnStatisticsData(
-            binaryStats=tt.BinaryColumnStatsData(
-                maxColLen=s.max_length or 0,
-                avgColLen=s.avg_length or 0.0,
-                numNulls=s.num_nulls or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    if kind == "DECIMAL":
-        return tt.ColumnStatisticsData(
-            decimalStats=tt.DecimalColumnStatsData(
-                lowValue=to_thrift_decimal(s.low_value),
-                highValue=to_thrift_decimal(s.high_value),
-                numNulls=s.num_nulls or 0,
-                numDVs=s.num_distinct or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    if kind == "DATE":
-        return tt.ColumnStatisticsData(
-            dateStats=tt.DateColumnStatsData(
-                lowValue=to_thrift_date(s.low_value),
-                highValue=to_thrift_date(s.high_value),
-                numNulls=s.num_nulls or 0,
-                numDVs=s.num_distinct or 0,
-                bitVectors=s.bit_vectors,
-            )
-        )
-    raise UnsupportedStatisticError(
-        f"column {s.column}: statistics of kind {s.kind} are not supported by this metastore (Hive 2.3)"
-    )
+    member, struct, fields = kind
+    data = struct(**{theirs: to(getattr(s, ours)) for theirs, ours, to, _ in fields})
+    return tt.ColumnStatisticsData(**{member: data})
 
 
-def to_stats_obj(s: ColumnStatistic) -> tt.ColumnStatisticsObj:
+def to_stats_obj(s: ev.ColumnStatistic) -> tt.ColumnStatisticsObj:
     return tt.ColumnStatisticsObj(colName=s.column, colType=s.type, statsData=to_stats_data(s))
 
 
-def from_stats_obj(o: tt.ColumnStatisticsObj) -> ColumnStatistic:
-    d = o.statsData
-    col, typ = o.colName, o.colType
-    if d.booleanStats is not None:
-        b = d.booleanStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="BOOLEAN",
-            num_nulls=b.numNulls,
-            num_trues=b.numTrues,
-            num_falses=b.numFalses,
-            bit_vectors=b.bitVectors,
-        )
-    if d.longStats is not None:
-        x = d.longStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="LONG",
-            num_nulls=x.numNulls,
-            num_distinct=x.numDVs,
-            low_value=_text(x.lowValue),
-            high_value=_text(x.highValue),
-            bit_vectors=x.bitVectors,
-        )
-    if d.doubleStats is not None:
-        y = d.doubleStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="DOUBLE",
-            num_nulls=y.numNulls,
-            num_distinct=y.numDVs,
-            low_value=_text(y.lowValue),
-            high_value=_text(y.highValue),
-            bit_vectors=y.bitVectors,
-        )
-    if d.stringStats is not None:
-        s = d.stringStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="STRING",
-            num_nulls=s.numNulls,
-            num_distinct=s.numDVs,
-            avg_length=s.avgColLen,
-            max_length=s.maxColLen,
-            bit_vectors=s.bitVectors,
-        )
-    if d.binaryStats is not None:
-        n = d.binaryStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="BINARY",
-            num_nulls=n.numNulls,
-            avg_length=n.avgColLen,
-            max_length=n.maxColLen,
-            bit_vectors=n.bitVectors,
-        )
-    if d.decimalStats is not None:
-        m = d.decimalStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="DECIMAL",
-            num_nulls=m.numNulls,
-            num_distinct=m.numDVs,
-            low_value=from_thrift_decimal(m.lowValue),
-            high_value=from_thrift_decimal(m.highValue),
-            bit_vectors=m.bitVectors,
-        )
-    if d.dateStats is not None:
-        a = d.dateStats
-        return ColumnStatistic(
-            column=col,
-            type=typ,
-            kind="DATE",
-            num_nulls=a.numNulls,
-            num_distinct=a.numDVs,
-            low_value=from_thrift_date(a.lowValue),
-            high_value=from_thrift_date(a.highValue),
-            bit_vectors=a.bitVectors,
-        )
+def from_stats_obj(o: tt.ColumnStatisticsObj) -> ev.ColumnStatistic:
+    for kind, (member, _, fields) in _STAT_KINDS.items():
+        data = getattr(o.statsData, member)
+        if data is not None:
+            values = {ours: back(getattr(data, theirs)) for theirs, ours, _, back in fields}
+            return ev.ColumnStatistic(column=o.colName, type=o.colType, kind=kind, **values)
     raise UnsupportedStatisticError(f"column {o.colName}: statistics of an unknown kind")
 
 
 def to_column_statistics(
-    db: str, table: str, part_name: str | None, stats: Iterable[ColumnStatistic]
+    db: str, table: str, part_name: str | None, stats: Iterable[ev.ColumnStatistic]
 ) -> tt.ColumnStatistics:
     desc = tt.ColumnStatisticsDesc(
         isTblLevel=part_name is None, dbName=db, tableName=table, partName=part_name

@@ -15,37 +15,33 @@ from streamer.kafka.spark_source_options import (
 )
 
 
-def test_parse_options_defaults_and_passthrough() -> None:
-    opts = parse_options(
-        {
-            "bootstrap.servers": "h:1",
-            "topic": "events",
-            "kafka.security.protocol": "SSL",
-            "maxEventsPerTrigger": "5",
-        }
-    )
-    assert opts.topic == "events" and opts.partition == 0
-    assert opts.config == {"bootstrap.servers": "h:1", "security.protocol": "SSL"}
-    assert opts.max_events == 5
-    assert opts.starting == "earliest" and opts.fail_on_data_loss is True
-    assert opts.reader == "task" and opts.wait_s == 0.0
-
-
-def test_parse_options_reader_and_wait() -> None:
-    opts = parse_options({"bootstrap.servers": "h:1", "topic": "t", "reader": "Driver", "waitMs": "250"})
-    assert opts.reader == "driver" and opts.wait_s == 0.25
-
-
-def test_parse_options_is_case_insensitive_for_source_options() -> None:
-    opts = parse_options(
-        {
-            "kafka.bootstrap.servers": "h:1",
-            "TOPIC": "t",
-            "startingoffsets": "LATEST",
-            "FAILONDATALOSS": "False",
-        }
-    )
-    assert opts.starting == "latest" and opts.fail_on_data_loss is False
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        pytest.param(
+            {"bootstrap.servers": "h:1", "topic": "events", "kafka.security.protocol": "SSL",
+             "maxEventsPerTrigger": "5"},
+            {"topic": "events", "partition": 0, "max_events": 5, "starting": "earliest",
+             "fail_on_data_loss": True, "reader": "task", "wait_s": 0.0,
+             "config": {"bootstrap.servers": "h:1", "security.protocol": "SSL"}},
+            id="defaults-and-passthrough",
+        ),
+        pytest.param(
+            {"bootstrap.servers": "h:1", "topic": "t", "reader": "Driver", "waitMs": "250"},
+            {"reader": "driver", "wait_s": 0.25},
+            id="reader-and-wait",
+        ),
+        pytest.param(
+            {"kafka.bootstrap.servers": "h:1", "TOPIC": "t", "startingoffsets": "LATEST",
+             "FAILONDATALOSS": "False"},
+            {"starting": "latest", "fail_on_data_loss": False},
+            id="source-options-case-insensitive",
+        ),
+    ],
+)
+def test_parse_options(options: dict[str, str], expected: dict[str, object]) -> None:
+    opts = parse_options(options)
+    assert {name: getattr(opts, name) for name in expected} == expected
 
 
 @pytest.mark.parametrize(
