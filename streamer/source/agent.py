@@ -115,6 +115,7 @@ class SourceAgent:
         """Drop the producer without committing; an open transaction is aborted by the next owner."""
         self.started = False
         self.producer.close()
+        self.enricher.close()
 
     def recover_last_id(self, *, refuse_unfinished_bootstrap: bool = False) -> int:
         """The last event id in the topic's committed tail (``streamer.source.tail.last_published_id``)."""

@@ -5,7 +5,11 @@ each ``FileRef`` leaves the agent with a checksum (computed as sha256 of the cur
 the message had none), its algorithm, its size and its change-manager fallback (``cm_uri``), and
 COMMIT_TXN carries the transaction's writes (read from TXN_WRITE_NOTIFICATION_LOG before the
 metastore's cleaner removes them). Snapshots stay as the message has them: taking them from the
-live metastore would show targets a later state than the event's.
+live metastore would show targets a later state than the event's. The exceptions are two kinds of
+INSERT (``streamer.source.insert_files``): one that names no files (Hive 2.3's INSERT OVERWRITE) is
+published as a replace by a listing of its object's directory, and one whose message carries no
+snapshot (Hive 2.3's never do) gets its table and partition, both as the metastore has them when the
+agent publishes (``--hms-uri``).
 
 The traversal and the per-file rules are pure; file I/O sits behind ``FileInspector``.
 """
@@ -24,12 +28,17 @@ from streamer.errors import DecodeError
 from streamer.events.model import CommitTxnPayload, Event, FileRef
 from streamer.hive.decode import decode_txn_writes
 from streamer.hive.files import cm_path
+from streamer.source.insert_files import InsertResolver, Locator, drop_vanished, locator_for
+from streamer.source.listing import filesystem_of as filesystem_of  # re-exported
 from streamer.source.reader import NotificationReader
+from streamer.source.renames import Renames
 
 log = logging.getLogger(__name__)
 
 COMPUTED_ALGORITHM = "sha256"
+LISTING_ATTEMPTS = 3  # a listing whose files vanish before they are read is made again, this often
 T = TypeVar("T")
+_FROM_READER: Any = object()
 
 
 @dataclass(frozen=True)
@@ -74,16 +83,6 @@ class FsspecInspector:
         except FileNotFoundError:
             return None
         return digest.hexdigest()
-
-
-def filesystem_of(uri: str) -> tuple[Any, str]:
-    """fsspec filesystem and path of a file URI; Hadoop's ``file:/path`` spelling accepted."""
-    from streamer.filesystems import url_to_fs
-
-    if uri.startswith("file:") and not uri.startswith("file://"):
-        uri = "file://" + uri[len("file:"):]  # Hadoop writes file:/path
-    fs, path = url_to_fs(uri)
-    return fs, path
 
 
 def enrich_ref(ref: FileRef, settings: EnrichSettings, files: FileInspector) -> FileRef:
@@ -142,16 +141,38 @@ def _map(value: Any, fn: Callable[[FileRef], FileRef]) -> Any:
 
 
 class Enricher:
-    """Applies the enrichment to decoded events; reads ACID write lists through the reader."""
+    """Applies the enrichment to decoded events; reads ACID write lists through the reader, and
+    resolves INSERTs without files through ``locator`` (by default the metastore the reader reads
+    through, if any: ``insert_files.locator_for``)."""
 
     def __init__(self, settings: EnrichSettings, reader: NotificationReader,
-                 files: FileInspector | None = None) -> None:
+                 files: FileInspector | None = None, locator: Locator | None = _FROM_READER) -> None:
         self.settings = settings
         self.reader = reader
         self.files = files or FsspecInspector()
+        locator = locator_for(reader) if locator is _FROM_READER else locator
+        renames = Renames(reader).current if reader is not None and locator is not None else None
+        self.inserts = InsertResolver(locator, renames=renames)
 
     def __call__(self, event: Event) -> Event:
-        return enrich_event(self._with_writes(event), self.settings, self.files)
+        event = self._with_writes(event)
+        for _ in range(LISTING_ATTEMPTS):
+            try:
+                resolved, listed = self.inserts(event)
+            except OSError as exc:
+                raise DecodeError(f"cannot list the directory of the event's object: {exc}",
+                                  event_id=event.event_id, event_type=event.event_type.value,
+                                  obj=_obj(event)) from exc
+            enriched = enrich_event(resolved, self.settings, self.files)
+            if not listed or not self.settings.compute_missing or drop_vanished(enriched) is enriched:
+                return enriched
+            log.info("event %d: files of the listing of %s vanished before they were read; listing again",
+                     event.event_id, _obj(event))
+        return drop_vanished(enriched)
+
+    def close(self) -> None:
+        """Closes the metastore connection a resolution opened (the reader is the caller's)."""
+        self.inserts.close()
 
     def _with_writes(self, event: Event) -> Event:
         payload = event.payload

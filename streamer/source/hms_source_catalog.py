@@ -8,9 +8,7 @@ transactional tables are refused (Hive 2.x's Thrift API serves no committed writ
 from __future__ import annotations
 
 import logging
-import posixpath
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import TypeVar
 
 from streamer.events.model import (
     ColumnStatistic,
@@ -21,11 +19,11 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
-from streamer.hive.files import is_hidden, partition_name
+from streamer.hive.files import partition_name
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.metastore.transport import HmsAuth
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
-from streamer.source.enrich import filesystem_of
+from streamer.source.listing import list_files as list_files  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -34,51 +32,6 @@ T = TypeVar("T")
 
 class UnsupportedSourceObjectError(BootstrapError):
     """The object cannot be dumped faithfully from this source."""
-
-
-def _uri(location: str, root: str, fs: Any, path: str) -> str:
-    """The file's URI in the location's own spelling (``file://`` + path for local files:
-    ``Path.as_uri()`` would encode ``=`` in ``dt=...`` directories). Elsewhere the location's scheme
-    and authority are kept (``s3a://bucket``, ``hdfs://nameservice``): the filesystem's own spelling
-    may differ (s3fs says ``s3``, WebHDFS drops the namenode)."""
-    scheme = urlsplit(location).scheme or "file"
-    if scheme == "file":
-        return "file://" + path
-    base = root.rstrip("/")
-    if path == base or path.startswith(base + "/"):
-        return location.rstrip("/") + path[len(base):]
-    return str(fs.unstrip_protocol(path))
-
-
-def list_files(location: str | None, partition: str | None = None) -> list[FileRef]:
-    """Every visible data file below ``location`` (recursively, hidden names and what is below them
-    skipped), sorted by URI; a missing location holds no files."""
-    if not location:
-        return []
-    fs, root = filesystem_of(location)
-    out: list[FileRef] = []
-    pending = [root.rstrip("/") or "/"]
-    while pending:
-        directory = pending.pop()
-        try:
-            entries = fs.ls(directory, detail=True)
-        except FileNotFoundError:
-            continue
-        except NotADirectoryError:
-            entries = [fs.info(directory)]
-        for entry in entries:
-            path = str(entry["name"]).rstrip("/")
-            if path == directory and entry.get("type") == "directory":
-                continue  # some filesystems list the directory itself
-            if is_hidden(posixpath.basename(path)):
-                continue
-            if entry.get("type") == "directory":
-                pending.append(path)
-            else:
-                size = entry.get("size")
-                out.append(FileRef(uri=_uri(location, root, fs, path),
-                                   size=int(size) if size is not None else None, partition=partition))
-    return sorted(out, key=lambda f: f.uri)
 
 
 def _present(found: T | None, what: str) -> T:

@@ -1,0 +1,286 @@
+"""INSERTs that do not say which files they wrote, resolved into a listing of the object's directory.
+
+Hive 2.3's clients (Spark SQL with Hive support among them: ``Hive.loadTable``, ``loadPartition``,
+``loadDynamicPartitions``) log every INSERT OVERWRITE (of a table, of a static partition, of each
+partition of a dynamic-partition overwrite) as an INSERT without files and without ``replace``:
+``InsertEventRequestData`` has no ``replace`` field, and ``Hive.replaceFiles`` hands
+``fireInsertEvent`` no list of the files it moved in. Read as it stands such an event is an empty
+append, and a replica would keep the old rows. An INSERT that wrote no rows looks the same, so the
+event cannot tell them apart; the directory can. The agent therefore publishes every INSERT without
+files as a replace whose files are the object's visible files when it publishes
+(``streamer.source.listing``); enrichment checksums them and targets apply the event as any INSERT
+OVERWRITE, in one directory swap. A replica then shows the object as it was when the agent published
+it: possibly newer than the event, but a state the source had (docs/features.md, "Writers").
+
+The object is located through the metastore when the agent has one to ask (``--hms-uri``): its table
+and partition as they are now. Their snapshots also go into INSERTs that carry files but no snapshots
+(Hive 2.3's never do), so a target knows where the event's files may be read from. Without a metastore
+to ask, the message's own snapshots locate the object (Hive 3 and later carry them). A table renamed
+after the event is followed to its new name through the log (``streamer.source.renames``) and listed
+there, under the event's names. An object that is gone by then (a later event dropped it), or whose
+name now belongs to an object created after the event, is not listed: the event goes out as it came,
+and the later events bring the replica to the source's state. Transactional tables are never listed:
+their data is a set of write ids, carried by ACID events.
+
+``locate``, ``as_replace`` and ``with_snapshots`` are pure; the metastore sits behind ``Locator``, the
+filesystem behind a ``Lister``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streamer.events.model import Event, FileRef, InsertPayload, PartitionSnapshot, TableSnapshot
+from streamer.hive.files import partition_name
+from streamer.metastore.transport import HmsAuth
+from streamer.source.listing import exists, list_files
+from streamer.source.thrift_reader import ThriftNotificationReader
+
+log = logging.getLogger(__name__)
+
+Lister = Callable[[str | None, str | None], list[FileRef]]
+"""(location, partition name) -> the visible files below the location (``list_files``)."""
+Renamed = Callable[[int, str, str], "tuple[str, str] | None"]
+"""(event id, db, table) -> the table's (db, name) now, None when dropped (``Renames.current``)."""
+
+VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
+
+
+class Locator(Protocol):
+    """The metastore's current objects, ``None`` for one that does not exist."""
+
+    def table(self, db: str, name: str) -> TableSnapshot | None: ...
+
+    def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where an INSERT's object is: its table, its partition (if it has one), their directory."""
+
+    table: TableSnapshot
+    partition: PartitionSnapshot | None
+    location: str | None
+    partition_name: str | None
+
+
+# --- pure -----------------------------------------------------------------------------------------
+
+
+def unlocated(p: InsertPayload) -> bool:
+    """The message carries no snapshot to locate the INSERT's object by (Hive 2.3's never do)."""
+    return p.table is None or (bool(p.partition_values) and p.partition is None)
+
+
+def _created_after(event: Event, message_time: int | None, live_time: int | None) -> bool:
+    """The live object is not the event's: another create time than the message's snapshot says, or
+    (without one) created after the event was logged."""
+    if not live_time:
+        return False
+    if message_time:
+        return live_time != message_time
+    return live_time > event.source.event_time
+
+
+def locate(
+    event: Event,
+    p: InsertPayload,
+    live_table: TableSnapshot | None,
+    live_partition: PartitionSnapshot | None,
+    *,
+    asked: bool,
+) -> Located | str:
+    """Where the INSERT's object is now, or why that cannot be said.
+
+    ``asked``: ``live_table`` and ``live_partition`` are the metastore's answers (``None``: there is no
+    such object); otherwise the message's own snapshots are all there is."""
+    values = list(p.partition_values)
+    if asked:
+        if live_table is None:
+            return "its table is gone (a later event dropped it)"
+        if _created_after(event, p.table.create_time if p.table else None, live_table.create_time):
+            return "its table's name belongs to a table created after the event"
+        table, partition = live_table, live_partition
+        if values:
+            if live_partition is None:
+                return f"its partition {values} is gone (a later event dropped it)"
+            if _created_after(event, p.partition.create_time if p.partition else None,
+                              live_partition.create_time):
+                return f"its partition {values} was created again after the event"
+    else:
+        if p.table is None:
+            return "the event carries no table snapshot and the agent has no metastore to ask (--hms-uri)"
+        table, partition = p.table, p.partition if values else None
+    keys = [k.name for k in table.partition_keys]
+    name = partition_name(keys, values) if values and len(keys) == len(values) else None
+    if values and name is None:
+        return f"partition values {values} do not match the table's keys {keys}"
+    location = partition.sd.location if partition is not None else None
+    if not location and table.sd.location:
+        location = table.sd.location.rstrip("/") + (f"/{name}" if name else "")
+    return Located(table, partition, location, name)
+
+
+def as_replace(event: Event, found: Located, files: list[FileRef]) -> Event:
+    """The INSERT as a replace of its object's files by ``files`` (a listing of ``found.location``),
+    with the snapshots the listing was located by; sizes are left for enrichment to read after the
+    checksum, so both describe one content."""
+    p = event.payload
+    assert isinstance(p, InsertPayload)
+    listed = [dataclasses.replace(f, size=None, partition=found.partition_name) for f in files]
+    partition = found.partition if p.partition_values else None
+    payload = dataclasses.replace(p, table=found.table, partition=partition, replace=True,
+                                  files=sorted(listed, key=lambda f: f.uri))
+    return dataclasses.replace(event, payload=payload)
+
+
+def with_snapshots(event: Event, found: Located) -> Event:
+    """The INSERT with the snapshots its message lacks (its files stay the event's)."""
+    p = event.payload
+    assert isinstance(p, InsertPayload)
+    table = p.table or found.table
+    partition = p.partition or (found.partition if p.partition_values else None)
+    if table is p.table and partition is p.partition:
+        return event
+    return dataclasses.replace(event, payload=dataclasses.replace(p, table=table, partition=partition))
+
+
+def drop_vanished(event: Event) -> Event:
+    """A listed INSERT without the files that were gone before enrichment could read them (a later
+    write removed them: they are no part of the object's state any more)."""
+    p = event.payload
+    if not isinstance(p, InsertPayload) or all(f.checksum for f in p.files):
+        return event
+    kept = [f for f in p.files if f.checksum]
+    return dataclasses.replace(event, payload=dataclasses.replace(p, files=kept))
+
+
+# --- the metastore and the filesystem -------------------------------------------------------------
+
+
+class HmsLocator:
+    """``Locator`` over a metastore's Thrift API, connected on first use."""
+
+    def __init__(self, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None) -> None:
+        self.uri = uri
+        self.timeout_s = timeout_s
+        self.auth = auth
+        self._catalog: Any = None
+
+    def _hms(self) -> Any:
+        if self._catalog is None:
+            from streamer.metastore.thrift_catalog import HmsCatalog
+
+            self._catalog = HmsCatalog(self.uri, timeout_s=self.timeout_s, auth=self.auth)
+        return self._catalog
+
+    def table(self, db: str, name: str) -> TableSnapshot | None:
+        found: TableSnapshot | None = self._hms().get_table(db, name)
+        return found
+
+    def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+        found: PartitionSnapshot | None = self._hms().get_partition(db, table, values)
+        return found
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            try:
+                self._catalog.close()
+            finally:
+                self._catalog = None
+
+
+def locator_for(reader: object) -> Locator | None:
+    """The metastore a reader reads through (``--hms-uri``), or None (a metastore database read
+    directly: the messages' own snapshots are all the agent has)."""
+    if isinstance(reader, ThriftNotificationReader):
+        return HmsLocator(reader.uri, timeout_s=reader.timeout_seconds, auth=reader.auth)
+    return None
+
+
+class InsertResolver:
+    """Resolves INSERTs without files into listings (``as_replace``) and fills in the snapshots of
+    INSERTs that carry none (``with_snapshots``); every other event passes unchanged."""
+
+    def __init__(self, locator: Locator | None, lister: Lister = list_files,
+                 exists: Callable[[str], bool] = exists, renames: Renamed | None = None) -> None:
+        """``renames``: the name a table has now, given an event id and its name then (None: dropped;
+        ``streamer.source.renames``), to list a table renamed after the event under its new name."""
+        self.locator = locator
+        self.lister = lister
+        self.exists = exists
+        self.renames = renames
+
+    def __call__(self, event: Event) -> tuple[Event, bool]:
+        """The event to publish, and whether its files are a listing made now."""
+        p = event.payload
+        if not isinstance(p, InsertPayload):
+            return event, False
+        if p.files and not (self.locator is not None and unlocated(p)):
+            return event, False
+        found = self._locate(event, p)
+        if isinstance(found, str):
+            if not p.files:
+                self._not_listed(event, p, found)
+            return event, False
+        if p.files:
+            return with_snapshots(event, found), False
+        if found.table.is_transactional or found.table.table_type in VIEW_TYPES:
+            return event, False
+        listing = self.lister(found.location, found.partition_name)
+        if not listing and not self._holds_nothing(event, p, found):
+            self._not_listed(event, p, f"its directory {found.location} is gone")
+            return event, False
+        log.debug("event %d: INSERT without files into %s listed at %s: %d files", event.event_id,
+                  found.table.qualified_name, found.location, len(listing))
+        return as_replace(event, found, listing), True
+
+    def _locate(self, event: Event, p: InsertPayload) -> Located | str:
+        if self.locator is None:
+            return locate(event, p, None, None, asked=False)
+        db = p.table.db if p.table else event.db or ""
+        name = p.table.name if p.table else event.table or ""
+        now = (db, name)
+        table = self.locator.table(db, name)
+        stale = table is None or _created_after(event, p.table.create_time if p.table else None,
+                                                table.create_time)
+        if stale and not p.files and self.renames is not None:  # renamed away (another may have its name)
+            now = self.renames(event.event_id, db, name) or now
+            table = self.locator.table(*now) if now != (db, name) else table
+        values = list(p.partition_values)
+        partition = self.locator.partition(*now, values) if table is not None and values else None
+        if now != (db, name):  # renamed after the event: its files under the new name, the event's names
+            table = dataclasses.replace(table, db=db, name=name) if table else None
+            partition = dataclasses.replace(partition, db=db, table=name) if partition else None
+        return locate(event, p, table, partition, asked=True)
+
+    def _holds_nothing(self, event: Event, p: InsertPayload, found: Located) -> bool:
+        """An empty listing is the object's state (an empty replace) when its directory exists, or
+        when the metastore, asked again, still has the object where it was (it holds no rows). A
+        directory gone with its object (a later drop or rename) says nothing of the object's state."""
+        if found.location and self.exists(found.location):
+            return True
+        if self.locator is None:
+            return False
+        again = self._locate(event, p)
+        return isinstance(again, Located) and again.location == found.location
+
+    def _not_listed(self, event: Event, p: InsertPayload, why: str) -> None:
+        obj = ".".join(n for n in (event.db, event.table) if n)
+        if self.locator is None and p.table is None:
+            log.warning("event %d: INSERT without files into %s cannot be listed: %s; published as an "
+                        "empty append, so an INSERT OVERWRITE it stands for is not replicated",
+                        event.event_id, obj, why)
+        else:
+            log.info("event %d: INSERT without files into %s not listed: %s; the later events bring "
+                     "its replica to the source's state", event.event_id, obj, why)
+
+    def close(self) -> None:
+        if self.locator is not None:
+            self.locator.close()

@@ -1,0 +1,110 @@
+"""A real writer for the writer tests: Spark SQL with Hive support (Hive 2.3's own client code) in a
+child process, writing through a source metastore and answering one JSON request per line.
+
+Spark uses Hive's write path (``Hive.loadTable`` / ``loadPartition`` / ``loadDynamicPartitions``, which
+fire INSERT events with ``hive.metastore.dml.events``) only with the metastore-format conversions off:
+with ``spark.sql.hive.convertMetastoreParquet/Orc=true`` (Spark's default) it writes Parquet and ORC
+Hive tables with its own datasource writer, which fires no INSERT at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pyspark.sql import SparkSession
+    uri, warehouse = sys.argv[1:3]
+    spark = (
+        SparkSession.builder.master("local[1]").appName("streamer-test-writer")
+        .enableHiveSupport()
+        .config("hive.metastore.uris", uri)
+        .config("spark.hadoop.hive.metastore.uris", uri)
+        .config("spark.sql.warehouse.dir", warehouse)
+        .config("spark.hadoop.hive.metastore.dml.events", "true")
+        .config("spark.sql.hive.convertMetastoreParquet", "false")
+        .config("spark.sql.hive.convertMetastoreOrc", "false")
+        .config("spark.hadoop.hive.exec.dynamic.partition.mode", "nonstrict")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    print("READY", flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            rows = spark.sql(req["sql"]).collect()
+            out = {"ok": [r.asDict() for r in rows]}
+        except Exception as exc:
+            out = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        print("RESULT " + json.dumps(out, default=str), flush=True)
+    spark.stop()
+    """
+)
+
+
+class WriterError(AssertionError):
+    """The writer failed a statement or died; the message carries the evidence."""
+
+
+class SparkWriter:
+    """``sql(statement)`` runs one statement in the writer's Spark session and returns its rows."""
+
+    def __init__(self, hms_uri: str, warehouse: Path, log_path: Path) -> None:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the writer
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SCRIPT, hms_uri, str(warehouse)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+            start_new_session=True,
+        )
+        self._ready = False
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise WriterError(f"Spark writer exited with {self.proc.poll()}; see {self._log.name}")
+            if line.startswith(("READY", "RESULT ")):
+                return line
+
+    def wait_ready(self) -> None:
+        if not self._ready:
+            self._line()
+            self._ready = True
+
+    def sql(self, statement: str) -> list[dict[str, Any]]:
+        self.wait_ready()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"sql": statement}) + "\n")
+        self.proc.stdin.flush()
+        out = json.loads(self._line()[len("RESULT "):])
+        if "error" in out:
+            raise WriterError(f"{statement}: {out['error']}")
+        rows: list[dict[str, Any]] = out["ok"]
+        return rows
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._log.close()
