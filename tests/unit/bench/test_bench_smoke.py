@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
-SCRIPTS = ["lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale"]
+SCRIPTS = ["lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer"]
 
 
 def _common() -> ModuleType:
