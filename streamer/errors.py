@@ -65,6 +65,15 @@ class CodecError(StreamerError):
     """An Avro record could not be encoded or decoded."""
 
 
+class EnvelopeMismatchError(DecodeError, CodecError):
+    """A record's envelope names one database or table and its payload another.
+
+    The target checks ownership of the envelope's database and keys progress by it, so a payload
+    acting elsewhere would change what nothing checked (docs/security.md). A ``CodecError`` too: code
+    that skips undecodable records skips these.
+    """
+
+
 class EventGapError(StreamerError):
     """The notification log is missing event ids: replication cannot continue without loss."""
 
@@ -87,6 +96,11 @@ class ChecksumMismatchError(ApplyError):
 
 class PathEscapeError(ApplyError):
     """A location from an event would write outside the target's roots."""
+
+
+class UntrustedSourceError(ApplyError):
+    """A file an event names lies outside the source's declared stores, or has no checksum to verify
+    it by (``--source-prefix``, ``--allow-unverified-files``; docs/security.md)."""
 
 
 class DataLossError(StreamerError):

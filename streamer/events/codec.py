@@ -5,6 +5,10 @@ so they plug into its producers and consumers. Single-object encoding (``C3 01``
 fingerprint + body) lets a reader find the writer's schema by fingerprint and resolve it to its own;
 with a schema registry URL the record is framed as magic ``0`` + 4-byte schema id instead. Decoding
 anything that is not a valid event raises :class:`~streamer.errors.CodecError`, never another type.
+
+Decoding also refuses a record whose envelope names another database or table than its payload
+(``check_envelope``; :class:`~streamer.errors.EnvelopeMismatchError`, a ``CodecError`` and a
+``DecodeError``): a target checks ownership of, and keys progress by, the envelope's database.
 """
 
 from __future__ import annotations
@@ -17,9 +21,36 @@ from typing import TYPE_CHECKING, Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from streamer.errors import CodecError
+from streamer.errors import CodecError, EnvelopeMismatchError
 from streamer.events.avro import from_avro, to_avro
-from streamer.events.model import PAYLOAD_TYPE_OF, Event
+from streamer.events.model import (
+    PAYLOAD_TYPE_OF,
+    AcidWrite,
+    AcidWritePayload,
+    AddConstraintsPayload,
+    AddPartitionPayload,
+    AllocWriteIdPayload,
+    AlterDatabasePayload,
+    AlterPartitionPayload,
+    AlterPartitionsPayload,
+    AlterTablePayload,
+    BootstrapObjectPayload,
+    CommitTxnPayload,
+    CreateFunctionPayload,
+    CreateTablePayload,
+    DatabasePayload,
+    DeleteColumnStatsPayload,
+    DropConstraintPayload,
+    DropPartitionPayload,
+    DropTablePayload,
+    Event,
+    EventType,
+    InsertPayload,
+    PartitionSnapshot,
+    ReloadPayload,
+    TableSnapshot,
+    UpdateColumnStatsPayload,
+)
 from streamer.events.schemas import EVENT_SCHEMA_NAME, WriterSchema, load_event_schema, load_writer_schemas
 
 if TYPE_CHECKING:
@@ -76,7 +107,9 @@ class EventDeserializer:
 
     Writer schemas are looked up by fingerprint in ``writer_schemas`` (default: the current schema
     and the archived ones in ``schemas/history/``; more can be added), or by id in the registry when
-    ``schema_registry_url`` is given, and resolved to the current (reader) schema.
+    ``schema_registry_url`` is given, and resolved to the current (reader) schema. With
+    ``check_envelope`` (the default) an event whose envelope and payload disagree is refused; the
+    target job decodes without, so that its applier refuses it and halts only that database.
     """
 
     def __init__(
@@ -86,7 +119,9 @@ class EventDeserializer:
         schema_registry_conf: Mapping[str, Any] | None = None,
         writer_schemas: Mapping[bytes, WriterSchema] | None = None,
         reader_schema: WriterSchema | None = None,
+        check_envelope: bool = True,
     ) -> None:
+        self._check_envelope = check_envelope
         self._reader = reader_schema or load_event_schema()
         self.writer_schemas: dict[bytes, WriterSchema] = dict(
             writer_schemas if writer_schemas is not None else load_writer_schemas()
@@ -160,6 +195,8 @@ class EventDeserializer:
         except Exception as exc:  # the record does not fit the model: unknown enum value, wrong union
             raise CodecError(f"{_describe_datum(datum)}: invalid event: {exc}") from exc
         _check_payload(event)
+        if self._check_envelope:
+            check_envelope(event)
         return event
 
 
@@ -171,6 +208,146 @@ def _check_payload(event: Event) -> None:
             f"{_describe(event)}: payload {type(event.payload).__name__} does not belong to "
             f"{event.event_type.value} (expected {expected.__name__})"
         )
+
+
+# --- envelope vs payload ------------------------------------------------------------------------
+
+# Types whose envelope names no object by design (a transaction spans databases; the others are
+# streamer's own records): when it names a database anyway, what the payload changes must be in it.
+_UNKEYED = frozenset(
+    {EventType.OPEN_TXN, EventType.COMMIT_TXN, EventType.ABORT_TXN, EventType.PROGRESS,
+     EventType.BOOTSTRAP_END, EventType.UNKNOWN, EventType.COMMIT_COMPACTION}
+)
+
+Named = list[tuple[str, str | None]]  # (where in the payload, the name found there)
+
+
+def check_envelope(event: Event) -> None:
+    """Refuse ``event`` when its envelope's ``db``/``table`` differ (case-insensitively) from the
+    database and table its payload acts on: :class:`EnvelopeMismatchError` naming the event and both.
+
+    Legitimate differences stay allowed: a rename's old names (the envelope names the new ones, as
+    Hive's listener does), the primary-key side of a foreign key (Hive keys ADD_FOREIGNKEY by it),
+    the tables of a transaction (its envelope names none, or only the database all writes are in).
+    Within the payload, names must agree too: a write's snapshots name its table, one event's
+    constraints name one table.
+    """
+    names = _Names()
+    names.collect(event)
+    envelope_db, envelope_table = _lower(event.db), _lower(event.table)
+    dbs = [] if event.db is None and event.event_type in _UNKEYED else names.dbs
+    wrong = [f"{where} {name!r}" for where, name in dbs if name is not None and _lower(name) != envelope_db]
+    wrong += [f"{where} {name!r}" for where, name in names.tables if name and _lower(name) != envelope_table]
+    wrong += names.conflicts
+    if not wrong:
+        return
+    raise EnvelopeMismatchError(
+        f"the envelope names database {event.db!r}, table {event.table!r}, but the payload's "
+        f"{', '.join(wrong)}: refused (a record's payload acts only on the object its envelope names)",
+        event_id=event.event_id,
+        event_type=str(event.event_type),
+        obj=".".join(n for n in (event.db, event.table) if n) or None,
+    )
+
+
+def _lower(name: str | None) -> str | None:
+    return name.lower() if name is not None else None
+
+
+class _Names:
+    """The database and table names a payload acts on, each with where it was found, and the names
+    within the payload that disagree with each other (``conflicts``)."""
+
+    def __init__(self) -> None:
+        self.dbs: Named = []
+        self.tables: Named = []
+        self.conflicts: list[str] = []
+
+    def table(self, where: str, snap: TableSnapshot | None) -> None:
+        if snap is not None:
+            self.named(where, snap.db, snap.name)
+
+    def partitions(self, where: str, parts: list[PartitionSnapshot | None]) -> None:
+        for part in parts:
+            if part is not None:
+                self.named(where, part.db, part.table)
+
+    def named(self, where: str, db: str | None, name: str | None) -> None:
+        self.dbs.append((f"{where} database", db))
+        self.tables.append((f"{where} table", name))
+
+    def collect(self, event: Event) -> None:
+        """The names in ``event``'s payload, by its type."""
+        p = event.payload
+        if isinstance(p, DatabasePayload) and p.database is not None:
+            self.dbs.append(("database", p.database.name))
+        elif isinstance(p, AlterDatabasePayload):
+            self.dbs += [("before", p.before.name), ("after", p.after.name)]
+        elif isinstance(p, CreateTablePayload | DropTablePayload):
+            self.table("table", p.table)
+        elif isinstance(p, AlterTablePayload):
+            self.table("after", p.after)  # ``before`` holds a rename's old names
+        elif isinstance(p, AddPartitionPayload | AlterPartitionsPayload | ReloadPayload):
+            self.table("table", p.table)
+            self.partitions("partition", list(p.partitions))
+        elif isinstance(p, AlterPartitionPayload):
+            self.table("table", p.table)
+            self.partitions("partition", [p.before, p.after])
+        elif isinstance(p, DropPartitionPayload):
+            self.table("table", p.table)
+        elif isinstance(p, InsertPayload):
+            self.table("table", p.table)
+            self.partitions("partition", [p.partition])
+        elif isinstance(p, CreateFunctionPayload):
+            self.dbs.append(("function", p.function.db))
+        elif isinstance(p, AddConstraintsPayload):
+            self.constraints(event, p)
+        elif isinstance(p, DropConstraintPayload | AllocWriteIdPayload | UpdateColumnStatsPayload):
+            self.named("payload", p.db, p.table)
+        elif isinstance(p, DeleteColumnStatsPayload):
+            self.named("payload", p.db, p.table or None)
+        elif isinstance(p, AcidWritePayload):
+            self.write("write", p.write)
+        elif isinstance(p, CommitTxnPayload):
+            for i, write in enumerate(p.writes):
+                self.write(f"writes[{i}]", write, keyed_table=False)  # a txn spans tables
+        elif isinstance(p, BootstrapObjectPayload):
+            if p.database is not None:
+                self.dbs.append(("database", p.database.name))
+            if p.function is not None:
+                self.dbs.append(("function", p.function.db))
+            self.table("table", p.table)
+            self.partitions("partition", list(p.partitions))
+            for i, c in enumerate(p.constraints):
+                self.named(f"constraints[{i}]", c.db, c.table)
+
+    def write(self, where: str, write: AcidWrite, *, keyed_table: bool = True) -> None:
+        """A write's names; its snapshots must name its own table."""
+        self.dbs.append((f"{where} database", write.db))
+        if keyed_table:
+            self.tables.append((f"{where} table", write.table))
+        inner: list[tuple[str | None, str | None]] = []
+        if write.table_snapshot is not None:
+            inner.append((write.table_snapshot.db, write.table_snapshot.name))
+        if write.partition_snapshot is not None:
+            inner.append((write.partition_snapshot.db, write.partition_snapshot.table))
+        own = (_lower(write.db), _lower(write.table))
+        for db, name in inner:
+            if (db is not None and _lower(db) != own[0]) or (name and _lower(name) != own[1]):
+                self.conflicts.append(f"{where} to {write.db}.{write.table} with a snapshot of {db}.{name}")
+
+    def constraints(self, event: Event, p: AddConstraintsPayload) -> None:
+        """Constraints of one table; a foreign key's envelope may name either side (Hive: the key's)."""
+        if not p.constraints:
+            return
+        first = p.constraints[0]
+        for i, c in enumerate(p.constraints):
+            if (_lower(c.db), _lower(c.table)) != (_lower(first.db), _lower(first.table)):
+                self.conflicts.append(f"constraints[{i}] on {c.db}.{c.table}, constraints[0] on another")
+            referenced = (_lower(c.ref_db), _lower(c.ref_table)) == (_lower(event.db), _lower(event.table))
+            if event.event_type is EventType.ADD_FOREIGNKEY and c.ref_db and referenced:
+                continue
+            self.named(f"constraints[{i}]", c.db, c.table)
 
 
 class _Registry:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +18,7 @@ from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 from streamer.target.state.dir_option import state_dir_option
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _pairs(values: tuple[str, ...], what: str, sep: str) -> dict[str, str]:
@@ -38,6 +40,39 @@ def _kafka_settings(bootstrap_servers: str, pairs: tuple[str, ...]) -> dict[str,
     return config
 
 
+def source_trust_options(repair: bool = False) -> Callable[[F], F]:
+    """``--source-prefix``, ``--source-cmroot``, ``--allow-unverified-files``: what the target may read
+    (``streamer.target.apply.sources``, docs/security.md)."""
+    when = "With --repair: " if repair else ""
+
+    def decorate(fn: F) -> F:
+        for option in reversed([
+            click.option(
+                "--source-prefix", multiple=True, metavar="URL",
+                help=f"{when}A store of the source (its warehouse, external dirs, function jars: "
+                "hdfs://nn:8020/warehouse, s3a://bucket/wh); repeatable, or space-separated in the env "
+                "var. Given any, every file is read only from below one of them. [default: each file "
+                "only from below its own table's or partition's location, as the event names it; "
+                "function resources from anywhere on a filesystem scheme]",
+            ),
+            click.option(
+                "--source-cmroot", multiple=True, metavar="URL",
+                help=f"{when}The source's change-manager root(s) (hive.repl.cmrootdir); repeatable. Given "
+                "any, cmroot copies are read only from below them. [default: a copy named "
+                "<cmroot>/<file name>_<checksum> on the file's own filesystem]",
+            ),
+            click.option(
+                "--allow-unverified-files", is_flag=True,
+                help=f"{when}Copy data files whose event carries no checksum (else their database "
+                "halts). Function resources never carry one and are always copied unverified.",
+            ),
+        ]):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
 @click.group()
 def target() -> None:
     """Run a target job, and get a halted database going again."""
@@ -55,6 +90,16 @@ def target() -> None:
 @fs_options()
 @click.option("--warehouse-root", required=True, help="Target warehouse root (managed data goes here).")
 @click.option("--external-base-dir", default=None, help="Base dir for external tables' data on the target.")
+@click.option(
+    "--external-layout",
+    type=click.Choice(["authority", "path"]),
+    default="authority",
+    show_default=True,
+    help="Where external tables go below --external-base-dir: authority = <base>/<scheme>/<authority>/"
+    "<source path>, so sources and namenodes never collide; path = <base>/<source path>, the layout of "
+    "replicas made before (the base dir records its layout; a mismatch is refused at start).",
+)
+@source_trust_options()
 @state_dir_option()
 @click.option(
     "--checkpoint-dir",
@@ -183,6 +228,10 @@ def run_cmd(
     hms_client_keytab: str | None,
     warehouse_root: str,
     external_base_dir: str | None,
+    external_layout: str,
+    source_prefix: tuple[str, ...],
+    source_cmroot: tuple[str, ...],
+    allow_unverified_files: bool,
     state_dir: Path,
     checkpoint_dir: str | None,
     db_map: tuple[str, ...],
@@ -225,6 +274,10 @@ def run_cmd(
         checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
         source_id=source_id,
         external_base_dir=external_base_dir,
+        external_layout=external_layout,
+        source_prefixes=source_prefix,
+        source_cmroots=source_cmroot,
+        allow_unverified_files=allow_unverified_files,
         kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
         db_map=_pairs(db_map, "--db-map", ":"),
         allow_existing_db=allow_existing_db,
@@ -390,6 +443,7 @@ def status(
     "--warehouse-root", default=None, help="Target warehouse root (needed for ACID replicas and --repair)."
 )
 @click.option("--external-base-dir", default=None, help="Target base dir of external tables (for --repair).")
+@source_trust_options(repair=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--repair",
@@ -419,6 +473,9 @@ def verify_cmd(
     db_map: tuple[str, ...],
     warehouse_root: str | None,
     external_base_dir: str | None,
+    source_prefix: tuple[str, ...],
+    source_cmroot: tuple[str, ...],
+    allow_unverified_files: bool,
     output: str,
     repair: bool,
     recompute_source: bool,
@@ -433,6 +490,7 @@ def verify_cmd(
     """
     import sys
 
+    from streamer.target.apply.sources import SourceRules
     from streamer.target.dr.verify import VerifySettings, verify
 
     if repair and not warehouse_root:
@@ -450,6 +508,7 @@ def verify_cmd(
         warehouse_root=warehouse_root,
         external_base_dir=external_base_dir,
         hms_auth=auth,
+        source_rules=SourceRules(source_prefix, source_cmroot, allow_unverified_files),
         recompute_source=recompute_source,
     )
     report = verify(settings, repair=repair)

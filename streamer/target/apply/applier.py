@@ -16,16 +16,18 @@ from typing import Generic, TypeVar, overload
 
 from streamer import metrics
 from streamer.errors import ApplyError, EventError
+from streamer.events.codec import check_envelope
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, EventType
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.apply import bootstrap  # called through the module: tests stand in for it
 from streamer.target.apply.bootstrap import BootstrapApplier
-from streamer.target.apply.context import ApplyContext, last_id, object_name
+from streamer.target.apply.context import ApplyContext, last_id, object_name, touched_databases
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.handlers import apply_event
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Step, StepKind
+from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
 
@@ -68,6 +70,7 @@ class Applier:
     clock: _InContext[Callable[[], float]] = _InContext()
     acid: _InContext[VisibilityStore] = _InContext()
     mark_readonly: _InContext[bool] = _InContext()
+    sources: _InContext[SourceRules] = _InContext()
 
     def __init__(
         self,
@@ -82,10 +85,11 @@ class Applier:
         clock: Callable[[], float] = time.time,
         acid: VisibilityStore | None = None,
         mark_readonly: bool = False,
+        sources: SourceRules | None = None,
     ) -> None:
         self.ctx = ApplyContext(
             catalog, copier, paths, source_id, db_map=db_map, allow_existing_db=allow_existing_db,
-            state=state, clock=clock, acid=acid, mark_readonly=mark_readonly,
+            state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
         self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
@@ -131,6 +135,7 @@ class Applier:
         ctx = self.ctx
         name = ctx.target_db(step.db)
         try:
+            _check_events(ctx, step)
             if step.kind is StepKind.BOOTSTRAP:  # bootstrap records: streamer.target.apply.bootstrap
                 ctx.memory.forget()
                 ctx.memory.forget_tables()  # a bootstrap record replaces tables by its own rules
@@ -192,6 +197,22 @@ class Applier:
         # db was read in this batch (this step or an earlier one), so it is there: no second read
         ctx.catalog.alter_database(name, advanced, exists=True)
         ctx.memory.remember(name, advanced)
+
+
+def _check_events(ctx: ApplyContext, step: Step) -> None:
+    """Every event of the step (a run's superseded ones too) acts only on the database its envelope
+    names (``check_envelope``) and on no other this source does not own (``touched_databases``); a
+    failure halts the step's database at its first event, naming the event refused."""
+    for event in step.events:
+        try:
+            check_envelope(event)
+            if step.kind is not StepKind.BOOTSTRAP:  # bootstrap records have their own ownership rules
+                for name in touched_databases(event):
+                    ctx.check_owned(ctx.target_db(name))
+        except EventError as exc:
+            if event is step.first:
+                raise
+            raise ApplyError(f"event {event.event_id} of this step: {exc.cause}", obj=exc.obj) from exc
 
 
 def _catalog_progress(ctx: ApplyContext) -> dict[str, int]:

@@ -233,6 +233,10 @@ def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayl
         current = ctx.catalog.get_database(name)
         if current is None:
             continue
+        if current.parameters.get(REPL_SOURCE_PARAM) != ctx.source_id and not ctx.allow_existing_db:
+            log.warning("bootstrap %d: %s is not replicated from %s; its repl.last.id stays",
+                        marker.bootstrap_id, name, ctx.source_id)
+            continue
         last = int(current.parameters.get(LAST_ID_PARAM, "0") or 0)
         if last >= marker.bootstrap_id:
             continue

@@ -15,7 +15,16 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from streamer.errors import ApplyError
-from streamer.events.model import DatabaseSnapshot, Event, FileRef, PartitionSnapshot, TableSnapshot
+from streamer.events.model import (
+    AddConstraintsPayload,
+    AlterTablePayload,
+    CommitTxnPayload,
+    DatabaseSnapshot,
+    Event,
+    FileRef,
+    PartitionSnapshot,
+    TableSnapshot,
+)
 from streamer.metastore.catalog import (
     FAILOVER_CUT_PARAM,
     LAST_ID_PARAM,
@@ -26,6 +35,7 @@ from streamer.metastore.catalog import (
 )
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
+from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore, target_parameters
 
@@ -110,6 +120,7 @@ class ApplyContext:
         clock: Callable[[], float] = time.time,
         acid: VisibilityStore | None = None,
         mark_readonly: bool = False,
+        sources: SourceRules | None = None,
     ) -> None:
         self.catalog = catalog
         self.mark_readonly = mark_readonly
@@ -124,6 +135,9 @@ class ApplyContext:
         self.memory = BatchMemory()
         if not copier.roots:
             copier.roots = paths.roots
+        # what may be read (streamer.target.apply.sources): every copy of every handler checks it
+        self.sources = sources or copier.sources or SourceRules()
+        copier.sources = self.sources
 
     def target_db(self, source_db: str) -> str:
         return self.db_map.get(source_db.lower(), source_db.lower())
@@ -217,21 +231,25 @@ class ApplyContext:
         )
 
     def copy(
-        self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None, table_type: str
+        self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,
+        read_location: str | None = None,
     ) -> Staged:
-        """Stage files of one object: managed ones keep their path relative to the source object."""
-        external = table_type in EXTERNAL_TYPES
+        """Stage files of one object into its target directory ``target_dir``, each at its path
+        relative to the object's source location ``source_dir`` (``delta_5_5/bucket_0``), else by
+        ``subdir`` and name: never where its URI's path says. Read as ``ctx.sources`` allow, against
+        ``read_location`` (default ``source_dir``: where the event says the object lives)."""
 
         def dest(ref: FileRef) -> str:
-            if external:
-                return self.paths.external_location(posixpath.dirname(_path(ref.uri)), ref.uri)
             rel = _relative_dir(ref, source_dir)
             if rel:
                 self.paths.relative_file(rel, ref.uri)
-                return self.paths.ensure_inside(target_dir.rstrip("/") + "/" + rel, ref.uri)
-            return self.paths.ensure_inside(target_dir, ref.uri)
+                return target_dir.rstrip("/") + "/" + rel
+            return target_dir
 
-        return self.copier.stage_all(list(refs), dest, event_id=event.event_id)
+        location = read_location or source_dir
+        return self.copier.stage_all(
+            list(refs), dest, event_id=event.event_id, obj_dir=target_dir, source_location=location
+        )
 
 
 # --- helpers shared by the handlers ---------------------------------------------------------------
@@ -251,6 +269,21 @@ def object_name(event: Event) -> str | None:
     if event.db and event.table:
         return f"{event.db}.{event.table}"
     return event.db
+
+
+def touched_databases(event: Event) -> list[str]:
+    """Source databases ``event`` changes other than its envelope's (which the applier checks).
+    (A FULL bootstrap's closing marker moves only databases this source owns: ``bootstrap._finish``.)"""
+    payload = event.payload
+    names: list[str | None] = []
+    if isinstance(payload, AlterTablePayload):
+        names += [payload.before.db, payload.after.db]
+    elif isinstance(payload, AddConstraintsPayload):
+        names += [c.db for c in payload.constraints]
+    elif isinstance(payload, CommitTxnPayload):
+        names += [w.table_snapshot.db if w.table_snapshot else w.db for w in payload.writes]
+    own = (event.db or "").lower()
+    return list(dict.fromkeys(n for n in names if n and n.lower() != own))
 
 
 def last_id(db: DatabaseSnapshot | None) -> int | None:

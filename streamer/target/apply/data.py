@@ -29,7 +29,9 @@ def insert(ctx: ApplyContext, event: Event) -> None:
     else:
         target_dir = table.sd.location or ""
         source_dir = source.sd.location if source else None
-    staged = ctx.copy(event, payload.files, target_dir, source_dir, table.table_type)
+    # a partition the event does not locate is read as part of its table's location
+    read_location = source_dir or (source.sd.location if source else None)
+    staged = ctx.copy(event, payload.files, target_dir, source_dir, read_location)
     roots = ctx.paths.roots
     if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
         return  # one atomic switch of the directory (streamer.target.apply.swap)

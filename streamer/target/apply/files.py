@@ -6,6 +6,10 @@ destination directory, verified, fsynced, and only then renamed into place. Hive
 starting with ``.``, so a staged file is invisible until it is published. ``stage_all`` +
 ``Staged.publish`` let the applier make all files of one event visible together, after every one of
 them has been verified; ``copy_all`` does both at once.
+
+Every change on the target goes through ``guard.check_write`` (a file strictly inside the directory
+of the object being changed, itself strictly inside a target root), and every file is checked
+against the source rules (``sources.SourceRules``: declared stores, checksums) before it is opened.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
+from streamer.target.apply.guard import check_write, ensure_no_symlinks
 from streamer.target.apply.paths import Root
+from streamer.target.apply.sources import SourceRules
 
 log = logging.getLogger(__name__)
 
@@ -46,28 +52,6 @@ def hasher(
         return checksums.new(algorithm, expected)
     except checksums.ChecksumError as exc:
         raise ApplyError(str(exc), event_id=event_id, obj=obj) from exc
-
-
-def ensure_no_symlinks(url: str, roots: Sequence[Root], *, event_id: int | None = None) -> None:
-    """Refuse to write through a symlink below a root: it could point anywhere (DESIGN invariant 7)."""
-    fs, path = url_to_fs(url)
-    if not isinstance(fs, LocalFileSystem):
-        return  # object stores and HDFS as used here have no symlinks
-    for root in roots:
-        if root.contains(url):
-            base = root.path.rstrip("/")
-            rel = path[len(base) :].strip("/") if path.startswith(base) else ""
-            current = base
-            for seg in [s for s in rel.split("/") if s]:
-                current = f"{current}/{seg}"
-                if os.path.islink(current):
-                    cause = f"{current} is a symlink inside the target root"
-                    raise PathEscapeError(cause, event_id=event_id, obj=url)
-                if not os.path.lexists(current):
-                    return
-            return
-    if roots:
-        raise PathEscapeError(f"path {url!r} is outside the target roots", event_id=event_id, obj=url)
 
 
 @dataclass(frozen=True)
@@ -109,6 +93,8 @@ class Staged:
 
     files: list[StagedFile] = field(default_factory=list)
     event_id: int | None = None
+    roots: Sequence[Root] = ()
+    obj_dir: str | None = None  # the directory of the object the files belong to (guard.check_write)
 
     def publish(self) -> CopyReport:
         dirs: set[str] = set()
@@ -116,7 +102,11 @@ class Staged:
             if f.temp is None:
                 continue
             try:
+                self.check(f)
                 _rename(f.fs, f.temp, f.path)
+            except PathEscapeError:
+                self.discard()
+                raise
             except OSError as exc:
                 self.discard()
                 raise ApplyError(
@@ -128,6 +118,10 @@ class Staged:
         for directory in dirs:
             _fsync_dir(directory)
         return self.published()
+
+    def check(self, f: StagedFile) -> None:
+        """The guard, again just before ``f`` becomes visible (a symlink may have appeared since)."""
+        check_write(f.final, self.obj_dir or posixpath.dirname(f.final), self.roots, event_id=self.event_id)
 
     def published(self) -> CopyReport:
         """Count a publish (however it was done) in the metrics; the report of what was copied."""
@@ -158,34 +152,61 @@ class Staged:
 class FileCopier:
     """Copies file references into target directories, in parallel, verified and all-or-nothing."""
 
-    def __init__(self, max_workers: int = 4, chunk_size: int = 1 << 20, roots: Sequence[Root] = ()) -> None:
+    def __init__(
+        self,
+        max_workers: int = 4,
+        chunk_size: int = 1 << 20,
+        roots: Sequence[Root] = (),
+        sources: SourceRules | None = None,
+    ) -> None:
         self.max_workers = max(1, max_workers)
         self.chunk_size = chunk_size
         self.roots = list(roots)
+        self.sources = sources  # None: unchecked reads (tools and benchmarks; the applier sets its rules)
         self.temp_tag = ""  # marks the staging names of one copy (executor copies clean up by it)
 
     def copy_all(
-        self, refs: Iterable[FileRef], dest_for_ref: Callable[[FileRef], str], *, event_id: int | None = None
+        self,
+        refs: Iterable[FileRef],
+        dest_for_ref: Callable[[FileRef], str],
+        *,
+        event_id: int | None = None,
+        obj_dir: str | None = None,
+        source_location: str | None = None,
+        resources: bool = False,
     ) -> CopyReport:
         """Copy every file into ``dest_for_ref(ref)`` (a directory) and make them visible."""
-        return self.stage_all(refs, dest_for_ref, event_id=event_id).publish()
+        staged = self.stage_all(
+            refs, dest_for_ref, event_id=event_id, obj_dir=obj_dir, source_location=source_location,
+            resources=resources,
+        )
+        return staged.publish()
 
     def stage_all(
-        self, refs: Iterable[FileRef], dest_for_ref: Callable[[FileRef], str], *, event_id: int | None = None
+        self,
+        refs: Iterable[FileRef],
+        dest_for_ref: Callable[[FileRef], str],
+        *,
+        event_id: int | None = None,
+        obj_dir: str | None = None,
+        source_location: str | None = None,
+        resources: bool = False,
     ) -> Staged:
-        """Copy and verify every file under a hidden name; on any failure nothing is left behind."""
-        jobs: dict[str, StagedFile] = {}
-        for ref in refs:
-            final = _join(dest_for_ref(ref), _file_name(ref, event_id))
-            seen = jobs.get(final)
-            if seen is not None:
-                old = seen.ref
-                if old.checksum != ref.checksum or (ref.checksum is None and old.uri != ref.uri):
-                    raise ApplyError(f"two different files map to {final}", event_id=event_id, obj=ref.uri)
-                continue
-            fs, path = url_to_fs(final)
-            jobs[final] = StagedFile(ref=ref, final=final, fs=fs, path=path)
-        staged = Staged(list(jobs.values()), event_id)
+        """Copy and verify every file under a hidden name; on any failure nothing is left behind.
+
+        ``obj_dir`` is the target directory of the object the files belong to (default: each file's
+        destination directory): every file must land strictly inside it. ``source_location`` is that
+        object's location on the source and ``resources`` marks a function's resource files, for the
+        read rules (``self.sources``), which every reference passes before any file is opened.
+        """
+        refs = list(refs)
+        if self.sources is not None:
+            for ref in refs:
+                self.sources.check(
+                    ref, source_location, resource=resources, event_id=event_id, target_roots=self.roots
+                )
+        jobs = _jobs(refs, dest_for_ref, self.roots, obj_dir, event_id)
+        staged = Staged(jobs, event_id, self.roots, obj_dir)
         if not staged.files:
             return staged
         try:
@@ -239,7 +260,7 @@ class FileCopier:
             tmp_name = f"{TMP_PREFIX}{posixpath.basename(final)}-{self.temp_tag}{secrets.token_hex(6)}"
             f.temp = posixpath.join(directory, tmp_name)
             try:
-                digest, size = self._stream(candidate, dst_fs, f.temp, algo, ref.checksum, event_id, f.final)
+                digest, size = _stream(candidate, f, f.temp, algo, self.chunk_size, event_id)
             except FileNotFoundError:
                 _remove_quietly(dst_fs, f.temp)
                 f.temp = None
@@ -269,32 +290,53 @@ class FileCopier:
             obj=ref.uri,
         )
 
-    def _stream(
-        self,
-        src_url: str,
-        dst_fs: AbstractFileSystem,
-        tmp: str,
-        algo: str | None,
-        expected: str | None,
-        event_id: int | None,
-        final: str,
-    ) -> tuple[str | None, int]:
-        src_fs, src_path = url_to_fs(src_url)
-        digest = hasher(algo, expected) if algo else None
-        size = 0
-        with src_fs.open(src_path, "rb") as reader:
-            try:
-                with dst_fs.open(tmp, "wb") as writer:
-                    while chunk := reader.read(self.chunk_size):
-                        if digest is not None:
-                            digest.update(chunk)
-                        writer.write(chunk)
-                        size += len(chunk)
-                    writer.flush()
-                    _fsync(writer)
-            except OSError as exc:
-                raise ApplyError(f"writing {final} failed: {exc}", event_id=event_id, obj=final) from exc
-        return (digest.hexdigest() if digest is not None else None), size
+
+
+def _stream(
+    src_url: str, f: StagedFile, tmp: str, algo: str | None, chunk_size: int, event_id: int | None
+) -> tuple[str | None, int]:
+    """Copy ``src_url`` into ``tmp`` (on ``f``'s filesystem), hashing it: (hex digest, size)."""
+    src_fs, src_path = url_to_fs(src_url)
+    digest = hasher(algo, f.ref.checksum) if algo else None
+    size = 0
+    with src_fs.open(src_path, "rb") as reader:
+        try:
+            with f.fs.open(tmp, "wb") as writer:
+                while chunk := reader.read(chunk_size):
+                    if digest is not None:
+                        digest.update(chunk)
+                    writer.write(chunk)
+                    size += len(chunk)
+                writer.flush()
+                _fsync(writer)
+        except OSError as exc:
+            raise ApplyError(f"writing {f.final} failed: {exc}", event_id=event_id, obj=f.final) from exc
+    return (digest.hexdigest() if digest is not None else None), size
+
+
+def _jobs(
+    refs: list[FileRef],
+    dest_for_ref: Callable[[FileRef], str],
+    roots: Sequence[Root],
+    obj_dir: str | None,
+    event_id: int | None,
+) -> list[StagedFile]:
+    """One file to stage per destination, each allowed by the guard; two different files for one
+    destination are an error."""
+    jobs: dict[str, StagedFile] = {}
+    for ref in refs:
+        directory = dest_for_ref(ref)
+        final = _join(directory, _file_name(ref, event_id))
+        check_write(final, obj_dir or directory, roots, event_id=event_id)
+        seen = jobs.get(final)
+        if seen is not None:
+            old = seen.ref
+            if old.checksum != ref.checksum or (ref.checksum is None and old.uri != ref.uri):
+                raise ApplyError(f"two different files map to {final}", event_id=event_id, obj=ref.uri)
+            continue
+        fs, path = url_to_fs(final)
+        jobs[final] = StagedFile(ref=ref, final=final, fs=fs, path=path)
+    return list(jobs.values())
 
 
 def _mismatch(ref: FileRef, digest: str | None, size: int) -> str | None:
@@ -362,12 +404,13 @@ def _remove_quietly(fs: AbstractFileSystem, path: str) -> None:
 
 
 # --- removing and moving target data (after the metadata says so) ------------------------------
+# Each takes the directory of the object it changes: ``guard.check_write`` refuses a target root,
+# anything outside the roots and any symlink on the way.
 
 
 def remove_tree(url: str, roots: Sequence[Root], *, event_id: int | None = None) -> None:
-    """Delete a directory (or file) below a root; absent is fine (a replay after a crash)."""
-    ensure_no_symlinks(url, roots, event_id=event_id)
-    _refuse_root(url, roots, event_id)
+    """Delete an object's directory (never a root); absent is fine (a replay after a crash)."""
+    check_write(url, url, roots, event_id=event_id)
     fs, path = url_to_fs(url)
     try:
         if fs.exists(path):
@@ -384,28 +427,34 @@ def clear_dir(
     recursive_files: bool = False,
     event_id: int | None = None,
 ) -> list[str]:
-    """Remove the visible entries of a directory except ``keep`` (top-level names); hidden ones stay.
+    """Remove the visible entries of an object's directory except ``keep`` (top-level names); hidden
+    ones stay.
 
     With ``recursive_files`` only files are removed, at every depth, and directories stay (a
     truncate keeps partition directories). Returns the removed paths.
     """
-    ensure_no_symlinks(url, roots, event_id=event_id)
+    return _clear(url, url, roots, set(keep), recursive_files, event_id)
+
+
+def _clear(
+    url: str, obj_dir: str, roots: Sequence[Root], keep: set[str], recursive_files: bool, event_id: int | None
+) -> list[str]:
+    check_write(url, obj_dir, roots, event_id=event_id)
     fs, path = url_to_fs(url)
-    keep_names = set(keep)
     removed: list[str] = []
     try:
         if not fs.isdir(path):
             return removed
         for info in fs.ls(path, detail=True):
             name = posixpath.basename(str(info["name"]).rstrip("/"))
-            if is_hidden(name) or name in keep_names:
+            if is_hidden(name) or name in keep:
                 continue
             if info.get("islink"):
                 cause = f"{info['name']} is a symlink inside the target root"
                 raise PathEscapeError(cause, event_id=event_id, obj=url)
             if info["type"] == "directory":
                 if recursive_files:
-                    removed += clear_dir(_child(url, name), roots, recursive_files=True, event_id=event_id)
+                    removed += _clear(_child(url, name), obj_dir, roots, set(), True, event_id)
                     continue
                 fs.rm(info["name"], recursive=True)
             else:
@@ -417,9 +466,9 @@ def clear_dir(
 
 
 def move_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None = None) -> bool:
-    """Rename a directory inside the roots; returns False when there was nothing to move."""
+    """Rename an object's directory to its new one; returns False when there was nothing to move."""
     for url in (src, dst):
-        ensure_no_symlinks(url, roots, event_id=event_id)
+        check_write(url, url, roots, event_id=event_id)
     fs, src_path = url_to_fs(src)
     _, dst_path = url_to_fs(dst)
     try:
@@ -439,14 +488,15 @@ def move_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
 
 
 def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None = None) -> bool:
-    """Hard-link the tree ``src`` into ``dst`` (created as needed), leaving ``src`` intact.
+    """Hard-link the tree of object directory ``src`` into ``dst`` (created as needed), leaving
+    ``src`` intact.
 
     Lets a rename switch metadata from one complete copy to another, so readers never see a table
     whose files are half-moved. Only local filesystems can link: returns False elsewhere (and when
     ``src`` is absent), and the caller moves instead. Idempotent: entries already linked are kept.
     """
     for url in (src, dst):
-        ensure_no_symlinks(url, roots, event_id=event_id)
+        check_write(url, url, roots, event_id=event_id)
     fs, src_path = url_to_fs(src)
     _, dst_path = url_to_fs(dst)
     if not isinstance(fs, LocalFileSystem) or not os.path.isdir(src_path):
@@ -464,7 +514,7 @@ def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
                         f"cannot link {source_file} to {target_file}: a different file is there",
                         event_id=event_id, obj=dst,
                     )
-                os.link(source_file, target_file)
+                os.link(source_file, target_file, follow_symlinks=False)
     except OSError as exc:
         raise ApplyError(f"cannot link {src} into {dst}: {exc}", event_id=event_id, obj=src) from exc
     return True
@@ -472,8 +522,3 @@ def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
 
 def _child(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
-
-
-def _refuse_root(url: str, roots: Sequence[Root], event_id: int | None) -> None:
-    if any(root.url(root.path).rstrip("/") == url.rstrip("/") for root in roots):
-        raise PathEscapeError("refusing to remove a target root", event_id=event_id, obj=url)

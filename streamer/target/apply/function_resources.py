@@ -5,7 +5,8 @@ able to read (or which may change later). As Hive's REPL LOAD does with
 ``hive.repl.replica.functions.root.dir``, the target keeps its own copies under
 ``<warehouse root>/_functions/<db>/<function>/`` and registers the function with those URIs. A
 managed database directory is always ``<name>.db``, so ``_functions`` never collides with one.
-Resource URIs carry no checksum in Hive's events: the copies are counted as unverified.
+Resource URIs carry no checksum in Hive's events: the copies are counted as unverified, and read only
+as the source rules allow resources (``streamer.target.apply.sources``: below a declared prefix).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def copy_resources(
         raise PathEscapeError(
             f"function {fn.db}.{fn.name} has two resources named alike: {names}", obj=fn.name
         )
-    copier.copy_all([FileRef(uri=r.uri) for r in fn.resource_uris], lambda _: dest, event_id=event_id)
+    refs = [FileRef(uri=r.uri) for r in fn.resource_uris]
+    copier.copy_all(refs, lambda _: dest, event_id=event_id, obj_dir=dest, resources=True)
     uris = [ResourceUri(r.resource_type, f"{dest}/{n}") for r, n in zip(fn.resource_uris, names, strict=True)]
     return dataclasses.replace(fn, resource_uris=uris)
 

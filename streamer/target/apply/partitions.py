@@ -42,9 +42,8 @@ def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
             for name, refs in groups.items():
                 p = by_name[name]
                 target = wanted[tuple(p.values)]
-                staged.append(
-                    ctx.copy(event, refs, target.sd.location or "", p.sd.location, table.table_type)
-                )
+                read_location = p.sd.location or (source.sd.location if source else None)
+                staged.append(ctx.copy(event, refs, target.sd.location or "", p.sd.location, read_location))
     except BaseException:
         for s in staged:
             s.discard()

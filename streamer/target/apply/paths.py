@@ -3,7 +3,11 @@
 Managed databases, tables and partitions get Hive's default layout under the warehouse root
 (``<root>/<db>.db/<table>/<k=v/...>``), derived from the object names and never from the source's
 locations. External tables keep their source path below the external base dir (as Hive's
-``hive.repl.replica.external.table.base.dir``), so several sources can share one target.
+``hive.repl.replica.external.table.base.dir``), namespaced by the source filesystem's scheme and
+authority (``<base>/<scheme>/<authority>/<path>``, the ``authority`` layout) so that several sources
+and namenodes can share one target without collisions; the ``path`` layout (``<base>/<path>``) is
+the one replicas made before it keep (docs/features.md). A location that is a filesystem's root is
+refused: its directory would hold every other external table of that filesystem.
 
 Everything here is pure string work; the symlink check needs the filesystem and lives in
 ``streamer.target.apply.files``. Errors are ``PathEscapeError`` naming the object; the applier adds the
@@ -24,7 +28,10 @@ from streamer.hive.files import partition_name as hive_partition_name
 
 # Hive's FileUtils.escapePathName escapes these (plus control characters) in partition values.
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
+_AUTHORITY = re.compile(r"^[a-z0-9._+\-\[\]]+$")
 EXTERNAL_TYPES = frozenset({"EXTERNAL_TABLE"})
+EXTERNAL_LAYOUTS = ("authority", "path")
+NO_AUTHORITY = "_"  # the authority segment of a location without one (``file:/x``, ``hdfs:///x``)
 VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
 
 
@@ -63,7 +70,7 @@ class Root:
         path = parts.path.rstrip("/") or "/"
         if not path.startswith("/") or parts.query or parts.fragment:
             raise PathEscapeError(f"root {url!r} must be an absolute path or URL without query/fragment")
-        _check_segments(path, url)
+        check_segments(path, url)
         return cls(parts.scheme.lower(), parts.netloc, path)
 
     def join(self, *segments: str) -> str:
@@ -83,11 +90,32 @@ class Root:
         if parts.query or parts.fragment:
             return False
         try:
-            _check_segments(parts.path, url)
+            check_segments(parts.path, url)
         except PathEscapeError:
             return False
         base = self.path.rstrip("/")
         return parts.path == self.path or parts.path.startswith(base + "/")
+
+    def strictly_contains(self, url: str) -> bool:
+        """True when ``url`` lies below this root, never the root itself."""
+        return self.contains(url) and urlsplit(url).path.rstrip("/") != self.path.rstrip("/")
+
+
+def same_filesystem(a: str, b: str) -> bool:
+    """Whether two URLs name the same filesystem (``/x``, ``file:/x`` and ``file:///x`` do)."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    return _filesystem(pa.scheme, pa.netloc) == _filesystem(pb.scheme, pb.netloc)
+
+
+def _namespace(scheme: str, netloc: str, what: str) -> tuple[str, str]:
+    """The two segments naming a source filesystem below the external base dir: its store
+    (``file``, ``hdfs``, ``s3``: ``s3a`` is the same store) and its host[:port] (``:`` spelled ``+``,
+    which HDFS accepts in names; no user or secret ever lands in a path; ``_`` when there is none)."""
+    store, authority = _filesystem(scheme, netloc)
+    host = authority.rpartition("@")[2].lower().replace(":", "+") or NO_AUTHORITY
+    if host in (".", "..") or not _AUTHORITY.match(host):
+        raise PathEscapeError(f"the authority of {what!r} cannot be a path segment", obj=what)
+    return store, host
 
 
 def _filesystem(scheme: str, netloc: str) -> tuple[str, str]:
@@ -102,7 +130,7 @@ def _filesystem(scheme: str, netloc: str) -> tuple[str, str]:
     return (same_store(scheme), netloc)
 
 
-def _check_segments(path: str, what: str, *, strict: bool = False) -> None:
+def check_segments(path: str, what: str, *, strict: bool = False) -> None:
     """Reject ``.``/``..`` segments (also percent-encoded), empty segments, NUL and backslashes.
 
     ``strict`` (for locations taken from events) also rejects a segment that decodes to a path with a
@@ -127,9 +155,14 @@ def _check_segments(path: str, what: str, *, strict: bool = False) -> None:
 class TargetPaths:
     """Derives target locations; every result is checked to lie inside its root."""
 
-    def __init__(self, warehouse_root: str, external_base_dir: str | None = None) -> None:
+    def __init__(
+        self, warehouse_root: str, external_base_dir: str | None = None, external_layout: str = "authority"
+    ) -> None:
         self.warehouse = Root.parse(warehouse_root)
         self.external = Root.parse(external_base_dir) if external_base_dir else None
+        if external_layout not in EXTERNAL_LAYOUTS:
+            raise PathEscapeError(f"external layout {external_layout!r} is not one of {EXTERNAL_LAYOUTS}")
+        self.external_layout = external_layout
 
     @property
     def roots(self) -> list[Root]:
@@ -149,23 +182,46 @@ class TargetPaths:
 
     # --- external layout ------------------------------------------------------------------
     def external_location(self, source_location: str, obj: str | None = None) -> str:
-        """``<external base dir>`` + the source location's path; the source's scheme and host are dropped."""
+        """``<external base dir>/<scheme>/<authority>`` + the source location's path (``path`` layout:
+        without the two namespace segments); a filesystem's root is refused."""
+        what = obj or source_location
         if self.external is None:
-            raise PathEscapeError(
-                "an external table needs --external-base-dir on the target", obj=obj or source_location
-            )
+            raise PathEscapeError("an external table needs --external-base-dir on the target", obj=what)
         parts = urlsplit(source_location)
         if parts.scheme and not _SCHEME.match(parts.scheme):
-            raise PathEscapeError(f"bad scheme in {source_location!r}", obj=obj or source_location)
+            raise PathEscapeError(f"bad scheme in {source_location!r}", obj=what)
         path = parts.path
         if not path.startswith("/") or parts.query or parts.fragment:
-            raise PathEscapeError(
-                f"source location {source_location!r} is not an absolute path", obj=obj or source_location
-            )
-        _check_segments(path, source_location, strict=True)
+            raise PathEscapeError(f"source location {source_location!r} is not an absolute path", obj=what)
+        check_segments(path, source_location, strict=True)
         path = path.rstrip("/")
-        result = self.external.url(self.external.path.rstrip("/") + path) if path else self.external.join()
-        return self.ensure_inside(result, obj)
+        if not path:
+            raise PathEscapeError(
+                f"source location {source_location!r} is the root of its filesystem: its target directory "
+                "would hold every other external table there",
+                obj=what,
+            )
+        base = self.external.path.rstrip("/")
+        if self.external_layout == "authority":
+            scheme, authority = _namespace(parts.scheme, parts.netloc, source_location)
+            base = f"{base}/{scheme}/{authority}"
+        result = self.external.url(base + path)
+        if not self.external.strictly_contains(result):
+            raise PathEscapeError(f"path {result!r} is not below the external base dir", obj=what)
+        return result
+
+    def external_source(self, target_dir: str) -> str:
+        """The source location an external target directory of the ``authority`` layout mirrors
+        (``external_location``'s inverse; the round trip is the caller's check)."""
+        if self.external is None or not self.external.strictly_contains(target_dir):
+            raise PathEscapeError(f"{target_dir} is not under the external base dir", obj=target_dir)
+        rel = urlsplit(target_dir).path[len(self.external.path.rstrip("/")) :].strip("/")
+        scheme, _, rest = rel.partition("/")
+        authority, _, path = rest.partition("/")
+        if not (scheme and authority and path):
+            raise PathEscapeError(f"{target_dir} is not <base>/<scheme>/<authority>/<path>", obj=target_dir)
+        netloc = "" if authority == NO_AUTHORITY else authority.replace("+", ":")
+        return f"{scheme}://{netloc}/{path}"
 
     # --- objects --------------------------------------------------------------------------
     def table_target(self, table: TableSnapshot) -> str | None:
@@ -201,7 +257,7 @@ class TargetPaths:
         if not name or name.startswith("/"):
             raise PathEscapeError(f"file name {name!r} is empty or absolute", obj=obj or name)
         try:
-            _check_segments("/" + name, name, strict=True)
+            check_segments("/" + name, name, strict=True)
         except PathEscapeError as exc:  # name the file the event carried, not just the bad part
             raise PathEscapeError(exc.cause, obj=obj or name) from exc
         if name.endswith("/"):

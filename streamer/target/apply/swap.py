@@ -3,7 +3,8 @@
 Renaming staged files into place one by one lets a reader that lists the directory in between see
 some of the new files but not all, and an INSERT OVERWRITE show old and new files together: states
 the source never had (DESIGN invariant 2). On a local filesystem the directory's next state is built
-beside it instead, in a hidden sibling (``.<name>.streamer-swap-<event id>``): hard links of the
+beside it instead, in a hidden sibling (``.<name>.streamer-swap-<event id>``; the directory is an
+object's, strictly inside a target root, so its siblings are inside that root too): hard links of the
 files that stay, plus the staged files moved in; one ``renameat2(RENAME_EXCHANGE)`` then swaps the
 two directories, so a reader lists either the old directory or the new one. The old tree, now
 under the hidden name, is renamed aside (``.<name>.streamer-old-...``) and removed only after
@@ -35,7 +36,8 @@ from fsspec.implementations.local import LocalFileSystem
 from streamer.errors import ApplyError, PathEscapeError
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
-from streamer.target.apply.files import TMP_PREFIX, CopyReport, Staged, ensure_no_symlinks
+from streamer.target.apply.files import TMP_PREFIX, CopyReport, Staged
+from streamer.target.apply.guard import check_write, inside_a_root
 from streamer.target.apply.paths import Root
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,12 @@ def publish_swapped(
     if any(os.path.commonpath([directory, f.path]) != directory for f in staged.files):
         return None  # files outside the directory (external layouts): file by file
     parent, name = os.path.split(directory)
-    ensure_no_symlinks(directory_url, roots, event_id=event_id)  # before anything is written near it
+    # before anything is written near it: the directory is an object's, strictly inside a root, so
+    # its parent (where the hidden trees are built) is inside a root too, never a root's parent
+    check_write(directory_url, directory_url, roots, event_id=event_id)
+    if roots and not inside_a_root(directory_url.rstrip("/").rsplit("/", 1)[0], roots):
+        cause = "a swap beside it would be outside the roots"
+        raise PathEscapeError(cause, event_id=event_id, obj=directory_url)
     if not os.path.isdir(parent) or not supports_exchange(parent):
         return None
     exists = os.path.isdir(directory)

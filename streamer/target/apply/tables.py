@@ -28,7 +28,7 @@ def create_table(ctx: ApplyContext, event: Event) -> None:
     current = ctx.known_table(desired.db, desired.name)  # refuses a foreign table before any copy
     if payload.files and desired.sd.location:
         source_dir = payload.table.sd.location
-        ctx.copy(event, payload.files, desired.sd.location, source_dir, desired.table_type).publish()
+        ctx.copy(event, payload.files, desired.sd.location, source_dir).publish()
     if current is None:
         # a new table has no committed write ids yet, whatever an earlier namesake left behind
         ctx.acid.update(lambda v: v.reset_table(table_key(desired.db, desired.name)))

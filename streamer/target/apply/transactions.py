@@ -70,7 +70,8 @@ def commit_txn(ctx: ApplyContext, event: Event) -> None:
                 target_dir = ctx.paths.table_location(db, name) if is_managed(table) else ""
                 target_dir = target_dir or table.sd.location or ""
                 source_dir = snap.sd.location if snap else None
-            staged.append(ctx.copy(event, write.files, target_dir, source_dir, table.table_type))
+            read_location = source_dir or (snap.sd.location if snap else None)
+            staged.append(ctx.copy(event, write.files, target_dir, source_dir, read_location))
             visible.setdefault(table_key(db, name), set()).add(write.write_id)
     except BaseException:
         for s in staged:

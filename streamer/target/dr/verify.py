@@ -26,6 +26,7 @@ from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.sources import SourceRules
 from streamer.target.dr.drift import (
     CHECKSUM,
     FILE,
@@ -67,6 +68,7 @@ class VerifySettings:
     warehouse_root: str | None = None  # needed for ACID replicas and --repair
     external_base_dir: str | None = None
     hms_auth: HmsAuth = field(default_factory=HmsAuth)
+    source_rules: SourceRules = field(default_factory=SourceRules)  # what --repair may read
     # hash the source's files that the events recorded no checksum of (where they cannot have changed)
     recompute_source: bool = True
     chunk_size: int = 1 << 20
@@ -249,7 +251,7 @@ class _Verifier:
         if not self.settings.warehouse_root:
             raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
         paths = TargetPaths(self.settings.warehouse_root, self.settings.external_base_dir)
-        copier = FileCopier(max_workers=4, roots=paths.roots)
+        copier = FileCopier(max_workers=4, roots=paths.roots, sources=self.settings.source_rules)
         done = []
         with guard():
             if self._cut(result.db) != result.event_id:
@@ -259,7 +261,8 @@ class _Verifier:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
                 # a wrong file is replaced by a rename over it: there is no instant without it
-                copier.copy_all([d.repair.ref], _fixed(d.repair.directory), event_id=result.event_id)
+                copier.copy_all([d.repair.ref], _fixed(d.repair.directory), event_id=result.event_id,
+                                source_location=d.repair.ref.uri.rsplit("/", 1)[0])  # applied: checked then
                 log.info("repaired %s (%s)", d.obj, d.kind)
                 done.append(d.obj)
         return done

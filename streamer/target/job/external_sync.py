@@ -1,9 +1,14 @@
 """Incremental directory sync of external tables' data (their files change without events).
 
 As Hive's replication does, every cycle lists each replicated external table's source directories
-(through ``source_prefix``) and copies new or changed files, deletes vanished visible ones, and
+and copies new or changed files, deletes vanished visible ones, and
 leaves hidden files alone; a missing source directory is skipped, never mirrored as empty. No
 point-in-time guarantee. Details: docs/design/consistency.md.
+
+Which source directory a target directory mirrors follows the external layout
+(``TargetPaths.external_location``): ``authority`` directories (``<base>/<scheme>/<authority>/<path>``)
+name their source filesystem themselves; ``path`` ones (``<base>/<path>``, replicas made before the
+namespacing) are read through ``source_prefix`` (``--external-source-prefix``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
 from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
-from streamer.target.apply.files import FileCopier, ensure_no_symlinks
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.guard import check_write
+from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths
 
 if TYPE_CHECKING:
@@ -59,9 +66,12 @@ def source_dir(paths: TargetPaths, target_dir: str, source_prefix: str) -> str:
         raise PathEscapeError(
             f"{target_dir} is not under the external base dir {base.join()}", obj=target_dir
         )
-    path = _path_of(target_dir)[len(base.path.rstrip("/")) :] or "/"
-    prefix = source_prefix if source_prefix.endswith("://") else source_prefix.rstrip("/")
-    source = prefix + path
+    if paths.external_layout == "authority":
+        source = paths.external_source(target_dir)
+    else:
+        path = _path_of(target_dir)[len(base.path.rstrip("/")) :] or "/"
+        prefix = source_prefix if source_prefix.endswith("://") else source_prefix.rstrip("/")
+        source = prefix + path
     mapped = paths.external_location(source, target_dir)  # PathEscapeError for '..', bad schemes
     if _path_of(mapped).rstrip("/") != _path_of(target_dir).rstrip("/"):
         raise PathEscapeError(f"{source} maps to {mapped}, not back to {target_dir}", obj=target_dir)
@@ -192,7 +202,7 @@ class ExternalSync:
             for name in todo.copy
         ]
         if refs:
-            copied = self.copier.copy_all(refs, lambda _: target_dir)
+            copied = self.copier.copy_all(refs, lambda _: target_dir, obj_dir=target_dir)
             report.copied += copied.files
             report.bytes_copied += copied.bytes_copied
         self._delete(target_dir, todo.delete)
@@ -202,8 +212,7 @@ class ExternalSync:
         fs, path = url_to_fs(target_dir)
         for name in names:
             url = target_dir.rstrip("/") + "/" + name
-            ensure_no_symlinks(url, self.paths.roots)
-            self.paths.ensure_inside(url)
+            check_write(url, target_dir, self.paths.roots)
             fs.rm_file(posixpath.join(path, name))
 
 
@@ -256,7 +265,8 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
         raise StreamerError("--external-sync-seconds needs --external-base-dir")
     from streamer.metastore.thrift_catalog import HmsCatalog
 
-    paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+    paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
+    check_external_layout(paths)
     # its own connection: the batch thread has the other
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots)

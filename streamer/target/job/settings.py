@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from streamer.metastore.transport import HmsAuth
+from streamer.target.apply.sources import SourceRules
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class TargetSettings:
     checkpoint_dir: str
     source_id: str = "source"
     external_base_dir: str | None = None
+    external_layout: str = "authority"  # or "path", as replicas made before it (streamer.target.apply.layout)
     kafka_settings: Mapping[str, str] = field(default_factory=dict)
     db_map: Mapping[str, str] = field(default_factory=dict)
     allow_existing_db: bool = False
@@ -43,3 +45,11 @@ class TargetSettings:
     executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
     spark_master: str | None = None  # else SPARK_MASTER, else local[2] (spark-submit chooses its own)
     py_files: tuple[str, ...] = ()  # zips shipped to executors (SparkContext.addPyFile), like --py-files
+    # what the target reads (streamer.target.apply.sources, docs/security.md)
+    source_prefixes: tuple[str, ...] = ()  # --source-prefix: the source's stores; () = each object's own
+    source_cmroots: tuple[str, ...] = ()  # --source-cmroot: where cmroot copies may be read
+    allow_unverified_files: bool = False  # copy data files that carry no checksum
+
+    def source_rules(self) -> SourceRules:
+        """The read rules these settings declare."""
+        return SourceRules(self.source_prefixes, self.source_cmroots, self.allow_unverified_files)

@@ -42,6 +42,7 @@ from streamer.metastore.catalog import Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
+from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import JobLock, read_record, refuse_if_failed_over
@@ -82,13 +83,14 @@ class BatchApplier:
     ) -> None:
         self.settings = settings
         self.state = TargetState(settings.state_dir)
-        paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+        paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
+        check_external_layout(paths)  # never re-points external tables of another layout
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
         self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
         write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
         self.applier = _applier(settings, catalog, paths, self.state, copier)
         self.applier.load_progress()
-        self.deserialize = EventDeserializer()
+        self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt
         # held events are always re-read from the topic: a release that cannot replay would pass them
         self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
         self._on_applied = on_applied
@@ -225,6 +227,7 @@ def _applier(
         allow_existing_db=settings.allow_existing_db,
         state=state,
         mark_readonly=settings.mark_readonly,
+        sources=settings.source_rules(),
     )
 
 
@@ -469,6 +472,7 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
         warehouse_root=settings.warehouse_root,
         external_base_dir=settings.external_base_dir,
         hms_auth=settings.hms_auth,
+        source_rules=settings.source_rules(),
     )
     return VerifyLoop(verify_settings, settings.verify_every, lock).start()
 

@@ -205,8 +205,8 @@ def test_external_table_data_converges_including_deletes(
         src.external_dir(db, "daily", {"dt": "d2"}),
     ]
 
-    def target_dir(source_dir: Path) -> Path:
-        return target_stack.external_base / str(source_dir).lstrip("/")
+    def target_dir(source_dir: Path) -> Path:  # <base>/<scheme>/<authority>/<path> (docs/features.md)
+        return target_stack.external_base / "file" / "_" / str(source_dir).lstrip("/")
 
     def converged() -> bool:
         return all(_digest(target_dir(d)) == _digest(d) for d in dirs)

@@ -34,6 +34,7 @@ from streamer.target.apply.files import TMP_PREFIX, FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
+from streamer.target.apply.sources import SourceRules
 from streamer.target.job.external_sync import ExternalSync
 from streamer.target.state.state_file import TargetState
 from tests.fixtures.s3 import S3Server
@@ -77,8 +78,9 @@ def buckets(s3_env: S3Server) -> Buckets:
 def _run(box: Buckets, tmp: Any, events: list[Event]) -> TargetState:
     state = TargetState(tmp / "state")
     paths = TargetPaths(f"s3a://{box.target}/wh", f"s3a://{box.target}/ext")
+    # the source bucket is the source's declared store (--source-prefix): what is tested here are writes
     applier = Applier(MemoryCatalog(), FileCopier(max_workers=2, roots=paths.roots), paths, b.SOURCE_ID,
-                      state=state)
+                      state=state, sources=SourceRules((f"s3a://{box.source}",)))
     run_plan(applier, plan(events, applier.load_progress(), state.halts()), state)
     return state
 
@@ -217,11 +219,11 @@ def test_external_sync_mirrors_an_s3_source_onto_an_s3_target(buckets: Buckets) 
     catalog = MemoryCatalog()
     catalog.create_database(DatabaseSnapshot("db", parameters={REPL_SOURCE_PARAM: b.SOURCE_ID}))
     location = paths.external_location(f"s3a://{source_dir}")
-    assert location == f"s3a://{buckets.target}/ext/data/ext"
+    assert location == f"s3a://{buckets.target}/ext/s3/{buckets.source}/data/ext"  # <scheme>/<bucket>
     catalog.create_table(TableSnapshot("ext", "db", "EXTERNAL_TABLE", StorageDescriptor(location=location),
                                        parameters={REPL_SOURCE_PARAM: b.SOURCE_ID}))
     sync = ExternalSync(catalog, paths, b.SOURCE_ID, source_prefix=f"s3a://{buckets.source}")
-    target_dir = f"{buckets.target}/ext/data/ext"
+    target_dir = f"{buckets.target}/ext/s3/{buckets.source}/data/ext"
 
     def mirrored() -> dict[str, bytes]:
         return {k.rsplit("/", 1)[-1]: buckets.fs.cat_file(k) for k in buckets.fs.find(target_dir)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,9 +51,9 @@ class SpyCopier(FileCopier):
         self.staged: list[Staged] = []
 
     def stage_all(
-        self, refs: Iterable[FileRef], dest_for_ref: Callable[[FileRef], str], *, event_id: int | None = None
+        self, refs: Iterable[FileRef], dest_for_ref: Callable[[FileRef], str], **kw: Any
     ) -> Staged:
-        staged = super().stage_all(refs, dest_for_ref, event_id=event_id)
+        staged = super().stage_all(refs, dest_for_ref, **kw)
         self.staged.append(staged)
         return staged
 

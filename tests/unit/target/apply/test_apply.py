@@ -220,7 +220,7 @@ def test_escaping_external_location_halts(env: Env) -> None:
 def test_external_table_files_land_under_the_base_dir(env: Env) -> None:
     ext = env.table("e", table_type="EXTERNAL_TABLE")
     env.run([b.create_db(1, "a"), b.create_table(2, ext, [env.file(ext, "f", b"1")])])
-    target = env.root / "ext" / str(env.src).lstrip("/") / "a.db/e/f"
+    target = env.root / "ext" / "file" / "_" / str(env.src).lstrip("/") / "a.db/e/f"  # <base>/<scheme>/<host>
     assert target.read_bytes() == b"1"
     assert env.catalog.get_table("a", "e").sd.location == str(target.parent)  # type: ignore[union-attr]
 
@@ -229,7 +229,7 @@ def test_cm_fallback_through_the_applier(env: Env) -> None:
     t = env.table("t")
     env.run([b.create_db(1, "a"), b.create_table(2, t)])
     ref = env.file(t, "f", b"point in time")
-    cm = env.root / "cm" / "f_chk"
+    cm = env.root / "cm" / f"f_{ref.checksum}"  # named as Hive's change manager names it
     cm.parent.mkdir()
     cm.write_bytes(b"point in time")
     (env.src / "a.db/t/f").write_bytes(b"overwritten later")

@@ -33,7 +33,21 @@ def dirs(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def _copier(dst: Path) -> FileCopier:
-    return FileCopier(max_workers=3, chunk_size=7, roots=[Root.parse(str(dst))])
+    """A copier into ``dst``, an object's directory: strictly inside the root (its parent), as every
+    directory the applier copies into is (a root itself is refused: ``test_a_root_itself_is_refused``)."""
+    return FileCopier(max_workers=3, chunk_size=7, roots=[Root.parse(str(dst.parent))])
+
+
+def test_a_root_itself_is_refused(dirs: tuple[Path, Path, Path]) -> None:
+    src, _, dst = dirs
+    ref = write_source_file(src, "f", b"data")
+    root_copier = FileCopier(roots=[Root.parse(str(dst))])
+    with pytest.raises(PathEscapeError, match="target root itself"):
+        root_copier.copy_all([ref], lambda r: str(dst), event_id=4)
+    with pytest.raises(PathEscapeError, match="not inside"):  # the object's directory holds its files
+        root_copier.copy_all([ref], lambda r: str(dst / "t"), obj_dir=str(dst / "u"), event_id=4)
+    assert _visible(dst) == {}
+    assert root_copier.copy_all([ref], lambda r: str(dst / "t"), event_id=4).files == 1
 
 
 def test_copies_and_verifies(dirs: tuple[Path, Path, Path]) -> None:

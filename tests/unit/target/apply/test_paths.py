@@ -31,10 +31,45 @@ def test_external_table_keeps_its_source_path_under_the_base_dir() -> None:
     table = TableSnapshot(
         name="t", db="d", table_type="EXTERNAL_TABLE", sd=StorageDescriptor(location="hdfs://nn:8020/data/x")
     )
-    assert PATHS.table_target(table) == "/ext/data/x"
+    assert PATHS.table_target(table) == "/ext/hdfs/nn+8020/data/x"  # <base>/<scheme>/<authority>/<path>
     part = PartitionSnapshot(values=["1"], sd=StorageDescriptor(location="s3a://bucket/else/where"))
     with_keys = TableSnapshot(**{**table.__dict__, "partition_keys": [Column("p", "int")]})
-    assert PATHS.partition_target(with_keys, part) == "/ext/else/where"
+    assert PATHS.partition_target(with_keys, part) == "/ext/s3/bucket/else/where"  # s3a and s3: one store
+    legacy = TargetPaths("/wh", "/ext", external_layout="path")  # replicas made before the namespacing
+    assert legacy.table_target(table) == "/ext/data/x"
+    assert legacy.partition_target(with_keys, part) == "/ext/else/where"
+
+
+@pytest.mark.parametrize(
+    ("location", "namespace"),
+    [
+        ("file:/data/x", "file/_"),
+        ("file:///data/x", "file/_"),
+        ("file://localhost/data/x", "file/_"),
+        ("/data/x", "file/_"),
+        ("hdfs:///data/x", "hdfs/_"),
+        ("hdfs://NN.example:8020/data/x", "hdfs/nn.example+8020"),
+        ("s3a://user:secret@bucket/data/x", "s3/bucket"),  # never a user or secret in a path
+        ("hdfs://[fe80::1]:8020/data/x", "hdfs/[fe80++1]+8020"),
+    ],
+)
+def test_external_locations_are_namespaced_by_their_filesystem(location: str, namespace: str) -> None:
+    mapped = PATHS.external_location(location)
+    assert mapped == f"/ext/{namespace}/data/x"
+    assert PATHS.external_location(PATHS.external_source(mapped)) == mapped  # the external sync's inverse
+
+
+@pytest.mark.parametrize("location", ["/", "file:///", "hdfs://nn/", "s3a://bucket/", "hdfs://nn//"])
+@pytest.mark.parametrize("layout", ["authority", "path"])
+def test_a_filesystem_root_is_no_external_location(location: str, layout: str) -> None:
+    with pytest.raises(PathEscapeError):
+        TargetPaths("/wh", "/ext", external_layout=layout).external_location(location, obj="d.t")
+
+
+def test_an_authority_that_is_no_path_segment_is_refused() -> None:
+    for location in ("hdfs://a%2F..%2Fb/x", "hdfs://..:1/x".replace(":1", ""), "hdfs://a\\b/x"):
+        with pytest.raises(PathEscapeError):
+            PATHS.external_location(location)
 
 
 def test_view_has_no_location() -> None:
@@ -44,7 +79,7 @@ def test_view_has_no_location() -> None:
 def test_urls_keep_scheme_and_authority() -> None:
     paths = TargetPaths("hdfs://nn:8020/warehouse/", "file:///ext")
     assert paths.table_location("d", "t") == "hdfs://nn:8020/warehouse/d.db/t"
-    assert paths.external_location("hdfs://other/x/y") == "file:///ext/x/y"
+    assert paths.external_location("hdfs://other/x/y") == "file:///ext/hdfs/other/x/y"
 
 
 @pytest.mark.parametrize(
@@ -152,7 +187,7 @@ S3_ROOTS = TargetPaths("s3a://replica/warehouse", "s3a://replica/external")
 def test_s3a_roots_derive_s3a_locations() -> None:
     assert S3_ROOTS.table_location("Sales", "Orders") == "s3a://replica/warehouse/sales.db/orders"
     assert (S3_ROOTS.external_location("s3a://source-bucket/data/x", "a.t")
-            == "s3a://replica/external/data/x")  # the source's bucket is dropped, as any authority
+            == "s3a://replica/external/s3/source-bucket/data/x")  # namespaced by the source's bucket
 
 
 @pytest.mark.parametrize("url", [

@@ -32,6 +32,7 @@ from streamer.events.model import (
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.target.apply.plan import Plan, Step, StepKind, _full_state_key, plan
 from streamer.target.apply.runner import run_plan
+from streamer.target.apply.sources import SourceRules
 from streamer.testing import History, Sample, SourceStateMachine, check, table_key
 from tests.unit.target import builders as b
 
@@ -145,7 +146,7 @@ def one_by_one(events: list[Event]) -> Plan:
 
 
 def final_state(root: Path, plans: list[Plan]) -> tuple[dict[str, object], dict[str, bytes], list[str]]:
-    env: Env = make_env(root)
+    env: Env = make_env(root, sources=SourceRules((SRC.as_uri(),)))  # files live outside their tables
     calls_before = 0
     for p in plans:
         calls_before = len(env.catalog.calls)

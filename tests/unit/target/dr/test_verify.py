@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamer import metrics
-from streamer.events.model import DropPartitionPayload, DropTablePayload, Event, InsertPayload
+from streamer.events.model import DropPartitionPayload, DropTablePayload, Event, FileRef, InsertPayload
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref, map_refs
 from streamer.target.apply.applier import Applier
@@ -20,6 +20,7 @@ from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
+from streamer.target.apply.sources import SourceRules
 from streamer.target.dr import drift as d
 from streamer.target.dr.verify import VerifySettings, verify
 from streamer.target.state.state_file import TargetState
@@ -68,12 +69,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return dataclasses.replace(done, events=events)
 
 
-def make_target(root: Path, run: Run) -> Target:
+def make_target(root: Path, run: Run, sources: SourceRules | None = None) -> Target:
     catalog = MemoryCatalog()
     state = TargetState(root / "state")
     (root / "wh").mkdir(parents=True)
     paths = TargetPaths(str(root / "wh"), str(root / "ext"))
-    applier = Applier(catalog, FileCopier(max_workers=2), paths, SOURCE, state=state)
+    applier = Applier(catalog, FileCopier(max_workers=2), paths, SOURCE, state=state, sources=sources)
     return Target(root, catalog, applier, state, run.events)
 
 
@@ -168,7 +169,18 @@ def test_without_source_checksums_the_source_files_are_hashed_where_they_cannot_
     and verification hashes the source's copy of files in tables unchanged since the cut-off."""
     events = [map_refs(e, lambda r: dataclasses.replace(r, checksum=None, checksum_algorithm=None))
               for e in run.events]
-    target = make_target(tmp_path, dataclasses.replace(run, events=events))
+    cmroots: set[str] = set()
+
+    def note_cmroot(ref: FileRef) -> FileRef:
+        if ref.cm_uri:
+            cmroots.add(ref.cm_uri.rsplit("/", 1)[0])
+        return ref
+
+    for e in run.events:
+        map_refs(e, note_cmroot)
+    # such a source needs --allow-unverified-files, and its cmroot declared (copies named by no checksum)
+    unverified = SourceRules(cmroots=tuple(cmroots), allow_unverified=True)
+    target = make_target(tmp_path, dataclasses.replace(run, events=events), unverified)
     target.apply(run.history.last_event_id)
     report = target.verify()
     assert report.ok, report.render()

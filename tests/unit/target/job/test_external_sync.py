@@ -40,6 +40,21 @@ def test_plan_makes_target_equal_source(source: dict[str, str], target: dict[str
 def test_source_dir_inverts_the_external_location() -> None:
     paths = TargetPaths("file:///t/wh", "file:///t/ext")
     target = paths.external_location("file:/data/sales/ext")
+    assert target == "file:///t/ext/file/_/data/sales/ext"
+    assert source_dir(paths, target, "file://") == "file:///data/sales/ext"
+    hdfs = paths.external_location("hdfs://nn:8020/data/x")
+    assert source_dir(paths, hdfs, "file://") == "hdfs://nn:8020/data/x"  # the layout names the source
+    with pytest.raises(PathEscapeError, match="not under"):
+        source_dir(paths, "file:///t/wh/db.db/x", "file://")
+    for bad in ("file:///t/ext/file/_/data/%2e%2e/x", "file:///t/ext/file/_", "file:///t/ext/data",
+                "file:///t/ext/bad scheme!/_/x", "file:///t/ext/hdfs/../x"):
+        with pytest.raises(PathEscapeError):
+            source_dir(paths, bad, "file://")
+
+
+def test_source_dir_of_the_path_layout_goes_through_the_prefix() -> None:
+    paths = TargetPaths("file:///t/wh", "file:///t/ext", external_layout="path")
+    target = paths.external_location("file:/data/sales/ext")
     assert target == "file:///t/ext/data/sales/ext"
     assert source_dir(paths, target, "file://") == "file:///data/sales/ext"
     assert source_dir(paths, "file:/t/ext/data/x", "hdfs://nn:8020") == "hdfs://nn:8020/data/x"
@@ -84,7 +99,7 @@ def test_sync_copies_changes_and_deletes_converging(tmp_path: Path, partitioned:
     (src / "b").write_bytes(b"two")
     (src / ".hidden").write_bytes(b"skip")
     sync = ExternalSync(_catalog(table_dir, partitioned, paths), paths, SRC)
-    dst = tmp_path / "ext" / str(src).lstrip("/")
+    dst = tmp_path / "ext" / "file" / "_" / str(src).lstrip("/")
 
     report = sync.sync_once()
     assert (report.dirs, report.copied, report.deleted, report.failures) == (1, 2, 0, {})
@@ -115,7 +130,7 @@ def test_missing_source_directory_is_never_mirrored_as_empty(tmp_path: Path) -> 
     table_dir.rmdir()
     report = sync.sync_once()
     assert report.missing_sources == [f"file://{table_dir}"] and report.deleted == 0
-    assert (tmp_path / "ext" / str(table_dir).lstrip("/") / "a").read_bytes() == b"one"
+    assert (tmp_path / "ext" / "file" / "_" / str(table_dir).lstrip("/") / "a").read_bytes() == b"one"
 
 
 def test_run_if_due_honours_the_interval(tmp_path: Path) -> None:

@@ -1,0 +1,151 @@
+"""What a target reads: only the source's declared stores, and only files it can verify.
+
+An event names the files to copy by URI, and nothing but these rules stops a crafted or buggy record
+from naming ``file:///etc/ssl/private/key.pem``, ``http://...`` or another table's files. The copier
+(``FileCopier.stage_all``) checks every reference of a copy with ``SourceRules.check`` before it
+opens any of them; a refusal is an ``UntrustedSourceError`` naming the file, and the event's
+database halts. The rules (docs/security.md):
+
+- a source URL names a filesystem: a scheme of ``STORE_SCHEMES`` (or one a declared prefix names),
+  an absolute path without ``.``/``..`` segments (also percent-encoded), no query, fragment or
+  fsspec chaining (``::``), and a ``file:`` URL names no host; it is not inside a target root (a
+  source never keeps its data in the replica: that would copy another object's replica);
+- a data file lies strictly below a declared ``--source-prefix``; where none is declared, strictly
+  below the location of its own object (table or partition) as the event's snapshot names it,
+  which may not be a filesystem's root;
+- its change-manager copy (``cm_uri``) lies below a declared ``--source-cmroot`` (or prefix); where
+  no cmroot is declared, it is named as Hive's change manager names a copy of this very file
+  (``<cmroot>/<name>_<checksum>``) on the file's own filesystem;
+- a data file carries a checksum, unless ``--allow-unverified-files``;
+- a function resource (Hive records no checksum for them, so none is asked for) lies below a
+  declared prefix; where none is declared, the function's own declaration is all there is.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from streamer.errors import ConfigError, PathEscapeError, UntrustedSourceError
+from streamer.events.model import FileRef
+from streamer.target.apply.paths import Root, check_segments, same_filesystem
+
+STORE_SCHEMES = frozenset(
+    {"", "file", "hdfs", "webhdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb",
+     "wasbs", "adl", "oss"}
+)
+"""Filesystems a source's tables can live on; anything else (``http``, ``ftp``, ``memory``, ``zip``,
+every other protocol fsspec has) is read only below a prefix that names it."""
+
+_Refuse = Callable[[str], UntrustedSourceError]
+
+
+def _declared(url: str, flag: str) -> Root:
+    try:
+        return Root.parse(url)
+    except PathEscapeError as exc:
+        raise ConfigError(f"{flag} {url!r}: {exc.cause}") from exc
+
+
+@dataclass(frozen=True)
+class SourceRules:
+    """The operator's declared source stores and whether unverified data files are accepted."""
+
+    prefixes: tuple[str, ...] = ()  # --source-prefix
+    cmroots: tuple[str, ...] = ()  # --source-cmroot
+    allow_unverified: bool = False  # --allow-unverified-files
+    _prefixes: tuple[Root, ...] = field(init=False, repr=False, compare=False)
+    _cmroots: tuple[Root, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefixes", tuple(_declared(p, "--source-prefix") for p in self.prefixes))
+        object.__setattr__(self, "_cmroots", tuple(_declared(c, "--source-cmroot") for c in self.cmroots))
+
+    def check(
+        self,
+        ref: FileRef,
+        location: str | None,
+        *,
+        resource: bool = False,
+        event_id: int | None = None,
+        target_roots: Sequence[Root] = (),
+    ) -> None:
+        """Refuse ``ref`` unless every rule allows reading it; ``location`` is its object's source
+        location (None when the event names none), ``resource`` marks a function's resource file."""
+
+        def refuse(cause: str) -> UntrustedSourceError:
+            return UntrustedSourceError(cause, event_id=event_id, obj=ref.uri)
+
+        for url in (ref.uri, ref.cm_uri, location):
+            if url and any(root.contains(url) for root in target_roots):
+                raise refuse(f"{url} is inside a target root, not on the source")
+        self._hygiene(ref.uri, refuse)
+        if resource:
+            if self._prefixes and not self._in(self._prefixes, ref.uri):
+                raise refuse(f"function resource {ref.uri} is below no --source-prefix ({self._named()})")
+            return
+        if not self._in(self._prefixes, ref.uri):
+            if self._prefixes:
+                raise refuse(f"{ref.uri} is below no --source-prefix ({self._named()})")
+            self._below_location(ref.uri, location, refuse)
+        if not ref.checksum and not self.allow_unverified:
+            raise refuse(
+                f"{ref.uri} has no checksum to verify its copy by; refused (--allow-unverified-files "
+                "accepts such files)"
+            )
+        if ref.cm_uri:
+            self._check_cm(ref, refuse)
+
+    # --- the rules ----------------------------------------------------------------------------
+    def _hygiene(self, url: str, refuse: _Refuse) -> None:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        declared = {r.scheme for r in (*self._prefixes, *self._cmroots)}
+        if "::" in url:
+            raise refuse(f"{url!r} chains filesystems ('::')")
+        if scheme not in STORE_SCHEMES and scheme not in declared:
+            raise refuse(f"{url!r}: {scheme}:// is not a source filesystem (declare a --source-prefix on it)")
+        if parts.query or parts.fragment or not parts.path.startswith("/"):
+            raise refuse(f"{url!r} is not an absolute path without query or fragment")
+        if scheme in ("", "file") and parts.netloc not in ("", "localhost"):
+            raise refuse(f"{url!r} names a host for a local file")
+        try:
+            check_segments(parts.path, url, strict=True)
+        except PathEscapeError as exc:
+            raise refuse(exc.cause) from exc
+
+    def _below_location(self, url: str, location: str | None, refuse: _Refuse) -> None:
+        if not location:
+            raise refuse(
+                f"the event names no location for the object of {url}, so where it may be read from is "
+                "unknown (declare --source-prefix)"
+            )
+        self._hygiene(location, refuse)
+        if urlsplit(location).path.rstrip("/") == "":
+            raise refuse(f"the object's location {location} is the root of its filesystem")
+        if not Root.parse(location).strictly_contains(url):
+            raise refuse(f"{url} is not below the location of its object, {location}")
+
+    def _check_cm(self, ref: FileRef, refuse: _Refuse) -> None:
+        cm = ref.cm_uri or ""
+        self._hygiene(cm, refuse)
+        if self._in((*self._cmroots, *self._prefixes), cm):
+            return
+        if self._cmroots:
+            raise refuse(f"cmroot copy {cm} is below no --source-cmroot ({', '.join(self.cmroots)})")
+        name = posixpath.basename(urlsplit(ref.uri).path.rstrip("/"))
+        named = posixpath.basename(urlsplit(cm).path) == f"{name}_{ref.checksum}"
+        if not (ref.checksum and named and same_filesystem(cm, ref.uri)):
+            raise refuse(
+                f"cmroot copy {cm} is not named <cmroot>/{name}_<checksum> on the file's filesystem "
+                "(declare --source-cmroot)"
+            )
+
+    @staticmethod
+    def _in(roots: tuple[Root, ...], url: str) -> bool:
+        return any(root.strictly_contains(url) for root in roots)
+
+    def _named(self) -> str:
+        return ", ".join(self.prefixes)
