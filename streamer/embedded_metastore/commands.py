@@ -48,6 +48,16 @@ def hms() -> None:
     help="Log every change in NOTIFICATION_LOG (streamer's listener, compiled with javac on first "
     "use), so `streamer source run --hms-uri` can publish this metastore.",
 )
+@click.option(
+    "--cmroot",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Turn on Hive's change management into DIR (hive.repl.cm.enabled=true, hive.repl.cmrootdir=DIR): "
+    "files of a dropped table or partition are moved there first, named by their MD5 as Hive 2.3 names "
+    "them (<cmroot>/<checksum>), and kept 24 h (hive.repl.cm.retain). Files an INSERT OVERWRITE "
+    "replaces are not kept: Hive 2.3's metastore never sees them.",
+)
 def run(
     port: int | None,
     work_dir: Path | None,
@@ -57,6 +67,7 @@ def run(
     jdbc_password: str | None,
     start_timeout: float,
     notifications: bool,
+    cmroot: Path | None,
 ) -> None:
     """Start a metastore and keep it in the foreground until Ctrl-C or SIGTERM."""
     server = EmbeddedMetastore(
@@ -68,6 +79,7 @@ def run(
         port=port,
         start_timeout=start_timeout,
         notifications=notifications,
+        cmroot=cmroot,
     )
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -81,6 +93,8 @@ def run(
             click.echo(f"log: {server.log_path}")
             if notifications:
                 click.echo("notification log: on (streamer's listener)")
+            if server.cmroot is not None:
+                click.echo(f"change management: on, cmroot {server.cmroot}")
             code = server.wait()
             click.echo(f"metastore exited with code {code}", err=True)
     except KeyboardInterrupt:

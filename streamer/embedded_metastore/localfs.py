@@ -3,7 +3,8 @@
 ``java/StreamerLocalFileSystem.java`` is Hadoop's local filesystem, checksums included, with
 permissions through ``java.nio`` instead of a ``chmod``/``ls`` subprocess each (PySpark ships no
 native Hadoop library). Without a JDK to build it the metastore runs on Hadoop's own. Measurements
-and why: docs/design/metastore.md.
+and why: docs/design/metastore.md. With ``streamer.fs.file.checksum=MD5`` (set for a cmroot, see
+``cm``) a file's ``getFileChecksum`` is the MD5 of its bytes, which Hive's change manager needs.
 """
 
 from __future__ import annotations

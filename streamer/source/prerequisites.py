@@ -1,11 +1,19 @@
 """What a source metastore must be configured with for replication to see every change.
 
-Without ``DbNotificationListener`` among its listeners the metastore writes no notification log at
+Without a notification-log listener among its listeners the metastore writes no notification log at
 all; without ``hive.metastore.dml.events`` inserts publish no event (their files never reach a
 target); without change management (``hive.repl.cm.enabled``) a file rewritten or dropped before a
 target copies it is lost, and the target halts. Over Thrift the agent can ask the metastore
-(``get_config_value``) and warn at start-up, naming the setting; reading the metastore's database
-it cannot, and says so.
+(``get_config_value``) and warn at start-up, naming the setting and what to set; reading the
+metastore's database it cannot, and says so.
+
+The names are Hive's own (``HiveConf.ConfVars`` of 2.3.10, the same on 3 and 4):
+``hive.metastore.transactional.event.listeners`` (listeners that run inside the change's metastore
+transaction; 2.3 has it too) and ``hive.metastore.event.listeners`` (after the change; Hive 2's usual
+place). A listener writes the log when its class is Hive's ``DbNotificationListener`` (any package:
+vendors relocate it), a subclass named after it (``...DbNotificationListener``, the convention for
+extending it), or streamer's own (``streamer hms run --notifications``). HCatalog's
+``NotificationListener`` sends JMS messages and writes no log: it does not count.
 
 ``prerequisite_warnings`` judges the values (pure); ``check_prerequisites`` reads and logs them.
 """
@@ -17,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
-TRANSACTIONAL_LISTENERS = "hive.metastore.transactional.listeners"
+TRANSACTIONAL_LISTENERS = "hive.metastore.transactional.event.listeners"
 EVENT_LISTENERS = "hive.metastore.event.listeners"
 DML_EVENTS = "hive.metastore.dml.events"
 CM_ENABLED = "hive.repl.cm.enabled"
@@ -25,10 +33,18 @@ CM_ROOT = "hive.repl.cmrootdir"
 SETTINGS: tuple[str, ...] = (TRANSACTIONAL_LISTENERS, EVENT_LISTENERS, DML_EVENTS, CM_ENABLED, CM_ROOT)
 LISTENER = "DbNotificationListener"
 LISTENER_CLASS = "org.apache.hive.hcatalog.listener.DbNotificationListener"
+# streamer's listener for the embedded metastore (streamer/embedded_metastore/java, Java package streamer.hms)
+STREAMER_LISTENER_CLASS = "streamer.hms.StreamerNotificationListener"
+
+
+def logs_notifications(class_name: str) -> bool:
+    """Whether a listener class writes ``NOTIFICATION_LOG``: Hive's, one named after it, or streamer's."""
+    name = class_name.strip()
+    return name == STREAMER_LISTENER_CLASS or name.rsplit(".", 1)[-1].endswith(LISTENER)
 
 
 def _has_listener(value: str | None) -> bool:
-    return any(name.strip().rsplit(".", 1)[-1] == LISTENER for name in (value or "").split(","))
+    return any(logs_notifications(name) for name in (value or "").split(","))
 
 
 def _true(value: str | None) -> bool:
@@ -51,10 +67,11 @@ def prerequisite_warnings(
     listeners_known = TRANSACTIONAL_LISTENERS not in unreadable or EVENT_LISTENERS not in unreadable
     if listeners_known and not any(_has_listener(v) for v in listeners):
         warnings.append(
-            f"{TRANSACTIONAL_LISTENERS} (or {EVENT_LISTENERS}) does not include {LISTENER_CLASS}: the "
-            f"metastore writes no notification log, so nothing will be replicated "
-            f"({TRANSACTIONAL_LISTENERS}={values.get(TRANSACTIONAL_LISTENERS, '')!r}, "
-            f"{EVENT_LISTENERS}={values.get(EVENT_LISTENERS, '')!r})"
+            f"{TRANSACTIONAL_LISTENERS}={values.get(TRANSACTIONAL_LISTENERS, '')!r} and "
+            f"{EVENT_LISTENERS}={values.get(EVENT_LISTENERS, '')!r} name no listener that writes the "
+            f"notification log, so nothing will be replicated: add {LISTENER_CLASS} to "
+            f"{TRANSACTIONAL_LISTENERS} (comma-separated, after any listeners already there; jar "
+            f"hive-hcatalog-server-extensions) in the metastore's hive-site.xml and restart it"
         )
     if DML_EVENTS not in unreadable and not _true(values.get(DML_EVENTS)):
         warnings.append(f"{DML_EVENTS} is {values.get(DML_EVENTS)!r}, not 'true': inserts into existing "
@@ -103,6 +120,6 @@ def cannot_check(notification_db: str) -> None:
     scheme = notification_db.split("://", 1)[0].lower() if "://" in notification_db else ""
     if scheme in ("", "sqlite", "file"):
         return
-    log.info("source prerequisites (%s with %s, %s=true, %s=true) cannot be checked when reading the "
-             "metastore's database; make sure they are set (or use --hms-uri, which checks them)",
+    log.info("source prerequisites (%s including %s, %s=true, %s=true) cannot be checked when reading "
+             "the metastore's database; make sure they are set (or use --hms-uri, which checks them)",
              TRANSACTIONAL_LISTENERS, LISTENER_CLASS, DML_EVENTS, CM_ENABLED)

@@ -1,18 +1,25 @@
 package streamer.hms;
 
+import java.io.DataInput;
+import java.io.DataOutput;
 import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
 
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileChecksum;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
@@ -28,6 +35,10 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * than the metastore call itself (and a production metastore, with the native library or on
  * HDFS, never pays them). Permissions go through {@code java.nio} here instead; everything else,
  * checksums included, is Hadoop's. The sticky bit is not set ({@code java.nio} has no call for it).
+ *
+ * <p>With {@code streamer.fs.file.checksum=MD5} a file's {@code getFileChecksum} is the MD5 of its
+ * bytes (Hadoop's local filesystem has none): Hive's change manager names each file it keeps in
+ * cmroot by that checksum and fails on a file without one.
  */
 public class StreamerLocalFileSystem extends LocalFileSystem {
 
@@ -37,6 +48,9 @@ public class StreamerLocalFileSystem extends LocalFileSystem {
 
   /** The raw (checksum-less) part, which the checksummed {@link LocalFileSystem} wraps. */
   public static class Raw extends RawLocalFileSystem {
+
+    /** Configuration key; {@code MD5} turns on {@link #getFileChecksum(Path, long)}. */
+    public static final String CHECKSUM_KEY = "streamer.fs.file.checksum";
 
     private static final PosixFilePermission[] BITS = {
       PosixFilePermission.OTHERS_EXECUTE, PosixFilePermission.OTHERS_WRITE,
@@ -107,6 +121,33 @@ public class StreamerLocalFileSystem extends LocalFileSystem {
       return out.toArray(new FileStatus[0]);
     }
 
+    @Override
+    public FileChecksum getFileChecksum(Path f, long length) throws IOException {
+      Configuration conf = getConf();
+      File file = pathToFile(f);
+      if (conf == null || !"MD5".equalsIgnoreCase(conf.getTrimmed(CHECKSUM_KEY, "")) || file.isDirectory()) {
+        return super.getFileChecksum(f, length);
+      }
+      MessageDigest md5;
+      try {
+        md5 = MessageDigest.getInstance("MD5");
+      } catch (NoSuchAlgorithmException e) {
+        throw new IOException(e);
+      }
+      byte[] buffer = new byte[64 * 1024];
+      long left = length;
+      try (InputStream in = Files.newInputStream(file.toPath())) {
+        int n;
+        while (left > 0 && (n = in.read(buffer, 0, (int) Math.min(buffer.length, left))) > 0) {
+          md5.update(buffer, 0, n);
+          left -= n;
+        }
+      } catch (NoSuchFileException e) {
+        throw new FileNotFoundException("File " + f + " does not exist");
+      }
+      return new Md5Checksum(md5.digest());
+    }
+
     private FileStatus status(Path f, File file, boolean follow) throws IOException {
       PosixFileAttributes attributes;
       try {
@@ -128,6 +169,45 @@ public class StreamerLocalFileSystem extends LocalFileSystem {
           attributes.owner().getName(),
           attributes.group().getName(),
           f.makeQualified(getUri(), getWorkingDirectory()));
+    }
+  }
+
+  /** The MD5 of a file's bytes, as {@code FileChecksum} (hex of {@link #getBytes()}: md5sum's value). */
+  public static class Md5Checksum extends FileChecksum {
+    private byte[] digest;
+
+    public Md5Checksum() {
+      this(new byte[16]);
+    }
+
+    public Md5Checksum(byte[] digest) {
+      this.digest = digest;
+    }
+
+    @Override
+    public String getAlgorithmName() {
+      return "MD5";
+    }
+
+    @Override
+    public int getLength() {
+      return digest.length;
+    }
+
+    @Override
+    public byte[] getBytes() {
+      return digest.clone();
+    }
+
+    @Override
+    public void write(DataOutput out) throws IOException {
+      out.write(digest);
+    }
+
+    @Override
+    public void readFields(DataInput in) throws IOException {
+      digest = new byte[16];
+      in.readFully(digest);
     }
   }
 }

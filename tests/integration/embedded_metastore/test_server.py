@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from streamer.embedded_metastore import cm
 from streamer.embedded_metastore.commands import hms as hms_group
-from streamer.embedded_metastore.errors import MetastoreStartError
+from streamer.embedded_metastore.errors import MetastoreError, MetastoreStartError
+from streamer.embedded_metastore.launch import ServerOptions, server_properties
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.embedded_metastore.site import MetastoreSettings, derby_url, render_site_xml, site_properties
 from streamer.events.model import Column, DatabaseSnapshot, PartitionSnapshot, TableSnapshot
@@ -83,5 +85,27 @@ def test_postgres_backed_metastore_starts_and_answers(hms_postgres: EmbeddedMeta
 def test_cli_run_help_lists_the_options() -> None:
     result = CliRunner().invoke(hms_group, ["run", "--help"])
     assert result.exit_code == 0
-    for option in ("--port", "--warehouse-dir", "--jdbc-url", "--work-dir"):
+    for option in ("--port", "--warehouse-dir", "--jdbc-url", "--work-dir", "--notifications", "--cmroot"):
         assert option in result.output
+    assert "hive.repl.cm.enabled" in result.output and "INSERT OVERWRITE" in result.output
+
+
+def test_a_cmroot_turns_on_hives_change_management_with_checksums(tmp_path: Path) -> None:
+    settings = MetastoreSettings(warehouse_dir=tmp_path / "wh", jdbc_url=derby_url(tmp_path))
+    props = server_properties(ServerOptions(settings, cmroot=tmp_path / "cm"), local_fs=True)
+    assert props["hive.repl.cm.enabled"] == "true"
+    assert props["hive.repl.cmrootdir"] == f"file://{tmp_path / 'cm'}"
+    assert props[cm.CHECKSUM_KEY] == "MD5"  # Hive's change manager fails on a file without a checksum
+    assert props["fs.file.impl"] == "streamer.hms.StreamerLocalFileSystem"
+    plain = server_properties(ServerOptions(settings), local_fs=True)
+    assert not {"hive.repl.cm.enabled", "hive.repl.cmrootdir", cm.CHECKSUM_KEY} & set(plain)
+    overridden = ServerOptions(settings, cmroot=tmp_path / "cm", site_overrides={"hive.repl.cm.retain": "1h"})
+    assert server_properties(overridden, local_fs=True)["hive.repl.cm.retain"] == "1h"
+
+
+def test_a_cmroot_without_streamers_local_filesystem_is_refused(tmp_path: Path) -> None:
+    server = EmbeddedMetastore(work_dir=tmp_path, cmroot=tmp_path / "cm", streamer_local_fs=False)
+    with pytest.raises(MetastoreError, match="checksum"):
+        server.start()
+    assert not server.running
+    assert server.cmroot == (tmp_path / "cm").resolve()

@@ -1,7 +1,9 @@
 """The agent's start-up check against real metastores (Hive 2.3 from PySpark's jars), over Thrift.
 
-PySpark ships no hcatalog, so no embedded metastore can load DbNotificationListener: its warning is
-always expected here; the other settings are read as the server has them.
+PySpark ships no hcatalog, so no embedded metastore can load DbNotificationListener; one started
+with ``notifications=True`` logs through streamer's listener under Hive's
+``hive.metastore.transactional.event.listeners``, and the check knows it. The other settings are
+read as the server has them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from streamer.source.prerequisites import (
     CM_ROOT,
     DML_EVENTS,
     LISTENER_CLASS,
+    STREAMER_LISTENER_CLASS,
     TRANSACTIONAL_LISTENERS,
     check_prerequisites,
 )
@@ -67,6 +70,19 @@ def test_settings_that_are_on_are_not_warned_about(
     assert f"differs from the metastore's {CM_ROOT}={cmroot.as_uri()}" in other_root
 
 
+def test_a_metastore_with_streamers_listener_and_a_cmroot_is_ready(hms_cm: EmbeddedMetastore) -> None:
+    """``streamer hms run --notifications --cmroot DIR``: every prerequisite met, nothing to warn about."""
+    reader = ThriftNotificationReader(hms_cm.uri)
+    try:
+        assert reader.config_value(TRANSACTIONAL_LISTENERS, "") == STREAMER_LISTENER_CLASS
+    finally:
+        reader.close()
+    assert hms_cm.cmroot is not None
+    assert _check(hms_cm.uri, cmroot=f"file://{hms_cm.cmroot}") == []
+    (other_root,) = _check(hms_cm.uri, cmroot="hdfs://elsewhere/cm")
+    assert other_root.startswith("--cmroot hdfs://elsewhere/cm differs")
+
+
 @pytest.mark.parametrize("command", [["source", "run", "--once"], ["bootstrap", "--policy", "no_such_db"]])
 def test_the_agent_and_bootstrap_warn_at_start_up(
     hms: EmbeddedMetastore, broker: EmbeddedBroker, command: list[str]
@@ -79,3 +95,4 @@ def test_the_agent_and_bootstrap_warn_at_start_up(
     assert result.returncode == 0, result.stderr[-3000:]
     for setting in (TRANSACTIONAL_LISTENERS, DML_EVENTS, CM_ENABLED):
         assert f"source prerequisite: {setting}" in result.stderr
+    assert f"add {LISTENER_CLASS} to {TRANSACTIONAL_LISTENERS}" in result.stderr  # what to set

@@ -12,6 +12,7 @@ from streamer.source.prerequisites import (
     DML_EVENTS,
     EVENT_LISTENERS,
     LISTENER_CLASS,
+    STREAMER_LISTENER_CLASS,
     TRANSACTIONAL_LISTENERS,
     cannot_check,
     check_prerequisites,
@@ -107,3 +108,60 @@ def test_reading_a_metastore_database_says_the_settings_are_unchecked(
         cannot_check("postgresql://hive@db/metastore")
     (record,) = caplog.records
     assert "cannot be checked" in record.getMessage() and DML_EVENTS in record.getMessage()
+
+
+# --- which listeners write the notification log (issue 25, item 3) ------------------------------
+
+
+def test_the_listener_keys_are_hives_own_names() -> None:
+    """HiveConf 2.3.10 (and 3/4) name them so; ``hive.metastore.transactional.listeners`` is no setting."""
+    assert TRANSACTIONAL_LISTENERS == "hive.metastore.transactional.event.listeners"
+    assert EVENT_LISTENERS == "hive.metastore.event.listeners"
+    assert DML_EVENTS == "hive.metastore.dml.events"
+
+
+@pytest.mark.parametrize(
+    "listeners",
+    [
+        LISTENER_CLASS,
+        STREAMER_LISTENER_CLASS,  # `streamer hms run --notifications`
+        f"com.example.Audit,{STREAMER_LISTENER_CLASS}",
+        "com.example.hive.AuditingDbNotificationListener",  # a subclass named after its base
+        f" {LISTENER_CLASS} ",
+    ],
+)
+@pytest.mark.parametrize("key", [TRANSACTIONAL_LISTENERS, EVENT_LISTENERS])
+def test_a_metastore_that_logs_is_not_warned_about(key: str, listeners: str) -> None:
+    values = {**GOOD, TRANSACTIONAL_LISTENERS: "", EVENT_LISTENERS: "", key: listeners}
+    assert prerequisite_warnings(values) == []
+
+
+@pytest.mark.parametrize(
+    "listeners",
+    [
+        "",
+        "org.apache.hive.hcatalog.listener.NotificationListener",  # HCatalog's JMS one: no log
+        "com.example.DbNotificationListenerX",
+        "streamer.hms.StreamerNotificationListenerX",
+    ],
+)
+def test_a_metastore_without_a_logging_listener_is_told_what_to_set(listeners: str) -> None:
+    values = {**GOOD, TRANSACTIONAL_LISTENERS: listeners, EVENT_LISTENERS: ""}
+    (warning,) = prerequisite_warnings(values)
+    assert warning.startswith(TRANSACTIONAL_LISTENERS)
+    assert f"add {LISTENER_CLASS} to {TRANSACTIONAL_LISTENERS}" in warning
+    assert "hive-site.xml" in warning and "nothing will be replicated" in warning
+    assert repr(listeners) in warning  # what the metastore has now
+
+
+def test_the_listener_keys_are_the_ones_asked_for() -> None:
+    asked: list[str] = []
+
+    def get(name: str, default: str) -> str:
+        asked.append(name)
+        return {TRANSACTIONAL_LISTENERS: STREAMER_LISTENER_CLASS, EVENT_LISTENERS: "", DML_EVENTS: "true",
+                CM_ENABLED: "true", CM_ROOT: "file:/cm"}.get(name, "")
+
+    assert check_prerequisites(get) == []
+    assert "hive.metastore.transactional.event.listeners" in asked
+    assert "hive.metastore.transactional.listeners" not in asked
