@@ -57,8 +57,8 @@ def test_large_copy_is_staged_by_tasks_and_published_by_the_driver(
 def test_small_copy_stays_on_the_driver(spark: SparkSession, tmp_path: Path) -> None:
     refs = _files(tmp_path / "src", 3)
     copier = _copier(spark, tmp_path / "dst", min_bytes=1 << 30, min_files=10)
-    copier.stage_all(refs, lambda _: str(tmp_path / "dst"), event_id=1).publish()
-    assert copier.last_run == [] and len(list((tmp_path / "dst").iterdir())) == 3
+    copier.stage_all(refs, lambda _: str(tmp_path / "dst" / "t"), event_id=1).publish()
+    assert copier.last_run == [] and len(list((tmp_path / "dst" / "t").iterdir())) == 3
 
 
 def test_tasks_fall_back_to_cmroot_and_a_mismatch_halts_with_nothing_left(
