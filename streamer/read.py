@@ -370,7 +370,7 @@ def read_marks(catalog: Catalog, dbs: Iterable[str], watermark_db: str | None = 
     return Marks(watermark, marks)
 
 
-class _Raced(Exception):
+class _Raced(StreamerError):
     """The metastore changed between two calls of one resolution: read again."""
 
 

@@ -19,7 +19,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TException
 from thrift.transport import TTransport
 
-from streamer.errors import ApplyError, ConfigError
+from streamer.errors import ApplyError, ConfigError, StreamerError
 from streamer.metastore.transport import HmsAuth, open_transport
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class CatalogUnavailableError(CatalogError):
     """The metastore could not be reached, even after reconnecting once."""
 
 
-class ObjectMissing(Exception):
+class ObjectMissing(StreamerError):
     """Internal: the metastore said the object does not exist."""
 
     def __init__(self, obj: str) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from streamer.errors import StreamerError
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.target.state.state_file import TargetState
@@ -35,7 +36,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class CampaignError(AssertionError):
+class CampaignError(StreamerError, AssertionError):
     """The campaign could not finish (a process halted or died, or the target never caught up)."""
 
 

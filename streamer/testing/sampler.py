@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
+from streamer.errors import StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.hive.files import is_hidden
 from streamer.metastore.catalog import LAST_ID_PARAM, Catalog
@@ -32,7 +33,7 @@ from streamer.testing.checker import Sample
 log = logging.getLogger(__name__)
 
 
-class Raced(Exception):
+class Raced(StreamerError):
     """A read saw two states of one object (changed between two catalog calls): discard the sample."""
 
 

@@ -197,3 +197,24 @@ def test_no_file_is_over_the_house_limit() -> None:
 def test_no_function_or_class_is_over_the_house_limit() -> None:
     long = {where: lines for where, lines in _bodies() if lines > MAX_BODY_LINES}
     assert long == {}
+
+
+def test_every_exception_class_derives_from_the_root() -> None:
+    """Errors streamer raises, signals it catches itself included, are ``StreamerError``s."""
+    import importlib
+    import inspect
+
+    from streamer.errors import StreamerError
+
+    strays = []
+    for name in _modules():
+        module = importlib.import_module(name)
+        for obj in vars(module).values():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == name
+                and not issubclass(obj, StreamerError)
+            ):
+                strays.append(f"{name}.{obj.__name__}")
+    assert strays == []
