@@ -60,8 +60,8 @@ def test_hdfs_checksummed_files_apply_and_a_wrong_one_halts(
     catalog = HmsCatalog(hms.uri)
     try:
         copier = FileCopier(max_workers=2, chunk_size=1000)
-        paths = TargetPaths(str(wh), str(tmp_path / "ext"))  # the source lies outside every target root
-        applier = Applier(catalog, copier, paths, b.SOURCE_ID, state=state)
+        target = TargetPaths(str(wh), str(tmp_path / "ext"))  # the source lies outside every target root
+        applier = Applier(catalog, copier, target, b.SOURCE_ID, state=state)
 
         def run(events: list[b.Event]) -> list[int]:
             return run_plan(applier, plan(events, applier.load_progress(), state.halts()), state).applied
