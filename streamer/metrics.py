@@ -152,6 +152,12 @@ TARGET_EXECUTOR_FILES_COPIED = Counter(
     "Files staged by Spark executor tasks (large copies, streamer.target.job.executor_copy)",
     registry=REGISTRY,
 )
+TARGET_TABLES_SYNCED_BY_STATE = Gauge(
+    "streamer_target_tables_synced_by_state",
+    "Tables replicated by syncing their directories, not by events (their writers log no INSERT: "
+    "Spark datasource tables, Hive tables Spark writes with conversion on), per database",
+    ["db"], registry=REGISTRY,
+)
 
 # --- verification (streamer verify, streamer target run --verify-every) ---
 VERIFY_DRIFT_OBJECTS = Gauge(
@@ -166,6 +172,12 @@ VERIFY_LAST_RUN = Gauge(
 VERIFY_SECONDS = Histogram(
     "streamer_verify_duration_seconds", "Duration of one verification of every replicated database",
     buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+)
+VERIFY_SOURCE_DRIFT_OBJECTS = Gauge(
+    "streamer_verify_source_drift_objects",
+    "Objects of the replica that differ from the live source's storage and metastore (objects the "
+    "source changed since the replica's position are not counted), at the last check against the source",
+    ["db", "kind"], registry=REGISTRY,
 )
 VERIFY_FAILURES = Counter(
     "streamer_verify_failures_total",
