@@ -132,20 +132,46 @@ _show_envvars(cli)  # the group's own options (subcommands get theirs when loade
 
 
 def main(argv: list[str] | None = None) -> Any:
+    """Run the CLI; every error line it prints has its secrets masked (``streamer.logs.mask_secrets``)."""
+    from streamer.logs import mask_secrets
+
     try:
         return cli.main(args=argv, prog_name="streamer", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        masked = mask_secrets(exc.message)
+        if masked != exc.message:  # click's message is final: show a copy with the same usage context
+            exc = _with_message(exc, masked)
         exc.show()
         sys.exit(exc.exit_code)
     except ConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {mask_secrets(str(exc))}", err=True)
         sys.exit(2)
     except StreamerError as exc:
         logging.getLogger("streamer").debug("failed", exc_info=True)
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {mask_secrets(str(exc))}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a failure streamer did not foresee: its traceback, masked, through logging
+        _unforeseen(exc)
+        sys.exit(1)
+
+
+def _with_message(exc: click.ClickException, message: str) -> click.ClickException:
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError):
+        return click.UsageError(message, ctx)
+    return click.ClickException(message)
+
+
+def _unforeseen(exc: Exception) -> None:
+    from streamer.logs import configure_logging, mask_secrets
+
+    root = logging.getLogger()
+    if not root.handlers:  # failed before the group's callback set logging up
+        configure_logging()
+    logging.getLogger("streamer").error("unexpected failure", exc_info=exc)
+    click.echo(f"error: {type(exc).__name__}: {mask_secrets(str(exc))}", err=True)

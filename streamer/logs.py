@@ -1,37 +1,110 @@
-"""Logging set-up, done once in the CLI entry point; library modules only use module loggers."""
+"""Logging set-up, done once in the CLI entry point; library modules only use module loggers.
+
+Every line the handler writes is masked (``mask_secrets``: URL passwords, ``key=secret`` pairs) and,
+in the text format, has its control characters escaped, so that a name taken from a source (a
+database called ``"x\\n2026-01-01 ERROR ..."``) cannot forge log lines.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import re
 import sys
 from datetime import UTC, datetime
+from types import TracebackType
 
 from streamer.errors import ConfigError
 
+MASK = "***"
+
+# scheme://user:password@host: the password (up to the last "@" before a "/" or a blank)
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)[^\s/]*(?P<tail>@)")
+# a key that names a secret: sasl.password, ssl.key.password, aws_secret_access_key, api-key, token ...
+_SECRET_KEY = r"[\w.\-]*(?:passw(?:or)?d|pwd|secret|token|credential|api[_.\-]?key|access[_.\-]?key)[\w.\-]*"
+# key=value (value quoted, or up to a blank, comma, semicolon or ampersand); 'key': 'value' (a repr)
+_SECRET_PAIR = re.compile(
+    rf"""(?P<head>(?<![\w.\-])(?P<q>['"]?){_SECRET_KEY}(?P=q)\s*(?:=|(?<=['"]):)\s*)"""
+    r"""(?P<value>"[^"]*"|'[^']*'|[^\s,;&'")}\]]+)""",
+    re.IGNORECASE,
+)
+# a JAAS configuration holds credentials in its own syntax: masked whole, up to its closing ";"
+_JAAS = re.compile(r"""(?P<head>(?P<q>['"]?)sasl\.jaas\.config(?P=q)\s*(?:=|:)\s*)(?P<value>[^;\n]*;?)""",
+                   re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with URL passwords, JAAS configurations and values of secret-looking keys replaced
+    by ``***`` (errors and log lines often quote a setting or URL as given)."""
+    text = _JAAS.sub(lambda m: m.group("head") + _quoted_mask(m.group("value")), text)
+    text = _URL_PASSWORD.sub(_url_mask, text)
+    return _SECRET_PAIR.sub(lambda m: m.group("head") + _quoted_mask(m.group("value")), text)
+
+
+def _url_mask(match: re.Match[str]) -> str:
+    password = match.group()[len(match.group("head")) : -1]
+    shown = password if password in ("password", MASK) else MASK  # a placeholder in help text stays
+    return match.group("head") + shown + match.group("tail")
+
+
+def _quoted_mask(value: str) -> str:
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
+    return f"{quote}{MASK}{quote}"
+
+
+def escape_controls(text: str) -> str:
+    """Control characters as escapes (``\\n``, ``\\x1b``): one record stays one line."""
+    return _CONTROL.sub(_escape_one, text)
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
+        f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    )
+
+
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message``, the message masked and on one line (a traceback follows,
+    masked, on its own lines)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(mask_secrets(record.message))
+        return super().formatMessage(record)
+
+    def formatException(self, ei: _ExcInfo) -> str:
+        return mask_secrets(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return mask_secrets(super().formatStack(stack_info))
+
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line, for log shippers."""
+    """One JSON object per line, for log shippers; secrets masked (json escapes control characters)."""
 
     def format(self, record: logging.LogRecord) -> str:
         obj = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": mask_secrets(record.getMessage()),
         }
         if record.exc_info:
-            obj["exc"] = self.formatException(record.exc_info)
+            obj["exc"] = mask_secrets(self.formatException(record.exc_info))
         return json.dumps(obj)
 
 
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,7 +1,9 @@
-"""Every Prometheus metric streamer exports, defined once.
+"""Every Prometheus metric streamer exports, defined once, in the registry of the role that exports it.
 
 Names follow Prometheus rules (``_total``, ``_seconds``, ``_bytes``); labels are bounded: database
-and event type, never table names or ids.
+and event type, never table names or ids. A ``db`` label is always a *target* database name (the
+name under ``--db-map``); events that belong to no database (transactions) have no per-database
+series. ``forget_database`` removes a dropped database's series.
 """
 
 from __future__ import annotations
@@ -11,178 +13,210 @@ import hmac
 import logging
 import ssl
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
 
 from streamer.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+
+
+class Role(StrEnum):
+    """Which process serves ``/metrics``: each exports its own families only (an agent shows no
+    ``streamer_target_*`` zeros a dashboard without a job filter would mix in)."""
+
+    SOURCE = "source"  # streamer source run: streamer_source_*
+    TARGET = "target"  # streamer target run: streamer_target_* and streamer_verify_*
+
+
+REGISTRIES: dict[Role, CollectorRegistry] = {role: CollectorRegistry(auto_describe=True) for role in Role}
+SOURCE_REGISTRY = REGISTRIES[Role.SOURCE]
+TARGET_REGISTRY = REGISTRIES[Role.TARGET]
+
+
+class _Union:
+    """Every role's families, for code and tests that read a value whatever the role (``REGISTRY``)."""
+
+    def __init__(self, *registries: CollectorRegistry) -> None:
+        self._registries = registries
+
+    def collect(self) -> Iterator[Metric]:
+        for registry in self._registries:
+            yield from registry.collect()
+
+
 REGISTRY = CollectorRegistry(auto_describe=True)
+REGISTRY.register(_Union(*REGISTRIES.values()))
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 # --- source agent ---
 SOURCE_LAST_EVENT_ID = Gauge(
     "streamer_source_last_event_id", "Last source event id published (or passed) by the agent",
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_HEAD_EVENT_ID = Gauge(
-    "streamer_source_head_event_id", "Newest event id in the source notification log", registry=REGISTRY
+    "streamer_source_head_event_id", "Newest event id in the source notification log",
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_LAG_EVENTS = Gauge(
-    "streamer_source_lag_events", "Source head event id minus last published id", registry=REGISTRY
+    "streamer_source_lag_events", "Source head event id minus last published id", registry=SOURCE_REGISTRY
 )
 SOURCE_GAP = Gauge(
-    "streamer_source_gap", "1 while the agent is halted on a notification-log gap", registry=REGISTRY
+    "streamer_source_gap", "1 while the agent is halted on a notification-log gap", registry=SOURCE_REGISTRY
 )
 SOURCE_EVENTS_PUBLISHED = Counter(
     "streamer_source_events_published_total", "Events published to Kafka", ["event_type"],
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_EVENTS_FILTERED = Counter(
     "streamer_source_events_filtered_total", "Events passed over by the replication policy",
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_EVENTS_SKIPPED = Counter(
     "streamer_source_events_skipped_total",
     "Source events of an unknown type that name no database: not published (logged with their id and "
     "type; the type is not a label because the source chooses it)",
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_EVENTS_OTHER_CATALOG = Counter(
     "streamer_source_events_other_catalog_total",
     "Events of another metastore catalog than --catalog: passed over (also counted as filtered)",
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_PUBLISH_SECONDS = Histogram(
     "streamer_source_publish_seconds", "Time to publish and commit one batch", buckets=_LATENCY_BUCKETS,
-    registry=REGISTRY,
+    registry=SOURCE_REGISTRY,
 )
 SOURCE_ERRORS = Counter(
-    "streamer_source_errors_total", "Errors seen by the agent, by kind", ["kind"], registry=REGISTRY
+    "streamer_source_errors_total", "Errors seen by the agent, by kind", ["kind"], registry=SOURCE_REGISTRY
 )
 
 # --- target job ---
 TARGET_LAST_APPLIED = Gauge(
     "streamer_target_last_applied_event_id", "Last source event id applied, per database", ["db"],
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_WATERMARK = Gauge(
     "streamer_target_watermark_event_id",
     "Source event id up to which every replicated database is consistent (pinned by a halt)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_DB_WATERMARK = Gauge(
     "streamer_target_db_watermark_event_id",
     "Source event id up to which a target database is consistent (its repl.last.id, or newer when quiet)",
-    ["db"], registry=REGISTRY,
+    ["db"], registry=TARGET_REGISTRY,
 )
 TARGET_WATERMARK_FAILURES = Counter(
     "streamer_target_watermark_write_failures_total",
     "Watermark records the target metastore failed to store (the next micro-batch writes again)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_SOURCE_HEAD = Gauge(
     "streamer_target_source_head_event_id", "Newest source event id the target has heard of",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_LAG_EVENTS = Gauge(
-    "streamer_target_lag_events", "Source head event id minus the last applied id", registry=REGISTRY
+    "streamer_target_lag_events", "Source head event id minus the last applied id", registry=TARGET_REGISTRY
 )
 TARGET_LAG_SECONDS = Histogram(
     "streamer_target_lag_seconds", "Source event time to applied on the target",
-    buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+    buckets=_LATENCY_BUCKETS, registry=TARGET_REGISTRY,
 )
 TARGET_EVENTS_APPLIED = Counter(
-    "streamer_target_events_applied_total", "Events applied", ["event_type"], registry=REGISTRY
+    "streamer_target_events_applied_total", "Events applied", ["event_type"], registry=TARGET_REGISTRY
 )
 TARGET_EVENTS_COALESCED = Counter(
     "streamer_target_events_coalesced_total",
     "Events not executed because a later event of the same object in the batch carried its full state",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_BYTES_COPIED = Counter(
-    "streamer_target_bytes_copied_total", "Bytes of data files copied", registry=REGISTRY
+    "streamer_target_bytes_copied_total", "Bytes of data files copied", registry=TARGET_REGISTRY
 )
 TARGET_FILES_UNVERIFIED = Counter(
     "streamer_target_files_unverified_total", "Files copied without a checksum to verify",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_CM_FALLBACKS = Counter(
     "streamer_target_cm_fallbacks_total", "Files copied from cmroot because the source changed",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_NONATOMIC_PUBLISHES = Counter(
     "streamer_target_nonatomic_publishes_total",
     "INSERTs published file by file into a listed directory (readers may see part of one)",
-    ["db"], registry=REGISTRY,
+    ["db"], registry=TARGET_REGISTRY,
 )
 TARGET_HALTED = Gauge(
-    "streamer_target_halted", "1 while a database is halted on an event", ["db"], registry=REGISTRY
+    "streamer_target_halted", "1 while a database is halted on an event", ["db"], registry=TARGET_REGISTRY
 )
 TARGET_DATA_LOSS = Gauge(
     "streamer_target_data_loss",
     "1 once the job found records missing from the topic (event chain broken, offsets purged)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_BATCH_SECONDS = Histogram(
     "streamer_target_batch_seconds", "Duration of one micro-batch apply", buckets=_LATENCY_BUCKETS,
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_TXNS_COMMITTED = Counter(
-    "streamer_target_txns_committed_total", "ACID transactions made visible", registry=REGISTRY
+    "streamer_target_txns_committed_total", "ACID transactions made visible", registry=TARGET_REGISTRY
 )
 TARGET_TXNS_ABORTED = Counter(
-    "streamer_target_txns_aborted_total", "ACID transactions dropped on abort", registry=REGISTRY
+    "streamer_target_txns_aborted_total", "ACID transactions dropped on abort", registry=TARGET_REGISTRY
 )
 TARGET_ABORTED_BYTES_SKIPPED = Counter(
     "streamer_target_aborted_bytes_skipped_total", "Bytes of aborted transactions never copied",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_OPEN_TXNS = Gauge(
-    "streamer_target_open_txns", "Source transactions buffered on the target", registry=REGISTRY
+    "streamer_target_open_txns", "Source transactions buffered on the target", registry=TARGET_REGISTRY
 )
 TARGET_EXECUTOR_FILES_COPIED = Counter(
     "streamer_target_executor_files_copied_total",
     "Files staged by Spark executor tasks (large copies, streamer.target.job.executor_copy)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 TARGET_TABLES_SYNCED_BY_STATE = Gauge(
     "streamer_target_tables_synced_by_state",
     "Tables replicated by syncing their directories, not by events (their writers log no INSERT: "
     "Spark datasource tables, Hive tables Spark writes with conversion on), per database",
-    ["db"], registry=REGISTRY,
+    ["db"], registry=TARGET_REGISTRY,
 )
 
 # --- verification (streamer verify, streamer target run --verify-every) ---
 VERIFY_DRIFT_OBJECTS = Gauge(
     "streamer_verify_drift_objects",
     "Objects of the replica that differ from the source at its repl.last.id, at the last verification",
-    ["db", "kind"], registry=REGISTRY,
+    ["db", "kind"], registry=TARGET_REGISTRY,
 )
 VERIFY_LAST_RUN = Gauge(
     "streamer_verify_last_run_timestamp_seconds", "When the last verification started (Unix time)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 VERIFY_SECONDS = Histogram(
     "streamer_verify_duration_seconds", "Duration of one verification of every replicated database",
-    buckets=_LATENCY_BUCKETS, registry=REGISTRY,
+    buckets=_LATENCY_BUCKETS, registry=TARGET_REGISTRY,
 )
 VERIFY_SOURCE_DRIFT_OBJECTS = Gauge(
     "streamer_verify_source_drift_objects",
     "Objects of the replica that differ from the live source's storage and metastore (objects the "
     "source changed since the replica's position are not counted), at the last check against the source",
-    ["db", "kind"], registry=REGISTRY,
+    ["db", "kind"], registry=TARGET_REGISTRY,
 )
 VERIFY_FAILURES = Counter(
     "streamer_verify_failures_total",
     "Verifications that failed to run (metastore, topic or files unreadable)",
-    registry=REGISTRY,
+    registry=TARGET_REGISTRY,
 )
 
 
@@ -199,9 +233,13 @@ class MetricsEndpoint:
 
 
 def serve(
-    port: int | MetricsEndpoint, addr: str = "127.0.0.1"
+    port: int | MetricsEndpoint, addr: str = "127.0.0.1", role: Role | str | None = None
 ) -> WSGIServer | None:
-    """Serve ``/metrics`` in a daemon thread; returns the server (``shutdown()`` stops it), or None if off."""
+    """Serve ``/metrics`` in a daemon thread; returns the server (``shutdown()`` stops it), or None if off.
+
+    ``role`` picks the families served (``Role``); without one every role's are (one process
+    running both, as tests do).
+    """
     endpoint = port if isinstance(port, MetricsEndpoint) else MetricsEndpoint(port, addr)
     if not endpoint.port:
         return None
@@ -209,7 +247,7 @@ def serve(
         raise ConfigError("metrics TLS needs both a certificate and a key file")
     if bool(endpoint.basic_auth_user) != bool(endpoint.basic_auth_password):
         raise ConfigError("metrics basic auth needs both a user and a password")
-    app = make_wsgi_app(REGISTRY)
+    app = make_wsgi_app(REGISTRY if role is None else REGISTRIES[Role(role)])
     if endpoint.basic_auth_user and endpoint.basic_auth_password:
         app = _basic_auth(app, endpoint.basic_auth_user, endpoint.basic_auth_password)
     server = make_server(endpoint.addr, endpoint.port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
@@ -225,15 +263,16 @@ def serve(
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()
     scheme = "https" if endpoint.tls_cert else "http"
-    log.info("metrics on %s://%s:%d/metrics", scheme, endpoint.addr, server.server_port)
+    log.info("%smetrics on %s://%s:%d/metrics", f"{role} " if role else "", scheme, endpoint.addr,
+             server.server_port)
     return server
 
 
 def _basic_auth(app: Any, user: str, password: str) -> Any:
-    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    expected = b"Basic " + base64.b64encode(f"{user}:{password}".encode())
 
     def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        if not hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", ""), expected):
+        if not hmac.compare_digest(_header_bytes(environ.get("HTTP_AUTHORIZATION", "")), expected):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="streamer"')])
             return [b"unauthorized\n"]
         return app(environ, start_response)
@@ -241,6 +280,50 @@ def _basic_auth(app: Any, user: str, password: str) -> Any:
     return guarded
 
 
+def _header_bytes(value: str) -> bytes:
+    """A header as sent (WSGI gives it as latin-1 text); anything else is no credential (compared
+    as bytes: ``compare_digest`` refuses non-ASCII text, which made a 500 of a 401)."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return b""
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
         return
+
+
+# --- series of dropped databases ---
+_dropped: set[str] = set()
+_dropped_lock = threading.Lock()
+
+
+def forget_database(db: str) -> None:
+    """Remove every series labelled ``db`` (a dropped target database): none stays on ``/metrics``
+    until a restart. ``is_dropped(db)`` is then true until ``database_created(db)``."""
+    name = db.lower()
+    with _dropped_lock:
+        _dropped.add(name)
+    for family in _labelled_by_db():
+        index = family._labelnames.index("db")
+        with family._lock:
+            gone = [key for key in family._metrics if key[index].lower() == name]
+            for key in gone:
+                del family._metrics[key]
+
+
+def database_created(db: str) -> None:
+    """``db`` exists (again): its series may be set."""
+    with _dropped_lock:
+        _dropped.discard(db.lower())
+
+
+def is_dropped(db: str) -> bool:
+    """Whether ``db`` was dropped since it was last created (writers of per-database series skip it)."""
+    with _dropped_lock:
+        return db.lower() in _dropped
+
+
+def _labelled_by_db() -> list[MetricWrapperBase]:
+    return [m for m in globals().values() if isinstance(m, MetricWrapperBase) and "db" in m._labelnames]

@@ -1,3 +1,5 @@
+import logging
+
 import click
 from click.testing import CliRunner
 
@@ -106,3 +108,34 @@ def test_every_option_shows_its_environment_variable_once() -> None:
         if "[env:" in page or dupes:
             problems.append(f"{where} --help: [env: ...] or a repeated variable {dupes}")
     assert not problems, "\n".join(problems)
+
+
+@click.command("leaky")
+@click.option("--notification-db", required=True)
+def leaky(notification_db: str) -> None:
+    """Opens a notification database as the agent does (``reader.connect``): a typo'd scheme fails."""
+    from streamer.source.reader import connect
+
+    connect(notification_db)
+
+
+def test_an_error_line_never_shows_a_password(monkeypatch: object, capsys: object) -> None:
+    import pytest
+
+    from streamer import cli as cli_module
+    from streamer.cli import main
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setitem(cli_module.COMMANDS, "leaky", ("tests.unit.test_cli:leaky", "test"))
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", root.handlers[:])  # main() sets logging up: undone after
+    monkeypatch.setattr(root, "level", root.level)
+    for argv, code in (
+        (["leaky", "--notification-db", "postgress://hive:Sup3rS3cret@db/metastore"], 2),  # ConfigError
+        (["target", "run", "--metrics-port", "postgresql://hive:Sup3rS3cret@db/m"], 2),  # a usage error
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == code
+        err = capsys.readouterr().err  # type: ignore[attr-defined]
+        assert "error" in err.lower() and "Sup3rS3cret" not in err, err

@@ -110,18 +110,20 @@ class Applier:
 
     def load_progress(self) -> dict[str, int]:
         """Last applied id per source database: catalog markers of our databases, then the state file."""
-        progress = _catalog_progress(self.ctx)
+        in_catalog = _catalog_progress(self.ctx)
+        progress = dict(in_catalog)
         if self.state is not None:
             for src, event_id in self.state.applied().items():
                 progress[src] = max(progress.get(src, event_id), event_id)
         self.progress = progress
-        for src, event_id in progress.items():
-            metrics.TARGET_LAST_APPLIED.labels(db=src).set(event_id)
+        for src in in_catalog:  # databases that exist: a dropped one's progress is no series
+            metrics.TARGET_LAST_APPLIED.labels(db=self.target_db(src)).set(progress[src])
         return dict(progress)
 
     def _bootstrapped(self, source_db: str, event_id: int) -> None:
         """A FULL bootstrap's closing marker set ``source_db``'s ``repl.last.id`` to ``event_id``."""
         self.progress[source_db] = max(self.progress.get(source_db, 0), event_id)
+        metrics.database_created(self.target_db(source_db))
 
     # --- steps ----------------------------------------------------------------------------
     def reusing_snapshots(self) -> AbstractContextManager[None]:
@@ -178,8 +180,7 @@ class Applier:
         ctx = self.ctx
         last = step.last_event_id
         self.progress[step.db] = max(self.progress.get(step.db, last), last)
-        metrics.TARGET_LAST_APPLIED.labels(db=step.db).set(self.progress[step.db])
-        if step.db == GLOBAL_DB:
+        if step.db == GLOBAL_DB:  # no database, so no series: the global watermark shows its progress
             _record_off_catalog(self.state, step.db, last)
             return
         name = ctx.target_db(step.db)
@@ -187,7 +188,10 @@ class Applier:
         if db is None:  # dropped by this step (or collapsed create..drop): keep progress in the state
             ctx.memory.forget(name)
             _record_off_catalog(self.state, step.db, last)
+            metrics.forget_database(name)
             return
+        metrics.database_created(name)  # it exists, whichever step created it
+        metrics.TARGET_LAST_APPLIED.labels(db=name).set(self.progress[step.db])
         marker = last_id(db)
         params = {**db.parameters, LAST_ID_PARAM: str(max(marker or 0, last)), **ctx.replica_marks()}
         if marker is not None and marker >= last and params == db.parameters:

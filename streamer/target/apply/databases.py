@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterDatabasePayload, DatabasePayload, DatabaseSnapshot, Event
 from streamer.metastore.catalog import LAST_ID_PARAM, source_params
@@ -37,6 +38,7 @@ def create_database(ctx: ApplyContext, event: Event) -> None:
         ctx.catalog.create_database(desired)
     elif current != desired:
         ctx.catalog.alter_database(desired.name, desired)
+    metrics.database_created(desired.name)
 
 
 def alter_database(ctx: ApplyContext, event: Event) -> None:
@@ -56,3 +58,4 @@ def drop_database(ctx: ApplyContext, event: Event) -> None:
     if ctx.catalog.get_database(name) is not None:
         ctx.catalog.drop_database(name)
     remove_tree(ctx.paths.database_location(name), ctx.paths.roots)
+    metrics.forget_database(name)  # its series go with it (the watermark's too: is_dropped)

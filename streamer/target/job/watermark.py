@@ -8,6 +8,7 @@ halts before any later step. What it promises and why: docs/design/consistency.m
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -164,11 +165,14 @@ class WatermarkPublisher:
         per batch once the database is known). A ``required`` record (a halt, which readers must
         know before any later step) is tried three times, then raises ``StreamerError``."""
         metrics.TARGET_WATERMARK.set(mark.event_id)
-        for db, event_id in mark.databases.items():
+        # a dropped database keeps its place in the record (readers), not a series on /metrics
+        labelled = {db: i for db, i in mark.databases.items() if not metrics.is_dropped(db)}
+        for db, event_id in labelled.items():
             metrics.TARGET_DB_WATERMARK.labels(db=db).set(event_id)
-        for gone in self._labels - set(mark.databases):
-            metrics.TARGET_DB_WATERMARK.remove(gone)
-        self._labels = set(mark.databases)
+        for gone in self._labels - set(labelled):
+            with contextlib.suppress(KeyError):  # forget_database may have removed it already
+                metrics.TARGET_DB_WATERMARK.remove(gone)
+        self._labels = set(labelled)
         if self.name is None or mark.same_ids(self.published):
             return
         for attempt in range(3 if required else 1):

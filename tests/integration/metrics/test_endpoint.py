@@ -100,3 +100,55 @@ def test_half_configured_tls_or_auth_is_a_config_error() -> None:
         metrics.serve(metrics.MetricsEndpoint(_free_port(), tls_cert="/x.pem"))
     with pytest.raises(ConfigError, match="user and a password"):
         metrics.serve(metrics.MetricsEndpoint(_free_port(), basic_auth_user="u"))
+
+
+def _raw_get(port: int, header: bytes) -> bytes:
+    """A request with ``header`` sent byte for byte (urllib refuses what is not latin-1)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n" + header + b"\r\n\r\n")
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_an_undecodable_authorization_header_is_refused_without_a_traceback(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    port = _free_port()
+    endpoint = metrics.MetricsEndpoint(port, basic_auth_user="prom", basic_auth_password="s3cret")
+    server = metrics.serve(endpoint)
+    assert server is not None
+    try:
+        for header in (
+            "Authorization: Basic é€ü".encode(),
+            b"Authorization: \xff\xfe\x00garbage",
+            b"Authorization: Basic " + base64.b64encode("prom:s3crét".encode()),
+        ):
+            reply = _raw_get(port, header)
+            assert reply.startswith(b"HTTP/1.0 401"), reply[:200]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_each_role_serves_only_its_own_families() -> None:
+    servers = {role: metrics.serve(_free_port(), role=role) for role in metrics.Role}
+    try:
+        pages = {}
+        for role, server in servers.items():
+            assert server is not None
+            status, pages[role] = _get(f"http://127.0.0.1:{server.server_port}/metrics")
+            assert status == 200
+        agent, target = pages[metrics.Role.SOURCE], pages[metrics.Role.TARGET]
+        assert "streamer_source_last_event_id" in agent
+        assert "streamer_target_" not in agent and "streamer_verify_" not in agent
+        assert "streamer_target_last_applied_event_id" in target
+        assert "streamer_verify_failures_total" in target
+        assert "streamer_source_" not in target
+    finally:
+        for server in servers.values():
+            if server is not None:
+                server.shutdown()
+                server.server_close()
