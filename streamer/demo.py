@@ -194,6 +194,7 @@ def run_demo(
     with contextlib.ExitStack() as stack:
         say("starting the embedded broker (Tansu) and the target metastore (Hive 2.3 from PySpark's jars)")
         broker = stack.enter_context(EmbeddedBroker(log_path=work / "broker.log"))
+        metrics_urls = serve_metrics(stack) if keep else {}
         hms = EmbeddedMetastore(work_dir=work / "target" / "hms", warehouse_dir=target_root)
         hms_thread = threading.Thread(target=hms.start, name="hms-start", daemon=True)
         hms_thread.start()
@@ -300,7 +301,8 @@ def run_demo(
             "halted": {db: h.cause for db, h in halts.items()},
         }
         if keep:
-            _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir)
+            _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir,
+                              metrics_urls)
             _wait_for_interrupt()
         return summary
 
@@ -335,11 +337,29 @@ def _sample_sum(name: str) -> float:
     return total
 
 
-def _print_connection(bootstrap: str, hms_uri: str, warehouse: str, state_dir: str) -> None:
+def serve_metrics(stack: contextlib.ExitStack) -> dict[str, str]:
+    """``/metrics`` of the agent and of the target job, which run in this process: each serves its
+    own role's families (as ``source run`` and ``target run`` do), on a free loopback port; stopped
+    when ``stack`` closes. Returns "agent"/"target" -> URL."""
+    urls: dict[str, str] = {}
+    for name, role in (("agent", metrics.Role.SOURCE), ("target", metrics.Role.TARGET)):
+        server = metrics.serve(metrics.MetricsEndpoint(metrics.ANY_PORT), role=role)
+        assert server is not None
+        stack.callback(server.server_close)
+        stack.callback(server.shutdown)
+        urls[name] = f"http://127.0.0.1:{server.server_port}/metrics"
+    return urls
+
+
+def _print_connection(
+    bootstrap: str, hms_uri: str, warehouse: str, state_dir: str, metrics_urls: dict[str, str]
+) -> None:
     click.echo(
         f"""
 Everything is still running. Connect with:
   Kafka bootstrap      {bootstrap}   (topic {default_topic(SOURCE_ID)})
+  agent /metrics       {metrics_urls.get("agent", "-")}
+  target /metrics      {metrics_urls.get("target", "-")}
   target metastore     {hms_uri}
   target warehouse     {warehouse}
   status               streamer status --hms-uri {hms_uri} --state-dir {state_dir} \\

@@ -220,11 +220,14 @@ VERIFY_FAILURES = Counter(
 )
 
 
+ANY_PORT = -1  # MetricsEndpoint.port: a free port the system picks (server.server_port tells which)
+
+
 @dataclass(frozen=True)
 class MetricsEndpoint:
     """Where and how ``/metrics`` is served. Loopback by default; TLS and basic auth are optional."""
 
-    port: int = 0  # 0: not served
+    port: int = 0  # 0: not served; ANY_PORT: a free one
     addr: str = "127.0.0.1"
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -250,7 +253,8 @@ def serve(
     app = make_wsgi_app(REGISTRY if role is None else REGISTRIES[Role(role)])
     if endpoint.basic_auth_user and endpoint.basic_auth_password:
         app = _basic_auth(app, endpoint.basic_auth_user, endpoint.basic_auth_password)
-    server = make_server(endpoint.addr, endpoint.port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    port_ = 0 if endpoint.port == ANY_PORT else endpoint.port
+    server = make_server(endpoint.addr, port_, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     if endpoint.tls_cert and endpoint.tls_key:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2

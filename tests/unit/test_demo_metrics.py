@@ -1,0 +1,29 @@
+"""``streamer demo --keep``: the agent's and the target job's /metrics, served and printed."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.request
+
+import pytest
+
+from streamer.demo import _print_connection, serve_metrics
+
+
+def test_keep_serves_each_roles_metrics_and_prints_where(capsys: pytest.CaptureFixture[str]) -> None:
+    with contextlib.ExitStack() as stack:
+        urls = serve_metrics(stack)
+        pages = {}
+        for name, url in urls.items():
+            with urllib.request.urlopen(url, timeout=5) as response:
+                pages[name] = response.read().decode()
+        _print_connection("127.0.0.1:9092", "thrift://127.0.0.1:9083", "/wh", "/state", urls)
+    assert set(urls) == {"agent", "target"}
+    assert "streamer_source_last_event_id" in pages["agent"] and "streamer_target_" not in pages["agent"]
+    assert "streamer_target_watermark_event_id" in pages["target"]
+    assert "streamer_source_" not in pages["target"]
+    printed = capsys.readouterr().out
+    assert f"agent /metrics       {urls['agent']}" in printed
+    assert f"target /metrics      {urls['target']}" in printed
+    with pytest.raises(OSError):  # stopped with the demo
+        urllib.request.urlopen(urls["agent"], timeout=2)
