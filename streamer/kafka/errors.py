@@ -11,3 +11,10 @@ class BrokerError(StreamerError):
 
 class KafkaClientError(StreamerError):
     """A Kafka request failed or timed out; the message names the topic, partition and request."""
+
+
+class KafkaUnreachableError(KafkaClientError):
+    """No bootstrap server answered within the connect timeout; names the addresses and what to check.
+
+    A ``KafkaClientError``: inside a running agent a broker outage is waited out like any other;
+    a command's start-up check lets it end the command instead."""

@@ -69,9 +69,21 @@ def with_overrides(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any
     return out
 
 
+# Java client keys that reach streamer through Spark-style ``kafka.*`` options or config files
+_JAVA_SECRETS = frozenset({"sasl.jaas.config", "ssl.keystore.key", "ssl.truststore.certificates",
+                           "ssl.keystore.certificate.chain"})
+_SECRET_WORDS = ("password", "secret", "passphrase", "private.key")
+
+
 def is_secret(key: str) -> bool:
-    """True for properties whose value must never be shown."""
-    return key in SECRET_PROPERTIES or "password" in key or "secret" in key
+    """True for properties whose value must never be shown (``kafka.``-prefixed spellings too)."""
+    name = key.strip().lower().removeprefix("kafka.")
+    return (
+        name in SECRET_PROPERTIES
+        or name in _JAVA_SECRETS
+        or name.startswith("sasl.oauthbearer.config")
+        or any(word in name for word in _SECRET_WORDS)
+    )
 
 
 def masked(config: Mapping[str, Any]) -> dict[str, Any]:

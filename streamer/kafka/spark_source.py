@@ -45,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.spark_source_options import (
@@ -68,12 +69,14 @@ SCHEMA = "offset long, key string, value binary, timestamp timestamp"
 
 def _consumer(opts: SourceOptions, **overrides: Any) -> Consumer:
     return Consumer(
-        with_overrides(
-            opts.config,
-            group_id=f"streamer-spark-{uuid.uuid4().hex}",
-            enable_auto_commit=False,
-            enable_auto_offset_store=False,
-            **overrides,
+        with_client_log(
+            with_overrides(
+                opts.config,
+                group_id=f"streamer-spark-{uuid.uuid4().hex}",
+                enable_auto_commit=False,
+                enable_auto_offset_store=False,
+                **overrides,
+            )
         )
     )
 

@@ -19,7 +19,9 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamer.errors import DataLossError
+from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.reachability import check_reachable
 from streamer.kafka.settings import with_overrides
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,7 @@ def ensure_topic(
     timeout: float = 10.0,
 ) -> bool:
     """Create `topic` if it does not exist; True if this call created it. An existing topic is fine."""
-    admin = AdminClient(dict(config))
+    admin = AdminClient(with_client_log(config))
     new = NewTopic(topic, num_partitions=partitions, config=dict(config_overrides or {}))
     future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
@@ -75,12 +77,14 @@ def ensure_topic(
 def _consumer(config: Mapping[str, Any], **overrides: Any) -> Consumer:
     """A consumer for explicit assignment: a throwaway group id (never joined), no commits."""
     return Consumer(
-        with_overrides(
-            config,
-            group_id=f"streamer-reader-{uuid.uuid4().hex}",
-            enable_auto_commit=False,
-            enable_auto_offset_store=False,
-            **overrides,
+        with_client_log(
+            with_overrides(
+                config,
+                group_id=f"streamer-reader-{uuid.uuid4().hex}",
+                enable_auto_commit=False,
+                enable_auto_offset_store=False,
+                **overrides,
+            )
         )
     )
 
@@ -237,10 +241,12 @@ def read_tail(
     """The last `n` committed data records of a partition, oldest first; [] if none or no topic.
 
     Transaction markers and aborted records occupy offsets, so the window is widened (doubling)
-    until it holds `n` data records or covers the whole partition.
+    until it holds `n` data records or covers the whole partition. A broker that does not answer
+    at all raises `KafkaUnreachableError` within the connect timeout (`check_reachable`).
     """
     if n <= 0:
         return []
+    check_reachable(config)
     # The bound comes from a read_uncommitted probe: some brokers (Tansu) report a bogus last stable
     # offset while a transaction is open; the committed read below then stops at the real one.
     probe = _consumer(config)

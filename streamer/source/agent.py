@@ -20,14 +20,15 @@ from streamer.events.codec import EventSerializer
 from streamer.hive.notification import DEFAULT_CATALOG, NotificationRow
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.naming import topic_or_default
+from streamer.kafka.record_size import DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES, topic_config
 from streamer.kafka.topics import ensure_topic
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.errors import ProducerFencedError as ProducerFencedError  # re-exported
 from streamer.source.gaps import ContiguousReader
 from streamer.source.policy import PolicySet
-from streamer.source.prepare import Prepared, Preparer
+from streamer.source.prepare import Prepared, Preparer, cut_at_oversized, failure_kind
 from streamer.source.producer import TransactionalProducer
-from streamer.source.publish import publish_batch
+from streamer.source.publish import publish_batch, refused_as_too_large
 from streamer.source.reader import NotificationReader
 from streamer.source.tail import last_published_id
 
@@ -49,6 +50,8 @@ class AgentConfig:
     kafka_timeout: float = 30.0
     max_backoff: float = 30.0
     catalog: str = DEFAULT_CATALOG  # events of other metastore catalogs are passed over
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # a larger record stops the agent (never retried)
+    compression: str = DEFAULT_COMPRESSION
 
     @property
     def topic_name(self) -> str:
@@ -81,7 +84,8 @@ class SourceAgent:
         self.contiguous = ContiguousReader(reader, config.gap_settle_seconds)
         self.preparer = Preparer(self.enricher, self.serializer, config.topic_name)
         self.producer = TransactionalProducer(config.kafka, config.transactional_id, config.topic_name,
-                                              config.kafka_timeout)
+                                              config.kafka_timeout, max_record_bytes=config.max_record_bytes,
+                                              compression=config.compression)
         self._clock = clock
         self.last_id = 0
         self.started = False
@@ -90,7 +94,8 @@ class SourceAgent:
 
     def start(self) -> None:
         """Create the topic if missing, fence older producers, and learn the last published id."""
-        ensure_topic(self.config.kafka, self.config.topic_name, timeout=self.config.kafka_timeout)
+        ensure_topic(self.config.kafka, self.config.topic_name, timeout=self.config.kafka_timeout,
+                     config_overrides=topic_config(self.config.max_record_bytes))
         self.producer.open()
         self.last_id = self.recover_last_id(refuse_unfinished_bootstrap=True)
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
@@ -142,7 +147,7 @@ class SourceAgent:
                 self._after_failed_commit(exc, prepared)
                 return 0
         if failure is not None:
-            metrics.SOURCE_ERRORS.labels("decode").inc()
+            metrics.SOURCE_ERRORS.labels(failure_kind(failure)).inc()
             raise failure
         return len(prepared)
 
@@ -172,11 +177,13 @@ class SourceAgent:
     # --- internals ---
 
     def _prepare(self, rows: list[NotificationRow]) -> tuple[list[Prepared], StreamerError | None]:
-        """Decode, enrich, filter and encode rows, stopping at the first one that fails; the first
-        published record follows ``self.last_id`` in the event chain."""
-        return self.preparer.prepare(rows, source_id=self.config.source_id, catalog=self.config.catalog,
-                                     policy=self.policy, prev=self.last_id,
-                                     now_ms=int(self._clock() * 1000))
+        """Decode, enrich, filter and encode rows, stopping at the first one that fails or is too large;
+        the first published record follows ``self.last_id`` in the event chain."""
+        prepared, failure = self.preparer.prepare(rows, source_id=self.config.source_id,
+                                                  catalog=self.config.catalog, policy=self.policy,
+                                                  prev=self.last_id, now_ms=int(self._clock() * 1000))
+        prepared, oversized = cut_at_oversized(prepared, self.config.max_record_bytes)
+        return prepared, oversized or failure
 
     def _publish(self, prepared: list[Prepared], head: int) -> None:
         self.last_id = publish_batch(self.producer, self.preparer, prepared, source_id=self.config.source_id,
@@ -184,8 +191,13 @@ class SourceAgent:
         self._observe_head(head)
 
     def _after_failed_commit(self, exc: KafkaException, prepared: list[Prepared]) -> None:
-        """The transaction's fate may be unknown: fence it with a new producer and trust the topic."""
+        """The transaction's fate may be unknown: fence it with a new producer and trust the topic (a
+        record the broker refused as too large stops the agent: every retry would be refused too)."""
         self.producer.raise_if_fenced(exc)
+        too_large = refused_as_too_large(self.producer, prepared)
+        if too_large is not None:
+            metrics.SOURCE_ERRORS.labels("record_too_large").inc()
+            raise too_large from exc
         metrics.SOURCE_ERRORS.labels("commit").inc()
         log.warning("publishing events %d..%d failed (%s); recreating the producer and re-reading the "
                     "topic tail", prepared[0].event_id, prepared[-1].event_id, exc)

@@ -44,8 +44,10 @@ def source() -> None:
                    "a reverse stream from a failover's cut). A topic that ends before it is refused.")
 @click.option("--metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
               **env("METRICS_PORT"), help="Serve /metrics on this port (0: off).")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True, **env("METRICS_HOST"),
-              help="Address /metrics binds to.")
+@click.option("--metrics-addr", "metrics_addr", default=None, **env("METRICS_ADDR"),
+              help="Bind address of /metrics.  [default: 127.0.0.1]")
+@click.option("--metrics-host", "metrics_host", default=None, envvar="STREAMER_METRICS_HOST", hidden=True,
+              help="Deprecated name of --metrics-addr.")
 @click.option("--metrics-tls-cert", default=None, **env("METRICS_TLS_CERT"),
               help="Serve /metrics over TLS with this certificate (PEM).")
 @click.option("--metrics-tls-key", default=None, **env("METRICS_TLS_KEY"),
@@ -65,7 +67,8 @@ def run(
     gap_settle_seconds: float,
     start_after: int | None,
     metrics_port: int,
-    metrics_host: str,
+    metrics_addr: str | None,
+    metrics_host: str | None,
     metrics_tls_cert: str | None,
     metrics_tls_key: str | None,
     metrics_basic_auth_user: str | None,
@@ -74,6 +77,7 @@ def run(
 ) -> None:
     """Run the agent: read the notification log, publish each event once, in order."""
     from streamer import metrics
+    from streamer.kafka.reachability import check_reachable
     from streamer.source.agent import SourceAgent
     from streamer.source.prerequisites import cannot_check as prerequisites_unchecked
     from streamer.source.prerequisites import check_prerequisites
@@ -89,6 +93,7 @@ def run(
     policy = opts.policy()
     config = opts.agent_config(batch_size=batch_size, poll_interval=poll_interval,
                                gap_settle_seconds=gap_settle_seconds, start_after=start_after)
+    check_reachable(config.kafka, opts.kafka_connect_timeout)  # before anything reads or creates a topic
     reader: NotificationReader = (
         SqlNotificationReader(notification_db)
         if notification_db
@@ -100,7 +105,7 @@ def run(
         prerequisites_unchecked(str(notification_db))
     metrics.serve(
         metrics.MetricsEndpoint(
-            metrics_port, metrics_host, metrics_tls_cert, metrics_tls_key,
+            metrics_port, metrics_bind(metrics_addr, metrics_host), metrics_tls_cert, metrics_tls_key,
             metrics_basic_auth_user, metrics_basic_auth_password,
         )
     )
@@ -114,6 +119,18 @@ def run(
         agent.close()
         reader.close()
     click.echo(f"source {opts.source_id}: published through event id {agent.last_id}")
+
+
+def metrics_bind(metrics_addr: str | None, metrics_host: str | None) -> str:
+    """``--metrics-addr``, or the deprecated ``--metrics-host`` (with a warning), or 127.0.0.1."""
+    if metrics_host is not None:
+        if metrics_addr is not None and metrics_addr != metrics_host:
+            raise ConfigError(f"--metrics-host {metrics_host} and --metrics-addr {metrics_addr} disagree; "
+                              "--metrics-host is the deprecated name of --metrics-addr: give only that")
+        log.warning("--metrics-host (STREAMER_METRICS_HOST) is deprecated: use --metrics-addr "
+                    "(STREAMER_METRICS_ADDR)")
+        return metrics_host
+    return metrics_addr or "127.0.0.1"
 
 
 def _replace_if_changed(config: Any, reader: Any, policy: Any, notification_db: str | None) -> None:

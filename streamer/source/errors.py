@@ -51,3 +51,26 @@ class UnfinishedBootstrapError(StreamerError):
 
 class ProducerFencedError(StreamerError):
     """Another agent took over this source's transactional id; two agents must never run at once."""
+
+
+class RecordTooLargeError(StreamerError):
+    """An event's record does not fit the size limit: retrying cannot help, so the agent stops.
+
+    ``by`` says who refused it: the agent's own limit (``--max-record-bytes``) or the broker (the
+    topic's ``max.message.bytes``, for a compressed batch)."""
+
+    def __init__(self, event_id: int, event_type: str, obj: str | None, size: int, limit: int | None,
+                 by: str = "agent") -> None:
+        self.event_id = event_id
+        self.size = size
+        self.limit = limit
+        what = f"event {event_id} ({event_type}{' ' + obj if obj else ''})"
+        if by == "agent":
+            fix = (f"exceeds --max-record-bytes {limit:,} bytes; raise --max-record-bytes "
+                   "(STREAMER_MAX_RECORD_BYTES) above it, and the topic's max.message.bytes with it")
+        else:
+            fix = ("was refused by the broker (MSG_SIZE_TOO_LARGE): raise the topic's max.message.bytes "
+                   "(kafka-configs --alter --entity-type topics --add-config max.message.bytes=...) and "
+                   "the brokers' socket.request.max.bytes if needed, or use a stronger --compression")
+        super().__init__(f"{what}: its record of {size:,} bytes {fix}; the agent stops here, nothing "
+                         "after this event is published")

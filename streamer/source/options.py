@@ -17,6 +17,8 @@ import click
 from streamer import checksums
 from streamer.fs_options import fs_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP
+from streamer.kafka.reachability import DEFAULT_CONNECT_TIMEOUT
+from streamer.kafka.record_size import COMPRESSIONS, DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 
 if TYPE_CHECKING:
@@ -70,13 +72,25 @@ def scope_options(policy_help: str) -> Callable[[F], F]:
 
 
 def kafka_options(kafka_setting_help: str) -> Callable[[F], F]:
-    """``--bootstrap-servers``, ``--kafka-setting`` (``-X``) and ``--topic``."""
+    """``--bootstrap-servers``, ``--kafka-setting`` (``-X``), ``--topic``, and how records are sent."""
     return _stacked(
         click.option("--bootstrap-servers", required=True, **env("BOOTSTRAP_SERVERS"),
                      help="Kafka bootstrap servers, host:port[,host:port]."),
         click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
                      **env("KAFKA_SETTING"), help=kafka_setting_help),
         click.option("--topic", **env("TOPIC"), help=f"Topic to publish to. Default: {DEFAULT_TOPIC_HELP}."),
+        click.option("--kafka-connect-timeout", default=DEFAULT_CONNECT_TIMEOUT, show_default=True,
+                     type=click.FloatRange(min=0, min_open=True), **env("KAFKA_CONNECT_TIMEOUT"),
+                     help="Seconds Kafka has to answer at start-up before the command fails, naming the "
+                          "address."),
+        click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True,
+                     type=click.Choice(COMPRESSIONS), **env("COMPRESSION"),
+                     help="Compression of published records (librdkafka compression.type)."),
+        click.option("--max-record-bytes", default=DEFAULT_MAX_RECORD_BYTES, show_default=True,
+                     type=click.IntRange(1024), **env("MAX_RECORD_BYTES"),
+                     help="Largest record (uncompressed) the agent publishes; sets the producer's "
+                          "message.max.bytes and a new topic's max.message.bytes. A larger one stops the "
+                          "agent, naming the event."),
     )
 
 
@@ -108,6 +122,9 @@ class SourceOptions:
     bootstrap_servers: str
     kafka_settings: tuple[str, ...]
     topic: str | None
+    kafka_connect_timeout: float
+    compression: str
+    max_record_bytes: int
     checksum_algorithm: str
     cmroot: str | None
 
@@ -122,6 +139,7 @@ class SourceOptions:
 
     def agent_config(self, **settings: Any) -> AgentConfig:
         """The agent's config from these flags, plus the command's own ``settings`` (batch size...)."""
+        from streamer.kafka.record_size import check_limit
         from streamer.kafka.settings import config_from_options
         from streamer.source.agent import AgentConfig
         from streamer.source.enrich import EnrichSettings
@@ -132,6 +150,8 @@ class SourceOptions:
             topic=self.topic,
             enrich=EnrichSettings(checksum_algorithm=self.checksum_algorithm, cmroot=self.cmroot),
             catalog=self.catalog,
+            compression=self.compression,
+            max_record_bytes=check_limit(self.max_record_bytes),
             **settings,
         )
 

@@ -11,7 +11,9 @@ from streamer.events.codec import EventSerializer
 from streamer.events.model import Event, EventType
 from streamer.hive.decode import decode_row, is_known_type, opaque_event
 from streamer.hive.notification import NotificationRow, in_catalog
+from streamer.kafka.record_size import record_size, too_large
 from streamer.source.enrich import Enricher
+from streamer.source.errors import RecordTooLargeError
 from streamer.source.policy import PolicySet
 
 
@@ -23,6 +25,7 @@ class Prepared:
     value: bytes | None  # None: passed over (``passed`` says why)
     passed: str | None = None  # "policy", "catalog" (another metastore catalog), "unknown" (no database)
     opaque_db: str | None = None  # published as UNKNOWN: the database it halts on targets
+    obj: str | None = None  # db or db.table, for error messages
 
 
 class Preparer:
@@ -71,9 +74,29 @@ class Preparer:
                 continue
             key = selected.db.encode() if selected.db else None
             opaque_db = selected.db if selected.event_type is EventType.UNKNOWN else None
-            out.append(Prepared(row.event_id, row.event_type, key, value, opaque_db=opaque_db))
+            out.append(Prepared(row.event_id, row.event_type, key, value, opaque_db=opaque_db, obj=_obj(row)))
             prev = row.event_id
         return out, None
+
+
+def cut_at_oversized(
+    prepared: list[Prepared], limit: int
+) -> tuple[list[Prepared], RecordTooLargeError | None]:
+    """The records before the first one over ``limit`` bytes, and the error that one is.
+
+    Those before it are published (the chain stays whole up to it); the agent then stops at it, since
+    no retry makes a record smaller."""
+    for index, item in enumerate(prepared):
+        if item.value is not None and too_large(item.key, item.value, limit):
+            size = record_size(item.key, item.value)
+            error = RecordTooLargeError(item.event_id, item.event_type, item.obj, size, limit)
+            return prepared[:index], error
+    return prepared, None
+
+
+def failure_kind(failure: StreamerError) -> str:
+    """The ``streamer_source_errors_total`` kind of a batch's failure."""
+    return "record_too_large" if isinstance(failure, RecordTooLargeError) else "decode"
 
 
 def _obj(row: NotificationRow) -> str | None:

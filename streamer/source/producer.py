@@ -9,6 +9,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from streamer.kafka.client_log import ClientLog, with_client_log
+from streamer.kafka.record_size import DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES, producer_settings
 from streamer.kafka.settings import masked, with_overrides
 from streamer.source.errors import ProducerFencedError
 
@@ -20,12 +22,25 @@ _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PR
 class TransactionalProducer:
     """One producer with the source's ``transactional.id``; ``open`` fences every older one."""
 
-    def __init__(self, kafka: dict[str, Any], transactional_id: str, topic: str, timeout: float) -> None:
+    def __init__(
+        self,
+        kafka: dict[str, Any],
+        transactional_id: str,
+        topic: str,
+        timeout: float,
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        compression: str = DEFAULT_COMPRESSION,
+    ) -> None:
         self.kafka = kafka
         self.transactional_id = transactional_id
         self.topic = topic
         self.timeout = timeout
+        self.max_record_bytes = max_record_bytes
+        self.compression = compression
+        self.client_log = ClientLog()
         self._producer: Producer | None = None
+        self._refused: list[tuple[int, KafkaError]] = []  # (record index, error) of failed deliveries
 
     def open(self) -> None:
         """A new producer; its ``init_transactions`` fences older producers with the same id."""
@@ -36,8 +51,10 @@ class TransactionalProducer:
             acks="all",
             linger_ms=5,
         )
+        # the record size limit wins over a -X message.max.bytes: the agent checks records against it
+        config.update(producer_settings(self.max_record_bytes, self.compression))
         log.debug("producer config %s", masked(config))
-        producer = Producer(config)
+        producer = Producer(with_client_log(config, self.client_log))
         producer.init_transactions(self.timeout)
         self._producer = producer
 
@@ -61,17 +78,30 @@ class TransactionalProducer:
                 log.debug("closing the producer: %s", exc)
 
     def send(self, records: Iterable[tuple[bytes | None, bytes]]) -> None:
-        """``(key, value)`` records to partition 0 in one transaction, committed before this returns."""
+        """``(key, value)`` records to partition 0 in one transaction, committed before this returns.
+
+        A commit that fails after the broker refused records leaves their indexes in ``refused``."""
         producer = self.ready()
+        self._refused = []
         producer.begin_transaction()
-        for key, value in records:
-            self._produce(producer, key, value)
+        for index, (key, value) in enumerate(records):
+            self._produce(producer, key, value, index)
         producer.commit_transaction(self.timeout)
 
-    def _produce(self, producer: Producer, key: bytes | None, value: bytes) -> None:
+    def refused(self) -> list[tuple[int, KafkaError]]:
+        """(index in the last ``send``, error) of each record the broker refused to take."""
+        if self._producer is not None:
+            self._producer.poll(0)  # serve delivery reports a failed commit left queued
+        return list(self._refused)
+
+    def _produce(self, producer: Producer, key: bytes | None, value: bytes, index: int) -> None:
+        def delivered(err: KafkaError | None, _msg: object) -> None:
+            if err is not None:
+                self._refused.append((index, err))
+
         while True:
             try:
-                producer.produce(self.topic, value=value, key=key, partition=0)
+                producer.produce(self.topic, value=value, key=key, partition=0, on_delivery=delivered)
                 return
             except BufferError:
                 producer.poll(0.1)  # local queue full: let deliveries drain

@@ -6,8 +6,11 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
+from confluent_kafka import KafkaError
+
 from streamer import metrics
 from streamer.events.model import Event, EventType, ProgressPayload, Source
+from streamer.source.errors import RecordTooLargeError
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record
 from streamer.source.prepare import Prepared, Preparer
@@ -52,6 +55,27 @@ def publish_batch(
     published = _count_outcomes(prepared)
     log.debug("published events ..%d (%d of %d, rest filtered)", last, published, len(prepared))
     return last
+
+
+def refused_as_too_large(
+    producer: TransactionalProducer, prepared: list[Prepared]
+) -> RecordTooLargeError | None:
+    """After a failed commit: the error for the first record the broker refused as too large, if any.
+
+    ``publish_batch`` sent the records of ``prepared`` that pass, then a PROGRESS record; the producer
+    knows refused records by their index in that order."""
+    sent = [item for item in prepared if item.value is not None]
+    for index, err in sorted(producer.refused(), key=lambda pair: pair[0]):
+        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            continue
+        if index < len(sent):
+            item = sent[index]
+            assert item.value is not None
+            size = len(item.value) + len(item.key or b"")
+            return RecordTooLargeError(item.event_id, item.event_type, item.obj, size, None, by="broker")
+        return RecordTooLargeError(prepared[-1].event_id if prepared else 0, EventType.PROGRESS.value, None,
+                                   0, None, by="broker")
+    return None
 
 
 def _count_outcomes(prepared: list[Prepared]) -> int:
