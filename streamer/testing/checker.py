@@ -2,14 +2,14 @@
 
 Offline and pure. Input: the source's :class:`~streamer.testing.history.History` and the
 :class:`Sample` s concurrent readers took of a target. Output: a :class:`Report` with every
-violation (:data:`CHECKS`: phantom, prefix, cut, monotonic, watermark) and the worst staleness,
+violation (:data:`CHECKS`: phantom, prefix, cut, monotonic, watermark, passed) and the worst staleness,
 judged per sample (scope ``global``) or per database (``database``). The sample format and the
 checks: docs/design/consistency.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from streamer.replay.state import TableState, diff
@@ -18,7 +18,8 @@ from streamer.testing.history import History
 from streamer.testing.intervals import IdSet
 
 PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK = "phantom", "prefix", "cut", "monotonic", "watermark"
-CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK)
+PASSED = "passed"
+CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK, PASSED)
 EVERYTHING: IdSet = ((-(2**62), 2**62),)
 
 
@@ -72,18 +73,27 @@ class Report:
 
 
 def check(
-    history: History, samples: Iterable[Sample], *, max_in_flight: int = 1, scope: str = "global"
+    history: History,
+    samples: Iterable[Sample],
+    *,
+    max_in_flight: int = 1,
+    scope: str = "global",
+    skipped: Mapping[str, Collection[int]] | None = None,
 ) -> Report:
     """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times);
-    ``scope`` is ``global`` or ``database`` (see docs/design/consistency.md)."""
+    ``scope`` is ``global`` or ``database`` (see docs/design/consistency.md). ``skipped`` maps a
+    database to the event ids an operator skipped (``streamer target skip``): the only events its
+    progress may pass without applying them."""
     if scope not in ("global", "database"):
         raise ValueError(f"scope must be 'global' or 'database', not {scope!r}")
+    skips = _skips(history, skipped or {})
     samples = per_database(samples) if scope == "database" else list(samples)
     report = Report(samples=len(samples), readers=len({s.reader for s in samples}))
     cuts: list[IdSet | None] = []
     for index, sample in enumerate(samples):
         per_table = _tables(history, index, sample, report.violations)
         cut = _cut(index, sample, per_table, report.violations)
+        _passed(history, index, sample, per_table, skips, report.violations)
         cuts.append(cut)
         if cut is not None:
             _watermark(history, index, sample, per_table, max_in_flight, report.violations)
@@ -200,6 +210,63 @@ def _watermark(
                 f"(compatible event ids {intervals.render(ids)})"
             )
         out.append(_v(WATERMARK, sample, index, text, db))
+
+
+def _skips(history: History, skipped: Mapping[str, Collection[int]]) -> dict[str, frozenset[int]]:
+    """Skips by lower-case database, each checked to be an event of that database: a skip the
+    history does not know would excuse nothing, or the wrong event."""
+    out: dict[str, frozenset[int]] = {}
+    for db, ids in skipped.items():
+        of_db = set(history.events_of(db))
+        unknown = sorted(set(ids) - of_db)
+        if unknown:
+            raise ValueError(f"skipped events {unknown} are not events of database {db} in the history")
+        out[db.lower()] = frozenset(ids)
+    return out
+
+
+def _passed(
+    history: History,
+    index: int,
+    sample: Sample,
+    per_table: dict[str, IdSet],
+    skips: Mapping[str, frozenset[int]],
+    out: list[Violation],
+) -> None:
+    """No event of a database at or below its ``repl.last.id`` is missing from the tables it changed,
+    unless an operator skipped it. ``repl.last.id`` held during the whole sample and a step's effect
+    shows before the id moves, so a table that fits only states from before one of its database's
+    events up to that id lost the event. Changes by other databases' events (a rename across
+    databases, a transaction's commit) are the watermark and cut checks' to judge."""
+    for db, applied in sorted(sample.applied_event_ids.items()):
+        db = db.lower()
+        for key, ids in sorted(per_table.items()):
+            if not key.startswith(db + ".") or not ids:
+                continue
+            shown = intervals.last_at_or_before(ids, applied)
+            if shown is None or intervals.first_at_or_after(ids, applied) is not None:
+                continue  # fits repl.last.id, or a state after it (in flight, or the watermark check's)
+            missing = [
+                e for e in history.change_ids([key])
+                if shown < e <= applied and e not in skips.get(db, ()) and _db_of(history, e) == db
+            ]
+            if not missing:
+                continue
+            first = history.event(missing[0])
+            kind = f" ({first.event_type})" if first else ""
+            text = (
+                f"event {missing[0]}{kind} of {db} was passed without being applied: repl.last.id is "
+                f"{applied} but {key} shows a state from before it (compatible event ids "
+                f"{intervals.render(ids)}), and no operator skipped it"
+            )
+            if len(missing) > 1:
+                text += f"; {len(missing)} such events of {key}: {missing[:5]}"
+            out.append(_v(PASSED, sample, index, text, key))
+
+
+def _db_of(history: History, event_id: int) -> str | None:
+    info = history.event(event_id)
+    return info.db if info else None
 
 
 def _staleness(history: History, sample: Sample, cut: IdSet | None, report: Report) -> None:

@@ -35,6 +35,15 @@ class Change:
         return self.state.fingerprint if self.state else None
 
 
+@dataclass(frozen=True)
+class EventInfo:
+    """What the checker needs of an event beyond table states: the database whose progress it
+    advances (None: none, e.g. a transaction's commit) and its type, for messages."""
+
+    db: str | None
+    event_type: str
+
+
 class History:
     """Every table's states over the source's event ids ``base_event_id..last_event_id``.
 
@@ -49,9 +58,11 @@ class History:
         event_times: list[int],
         changes: dict[str, list[Change]],
         step_of: Mapping[int, int] | None = None,
+        events: Mapping[int, EventInfo] | None = None,
     ) -> None:
         self.base_event_id = base_event_id
         self._step_of = dict(step_of or {})
+        self._events = dict(events or {})
         self.event_ids = event_ids
         self.event_times = event_times
         self.changes = changes
@@ -72,6 +83,7 @@ class History:
         times: list[int] = []
         changes: dict[str, list[Change]] = {}
         seen: list[Event] = []
+        infos: dict[int, EventInfo] = {}
         for event in events:
             seen.append(event)
             if ids and event.event_id <= ids[-1]:
@@ -80,13 +92,14 @@ class History:
                 base_event_id = event.event_id - 1
             ids.append(event.event_id)
             times.append(event.source.event_time)
+            infos[event.event_id] = EventInfo(event.db.lower() if event.db else None, event.event_type.value)
             for key in machine.apply(event):
                 state = machine.state(key)
                 points = changes.setdefault(key, [])
                 previous = points[-1].fingerprint if points else None
                 if (state.fingerprint if state else None) != previous:
                     points.append(Change(event.event_id, state))
-        return cls(base_event_id or 0, ids, times, changes, step_of=_widest_steps(seen))
+        return cls(base_event_id or 0, ids, times, changes, step_of=_widest_steps(seen), events=infos)
 
     @classmethod
     def from_rows(
@@ -146,6 +159,15 @@ class History:
         """The first event of the widest step the target may apply ``event_id`` in (see
         :func:`_widest_steps`); an event of its own has its own id."""
         return self._step_of.get(event_id, event_id)
+
+    def event(self, event_id: int) -> EventInfo | None:
+        """The event's database and type (None for an id the history does not hold)."""
+        return self._events.get(event_id)
+
+    def events_of(self, db: str) -> list[int]:
+        """Sorted ids of the events that advance ``db``'s progress (``repl.last.id``)."""
+        db = db.lower()
+        return sorted(e for e, info in self._events.items() if info.db == db)
 
     def files_ever(self, key: str) -> set[tuple[str, FileKey]]:
         """Every (partition, file) the table held after some committed event."""
