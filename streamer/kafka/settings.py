@@ -72,7 +72,7 @@ def with_overrides(config: Mapping[str, Any], **overrides: Any) -> dict[str, Any
 # Java client keys that reach streamer through Spark-style ``kafka.*`` options or config files
 _JAVA_SECRETS = frozenset({"sasl.jaas.config", "ssl.keystore.key", "ssl.truststore.certificates",
                            "ssl.keystore.certificate.chain"})
-_SECRET_WORDS = ("password", "secret", "passphrase", "private.key")
+_SECRET_WORDS = ("password", "secret", "passphrase")
 
 
 def is_secret(key: str) -> bool:

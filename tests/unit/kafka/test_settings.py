@@ -59,12 +59,34 @@ def test_masked_hides_every_secret_and_keeps_the_rest() -> None:
     assert config["sasl.password"] == "s3cret"  # the input is not modified
 
 
+SECRET_BEARING = [
+    "sasl.jaas.config",  # Java clients' JAAS line: its password inline
+    "kafka.sasl.jaas.config",  # the same as a Spark-style option
+    "KAFKA.SASL.JAAS.CONFIG",
+    "sasl.oauthbearer.config",
+    "kafka.sasl.password",
+    "ssl.key.pem",
+    "kafka.ssl.key.pem",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "ssl.truststore.password",
+    "ssl.keystore.key",
+]
+
+
+@pytest.mark.parametrize("key", SECRET_BEARING)
+def test_masked_hides_secret_bearing_keys_in_any_spelling(key: str) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="pw";'
+    shown = masked({key: jaas, "kafka.sasl.username": "alice", "ssl.ca.pem": "CERT"})
+    assert shown[key] == MASK
+    assert shown["kafka.sasl.username"] == "alice" and shown["ssl.ca.pem"] == "CERT"
+
+
 @given(st.dictionaries(st.sampled_from(sorted(KNOWN_PROPERTIES)), st.text(min_size=1)))
 def test_masked_never_leaks_a_password_or_secret(config: dict[str, str]) -> None:
     shown = masked(config)
     assert shown.keys() == config.keys()
     for key, value in shown.items():
-        if "password" in key or "secret" in key or key in SECRET_PROPERTIES:
+        if "password" in key or "secret" in key or "passphrase" in key or key in SECRET_PROPERTIES:
             assert value == MASK
         else:
             assert value == config[key]
