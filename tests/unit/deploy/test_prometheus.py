@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,12 +42,29 @@ def test_promtool_checks_the_compose_scrape_config() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+_NO_K8S_SD = "field kubernetes_sd_configs not found"
+
+
 @needs_promtool
-def test_promtool_checks_the_kubernetes_scrape_config() -> None:
+def test_promtool_checks_the_kubernetes_scrape_config(tmp_path: Path) -> None:
+    """The whole file needs a promtool built with Kubernetes service discovery (the upstream release
+    from prometheus.io or the prom/prometheus image; Debian's and Ubuntu's `prometheus` packages leave
+    it out). Any other promtool checks everything else in it: the same file with the discovery block
+    swapped for a static target, next to the rules it loads."""
     result = _promtool("check", "config", "prometheus-k8s.yml")
-    if "field kubernetes_sd_configs not found" in result.stdout + result.stderr:
-        pytest.skip("this promtool is built without Kubernetes service discovery (Debian's package)")
-    assert result.returncode == 0, result.stdout + result.stderr
+    if _NO_K8S_SD not in result.stdout + result.stderr:
+        assert result.returncode == 0, result.stdout + result.stderr
+        return
+    config = yaml.safe_load((PROM / "prometheus-k8s.yml").read_text())
+    for job in config["scrape_configs"]:
+        assert job.pop("kubernetes_sd_configs") == [{"role": "pod"}], job
+        job["static_configs"] = [{"targets": ["pod:9402"]}]
+    (tmp_path / "prometheus-k8s.yml").write_text(yaml.safe_dump(config))
+    shutil.copy(PROM / "alerts.yml", tmp_path / "alerts.yml")
+    assert PROMTOOL is not None
+    checked = subprocess.run([PROMTOOL, "check", "config", "prometheus-k8s.yml"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 @needs_promtool
@@ -91,3 +109,26 @@ def test_scrape_configs_use_the_job_names_the_alerts_key_on() -> None:
     k8s = yaml.safe_load((PROM / "prometheus-k8s.yml").read_text())["scrape_configs"][0]
     job_rule = next(r for r in k8s["relabel_configs"] if r.get("target_label") == "job")
     assert job_rule["replacement"] == "streamer-$1" and job_rule["regex"] == "(agent|target)"
+
+
+# What operators must hear of without watching a dashboard: each family is read by some alert.
+ALERTED = (
+    "streamer_target_halted", "streamer_target_data_loss", "streamer_source_gap",
+    "streamer_target_lag_events",
+    "streamer_target_watermark_event_id", "streamer_target_watermark_write_failures_total",
+    "streamer_verify_drift_objects", "streamer_verify_source_drift_objects", "streamer_verify_failures_total",
+    "streamer_verify_last_run_timestamp_seconds", "streamer_target_tables_synced_by_state",
+    "streamer_target_cm_fallbacks_total",
+)
+
+
+def test_what_operators_must_hear_of_has_an_alert() -> None:
+    read = {name for rule in ALL_RULES if "alert" in rule for name in metric_names_in(rule["expr"])}
+    read |= {  # through a recording rule
+        name for rule in ALL_RULES if "record" in rule for name in metric_names_in(rule["expr"])
+        if any(rule["record"] in metric_names_in(r["expr"]) for r in ALL_RULES if "alert" in r)
+    }
+    exported = exported_series()
+    for family in ALERTED:
+        assert family in exported, f"{family} is not exported any more"
+        assert family in read, f"no alert reads {family}"
