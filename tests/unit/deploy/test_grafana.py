@@ -71,3 +71,15 @@ def test_dashboard_filters_by_target_and_database() -> None:
     assert names == {"target", "db"}
     per_db = [expr for _, expr in _queries() if 'db=~"$db"' in expr]
     assert per_db and all("target=~\"$target\"" in expr for expr in per_db)
+
+
+def test_every_exported_family_has_a_panel() -> None:
+    """Whatever streamer exports is on the dashboard: a family nobody can see is a family nobody reads."""
+    from streamer.metrics import REGISTRY
+
+    used = {name for _, expr in _queries() for name in metric_names_in(expr)}
+    exported = exported_series()
+    for family in REGISTRY.collect():
+        suffixes = ("", "_total", "_bucket", "_sum", "_count")
+        series = {family.name + suffix for suffix in suffixes} & set(exported)
+        assert series & used, f"no panel shows {family.name}"
