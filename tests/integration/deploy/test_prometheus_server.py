@@ -42,7 +42,7 @@ def metrics_port() -> int:
         name = "streamer_target_lag_seconds_count" if labels is None else "streamer_target_lag_seconds_bucket"
         _LAG_BEFORE[key] = metrics.REGISTRY.get_sample_value(name, labels) or 0.0
     port = _free_port()
-    metrics.serve(port)
+    metrics.serve(port, role=metrics.Role.TARGET)
     metrics.TARGET_LAST_APPLIED.labels(db="sales").set(1234)
     metrics.TARGET_LAST_APPLIED.labels(db="hr").set(1200)
     metrics.TARGET_LAG_EVENTS.set(7)
