@@ -12,6 +12,7 @@ import base64
 import hmac
 import logging
 import ssl
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -240,9 +241,12 @@ def serve(
 ) -> WSGIServer | None:
     """Serve ``/metrics`` in a daemon thread; returns the server (``shutdown()`` stops it), or None if off.
 
-    ``role`` picks the families served (``Role``); without one every role's are (one process
-    running both, as tests do).
+    ``role`` picks the families served (``Role``). Without one, the calling command's package picks
+    it (``streamer.source.*``: source, ``streamer.target.*``: target), so that no command serves
+    the other role's zeros; any other caller gets every role's (one process running both, as tests do).
     """
+    if role is None:
+        role = role_of_module(sys._getframe(1).f_globals.get("__name__", ""))
     endpoint = port if isinstance(port, MetricsEndpoint) else MetricsEndpoint(port, addr)
     if not endpoint.port:
         return None
@@ -270,6 +274,14 @@ def serve(
     log.info("%smetrics on %s://%s:%d/metrics", f"{role} " if role else "", scheme, endpoint.addr,
              server.server_port)
     return server
+
+
+def role_of_module(module: str) -> Role | None:
+    """The role whose families a module of that name exports (None: no single one)."""
+    for role in Role:
+        if module == f"streamer.{role}" or module.startswith(f"streamer.{role}."):
+            return role
+    return None
 
 
 def _basic_auth(app: Any, user: str, password: str) -> Any:

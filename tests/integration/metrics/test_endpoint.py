@@ -152,3 +152,27 @@ def test_each_role_serves_only_its_own_families() -> None:
             if server is not None:
                 server.shutdown()
                 server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("module", "present", "absent"),
+    [
+        ("streamer.source.commands", "streamer_source_gap", "streamer_target_"),
+        ("streamer.target.commands", "streamer_verify_failures_total", "streamer_source_"),
+    ],
+)
+def test_a_command_that_names_no_role_serves_its_own_packages(module: str, present: str, absent: str) -> None:
+    """``source run`` and ``target run`` call ``serve(endpoint)``: their package decides the role."""
+    namespace: dict[str, object] = {"__name__": module, "metrics": metrics}
+    exec("def start(port):\n    return metrics.serve(metrics.MetricsEndpoint(port))", namespace)
+    port = _free_port()
+    server = namespace["start"](port)  # type: ignore[operator]
+    assert server is not None
+    try:
+        status, body = _get(f"http://127.0.0.1:{port}/metrics")
+        assert status == 200 and present in body and absent not in body
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert metrics.role_of_module("streamer.sourcery") is None
+    assert metrics.role_of_module("tests.integration.metrics") is None
