@@ -17,9 +17,26 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
+from streamer.target.apply.by_state import marked_partition, source_location
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
+from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
+
+
+def target_partition(
+    ctx: ApplyContext, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
+) -> PartitionSnapshot:
+    """The target's partition for source partition ``p`` of ``table`` (the target's table): its
+    location derived, its location-bearing parameters moved along, and where ``table`` is replicated
+    by state (``by_state``), its source location recorded for the syncs."""
+    keys = [c.name for c in table.partition_keys]
+    name = partition_name(keys, p.values)
+    base = source.sd.location if source is not None else None
+    where = p.sd.location or (base.rstrip("/") + "/" + name if base else None)
+    moved = partition_locations(ctx.paths, ctx.target_partition(table, source, p), where,
+                                f"{table.qualified_name}/{name}")
+    return marked_partition(moved, where) if source_location(table) else moved
 
 
 def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
@@ -34,7 +51,7 @@ def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
             payload = payload_of(event, AddPartitionPayload)
             by_name = {partition_name(keys, p.values): p for p in payload.partitions}
             for p in payload.partitions:
-                wanted[tuple(p.values)] = ctx.target_partition(table, source, p)
+                wanted[tuple(p.values)] = target_partition(ctx, table, source, p)
             groups: dict[str, list[FileRef]] = {}
             for ref in payload.files:
                 name = _partition_of(ref, by_name, keys)
@@ -94,7 +111,7 @@ def alter_partition_list(
     truncate: bool,
 ) -> None:
     """Make existing partitions of ``table`` equal to ``partitions``; ``truncate`` also clears their files."""
-    desired = [ctx.target_partition(table, source, p) for p in partitions]
+    desired = [target_partition(ctx, table, source, p) for p in partitions]
     missing = [
         p.values for p in desired if ctx.catalog.get_partition(table.db, table.name, p.values) is None
     ]
@@ -116,8 +133,8 @@ def _rename_partition(
     payload: AlterPartitionPayload,
 ) -> None:
     """Hive's partition rename: move the directory, add the new partition, then drop the old one."""
-    old = ctx.target_partition(table, source, payload.before)
-    new = ctx.target_partition(table, source, payload.after)
+    old = target_partition(ctx, table, source, payload.before)
+    new = target_partition(ctx, table, source, payload.after)
     if is_managed(table):
         move_dir(old.sd.location or "", new.sd.location or "", ctx.paths.roots, event_id=event.event_id)
     current = ctx.catalog.get_partition(table.db, table.name, new.values)

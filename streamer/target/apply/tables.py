@@ -15,17 +15,39 @@ from streamer.events.model import (
     ReloadPayload,
     TableSnapshot,
 )
+from streamer.target.apply.by_state import REGISTRY, marked, source_location, state_sync_reason, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.files import clear_dir, link_dir, move_dir, remove_tree
+from streamer.target.apply.locations import moved_partition, table_locations
 from streamer.target.apply.partitions import alter_partition_list
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES
+from streamer.target.apply.state_sync import sync_by_state
 from streamer.target.state.visibility import table_key
+
+_MARKED = "a table replicated by state since an ALTER changed its file statistics"
+
+
+def target_table(
+    ctx: ApplyContext, snap: TableSnapshot, current: TableSnapshot | None, *, stats: bool = False
+) -> TableSnapshot:
+    """The target's table for source snapshot ``snap``: names mapped, locations derived, every
+    location-bearing parameter moved along (``locations``), and, for a table replicated by state
+    (``by_state``; ``current``, the target's table, may already say so), its source location."""
+    desired = table_locations(ctx.paths, ctx.target_table(snap), snap.sd.location)
+    reason = state_sync_reason(snap, stats_changed=stats)
+    if reason is None and current is not None and source_location(current) and is_managed(desired):
+        reason = _MARKED
+    if reason is None:
+        return desired
+    REGISTRY.note(desired.db, desired.name, reason)
+    return marked(desired, snap.sd.location)
 
 
 def create_table(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, CreateTablePayload)
-    desired = ctx.target_table(payload.table)
-    current = ctx.known_table(desired.db, desired.name)  # refuses a foreign table before any copy
+    db, name = ctx.target_db(payload.table.db), payload.table.name.lower()
+    current = ctx.known_table(db, name)  # refuses a foreign table before any copy
+    desired = target_table(ctx, payload.table, current)
     if payload.files and desired.sd.location:
         source_dir = payload.table.sd.location
         ctx.copy(event, payload.files, desired.sd.location, source_dir).publish()
@@ -40,28 +62,33 @@ def create_table(ctx: ApplyContext, event: Event) -> None:
 
 def alter_table(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, AlterTablePayload)
-    desired = ctx.target_table(payload.after)
     if payload.is_rename:
-        _rename_table(ctx, event, payload, desired)
+        _rename_table(ctx, event, payload)
         return
-    current = ctx.known_table(desired.db, desired.name)
+    db, name = ctx.target_db(payload.after.db), payload.after.name.lower()
+    current = ctx.known_table(db, name)
     if current is None:
-        raise ApplyError("table is missing on the target", obj=f"{desired.db}.{desired.name}")
+        raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+    stats = stats_changed(payload.before.parameters, payload.after.parameters)
+    desired = target_table(ctx, payload.after, current, stats=stats)
     if current != desired:
         ctx.catalog.alter_table(desired.db, desired.name, desired)
     ctx.memory.remember_table(desired)
     if payload.is_truncate and is_managed(desired) and desired.sd.location:
         clear_dir(desired.sd.location, ctx.paths.roots, recursive_files=True, event_id=event.event_id)
+    elif stats and source_location(desired):  # its writer logged no INSERT: the source's files now
+        sync_by_state(ctx, event, desired)
 
 
-def _rename_table(
-    ctx: ApplyContext, event: Event, payload: AlterTablePayload, desired: TableSnapshot
-) -> None:
+def _rename_table(ctx: ApplyContext, event: Event, payload: AlterTablePayload) -> None:
     old_db, old_name = ctx.target_db(payload.before.db), payload.before.name.lower()
+    new_db, new_name = ctx.target_db(payload.after.db), payload.after.name.lower()
     ctx.memory.forget_table(old_db, old_name)  # (apply() forgets all after a rename; this holds within)
-    ctx.memory.forget_table(desired.db, desired.name)
+    ctx.memory.forget_table(new_db, new_name)
     old = ctx.existing_table(old_db, old_name)
-    new = ctx.existing_table(desired.db, desired.name)
+    new = ctx.existing_table(new_db, new_name)
+    REGISTRY.forget(old_db, old_name)
+    desired = target_table(ctx, payload.after, old or new)
     if old is None and new is None:
         raise ApplyError("table to rename is missing on the target", obj=f"{old_db}.{old_name}")
     old_key, new_key = table_key(old_db, old_name), table_key(desired.db, desired.name)
@@ -81,25 +108,28 @@ def _rename_table(
     elif new != desired:
         ctx.catalog.alter_table(desired.db, desired.name, desired)
     if is_managed(desired) and desired.partition_keys:
-        _repoint_partitions(ctx, desired)
+        moves = [(old_dir, ctx.paths.table_location(desired.db, desired.name))]
+        if payload.before.sd.location and payload.after.sd.location:
+            moves.append((payload.before.sd.location, payload.after.sd.location))
+        _repoint_partitions(ctx, desired, moves)
     if linked and old_dir != ctx.paths.table_location(desired.db, desired.name):
         remove_tree(old_dir, ctx.paths.roots, event_id=event.event_id)
     if old_key != new_key:
         ctx.acid.update(lambda v: v.reset_table(old_key))
 
 
-def _repoint_partitions(ctx: ApplyContext, desired: TableSnapshot) -> None:
-    """After a managed rename: the table's partitions at their derived locations under the new name."""
+def _repoint_partitions(ctx: ApplyContext, desired: TableSnapshot, moves: list[tuple[str, str]]) -> None:
+    """After a managed rename: the table's partitions at their derived locations under the new name,
+    their location-bearing parameters moved by ``moves`` (old dir, new dir: the target's, the source's)."""
     keys = [c.name for c in desired.partition_keys]
     moved = []
     for p in ctx.catalog.list_partitions(desired.db, desired.name):
         loc = ctx.paths.partition_location(desired.db, desired.name, keys, p.values)
-        if p.sd.location != loc or (p.db, p.table) != (desired.db, desired.name):
-            moved.append(
-                dataclasses.replace(
-                    p, db=desired.db, table=desired.name, sd=dataclasses.replace(p.sd, location=loc)
-                )
-            )
+        sd = dataclasses.replace(p.sd, location=loc)
+        at = dataclasses.replace(p, db=desired.db, table=desired.name, sd=sd)
+        new = moved_partition(at, moves)
+        if new != p:
+            moved.append(new)
     if moved:
         ctx.catalog.alter_partitions(desired.db, desired.name, moved)
 
@@ -110,6 +140,7 @@ def drop_table(ctx: ApplyContext, event: Event) -> None:
     db = ctx.target_db(snap.db if snap else event.db or "")
     name = (snap.name if snap else event.table or "").lower()
     ctx.memory.forget_table(db, name)
+    REGISTRY.forget(db, name)
     current = ctx.existing_table(db, name)
     if current is not None:
         ctx.catalog.drop_table(db, name)
@@ -123,10 +154,11 @@ def reload(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, ReloadPayload)
     if payload.table is None:
         return
-    desired = ctx.target_table(payload.table)
-    current = ctx.existing_table(desired.db, desired.name)
+    db, name = ctx.target_db(payload.table.db), payload.table.name.lower()
+    current = ctx.existing_table(db, name)
     if current is None:
-        raise ApplyError("table is missing on the target", obj=desired.qualified_name)
+        raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+    desired = target_table(ctx, payload.table, current)
     if current != desired:
         ctx.catalog.alter_table(desired.db, desired.name, desired)
     if payload.partitions:

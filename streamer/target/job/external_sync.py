@@ -1,9 +1,13 @@
-"""Incremental directory sync of external tables' data (their files change without events).
+"""Incremental directory sync of the tables whose files change without events: external tables, and
+tables replicated by state (``streamer.target.apply.by_state``: Spark datasource tables, Hive tables
+Spark writes with its conversion on), every ``--external-sync-seconds``.
 
-As Hive's replication does, every cycle lists each replicated external table's source directories
+As Hive's replication does, every cycle lists each such table's source directories
 and copies new or changed files, deletes vanished visible ones, and
-leaves hidden files alone; a missing source directory is skipped, never mirrored as empty. No
-point-in-time guarantee. Details: docs/design/consistency.md.
+leaves hidden files alone; a missing source directory is skipped, never mirrored as empty
+(``streamer.target.apply.dir_sync``). No point-in-time guarantee. Details: docs/design/consistency.md.
+A failed directory is logged and tried again next cycle; a table replicated by state is also synced
+by the applier when an ALTER of its file statistics arrives, where a failure halts its database.
 
 Which source directory a target directory mirrors follows the external layout
 (``TargetPaths.external_location``): ``authority`` directories (``<base>/<scheme>/<authority>/<path>``)
@@ -13,48 +17,30 @@ namespacing) are read through ``source_prefix`` (``--external-source-prefix``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import posixpath
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from streamer.errors import PathEscapeError, StreamerError
-from streamer.events.model import FileRef
-from streamer.filesystems import url_to_fs
-from streamer.hive.files import is_hidden
+from streamer.events.model import TableSnapshot
 from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
+from streamer.target.apply.by_state import REGISTRY, source_location, state_sync_reason
+from streamer.target.apply.dir_sync import ChecksumCache, DirPlan, plan_dir, sync_dir
 from streamer.target.apply.files import FileCopier
-from streamer.target.apply.guard import check_write
 from streamer.target.apply.layout import check_external_layout
-from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths
+from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name
 
 if TYPE_CHECKING:
     from streamer.target.job.settings import TargetSettings
 
 log = logging.getLogger(__name__)
 
-ALGORITHM = "sha256"
-
-
-@dataclass(frozen=True)
-class DirPlan:
-    """What one directory needs: file names to copy and to delete."""
-
-    copy: tuple[str, ...] = ()
-    delete: tuple[str, ...] = ()
-
-
-def plan_dir(source: Mapping[str, str], target: Mapping[str, str]) -> DirPlan:
-    """Names (with checksums) on each side -> what to copy (new or different) and delete (gone)."""
-    copy = tuple(sorted(n for n, chk in source.items() if target.get(n) != chk))
-    delete = tuple(sorted(n for n in target if n not in source))
-    return DirPlan(copy, delete)
+__all__ = ["DirPlan", "ExternalSync", "SyncThread", "plan_dir", "source_dir", "start_background"]
 
 
 def source_dir(paths: TargetPaths, target_dir: str, source_prefix: str) -> str:
@@ -88,38 +74,6 @@ class SyncReport:
     failures: dict[str, str] = field(default_factory=dict)  # target dir -> cause
 
 
-class _ChecksumCache:
-    """sha256 of files keyed by (url, size, mtime): unchanged files are read once."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[Any, Any, Any, str]] = {}
-
-    def listing(self, url: str) -> dict[str, str] | None:
-        """Visible top-level files of ``url`` with checksums; ``None`` when the directory is absent."""
-        fs, path = url_to_fs(url)
-        if not fs.isdir(path):
-            return None
-        out: dict[str, str] = {}
-        for info in fs.ls(path, detail=True):
-            name = posixpath.basename(str(info["name"]).rstrip("/"))
-            if info.get("type") != "file" or is_hidden(name) or info.get("islink"):
-                continue
-            file_url = url.rstrip("/") + "/" + name
-            mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-            key = (info.get("size"), mtime, info.get("ino"))
-            cached = self._known.get(file_url)
-            if cached is not None and cached[:3] == key:
-                out[name] = cached[3]
-                continue
-            digest = hashlib.sha256()
-            with fs.open(str(info["name"]), "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    digest.update(chunk)
-            out[name] = digest.hexdigest()
-            self._known[file_url] = (*key, out[name])
-        return out
-
-
 class ExternalSync:
     """Mirrors the data directories of one source's external tables onto this target."""
 
@@ -139,7 +93,7 @@ class ExternalSync:
         self.copier = copier or FileCopier(roots=paths.roots)
         self.source_prefix = source_prefix
         self.clock = clock
-        self._cache = _ChecksumCache()
+        self._cache = ChecksumCache()
         self._last: float | None = None
 
     def run_if_due(self, every_seconds: float) -> SyncReport | None:
@@ -152,34 +106,55 @@ class ExternalSync:
 
     def directories(self) -> list[str]:
         """Target data directories of every external table (and partition) replicated from our source."""
-        dirs: list[str] = []
+        return [target for target, src in self.pairs() if src is None]
+
+    def pairs(self) -> list[tuple[str, str | None]]:
+        """(target dir, source dir) of every directory synced: external tables' (source ``None``:
+        mapped by ``source_dir``) and tables replicated by state (``by_state``: their recorded one)."""
+        out: dict[str, str | None] = {}
         for db in self.catalog.list_databases():
             snap = self.catalog.get_database(db)
             if snap is None or snap.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
                 continue
             for name in self.catalog.list_tables(db):
                 table = self.catalog.get_table(db, name)
-                if table is None or table.table_type not in EXTERNAL_TYPES:
+                if table is None or table.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
                     continue
-                if table.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
-                    continue
-                if table.partition_keys:
-                    dirs += [p.sd.location for p in self.catalog.list_partitions(db, name) if p.sd.location]
-                elif table.sd.location:
-                    dirs.append(table.sd.location)
-        return list(dict.fromkeys(dirs))
+                if table.table_type in EXTERNAL_TYPES:
+                    out.update((d, None) for d in self._external_dirs(table))
+                elif source_location(table):
+                    REGISTRY.note(db, name, state_sync_reason(table) or "a table replicated by state")
+                    out.update(self._state_dirs(table))
+        return list(out.items())
+
+    def _external_dirs(self, table: TableSnapshot) -> list[str]:
+        if table.partition_keys:
+            parts = self.catalog.list_partitions(table.db, table.name)
+            return [p.sd.location for p in parts if p.sd.location]
+        return [table.sd.location] if table.sd.location else []
+
+    def _state_dirs(self, table: TableSnapshot) -> list[tuple[str, str]]:
+        base = source_location(table) or ""
+        if not table.partition_keys:
+            return [(table.sd.location, base)] if table.sd.location else []
+        keys = [c.name for c in table.partition_keys]
+        return [
+            (p.sd.location, source_location(p) or base.rstrip("/") + "/" + partition_name(keys, p.values))
+            for p in self.catalog.list_partitions(table.db, table.name)
+            if p.sd.location
+        ]
 
     def sync_once(self) -> SyncReport:
         report = SyncReport()
-        for target_dir in self.directories():
+        for target_dir, src in self.pairs():
             report.dirs += 1
             try:
-                self._sync_dir(target_dir, report)
+                self._sync_dir(target_dir, src, report)
             except (StreamerError, OSError) as exc:
                 report.failures[target_dir] = f"{type(exc).__name__}: {exc}"
-                log.warning("external sync of %s failed (retried next cycle): %s", target_dir, exc)
+                log.warning("directory sync of %s failed (retried next cycle): %s", target_dir, exc)
         log.info(
-            "external sync: %d dirs, %d files copied (%d bytes), %d deleted, %d failed",
+            "directory sync: %d dirs, %d files copied (%d bytes), %d deleted, %d failed",
             report.dirs,
             report.copied,
             report.bytes_copied,
@@ -188,32 +163,16 @@ class ExternalSync:
         )
         return report
 
-    def _sync_dir(self, target_dir: str, report: SyncReport) -> None:
-        src = source_dir(self.paths, target_dir, self.source_prefix)
-        source = self._cache.listing(src)
-        if source is None:
+    def _sync_dir(self, target_dir: str, src: str | None, report: SyncReport) -> None:
+        src = src or source_dir(self.paths, target_dir, self.source_prefix)
+        done = sync_dir(self.copier, src, target_dir, self._cache)
+        if done is None:
             report.missing_sources.append(src)
-            log.warning("external sync: source directory %s is missing; %s left as it is", src, target_dir)
+            log.warning("directory sync: source directory %s is missing; %s left as it is", src, target_dir)
             return
-        target = self._cache.listing(target_dir) or {}
-        todo = plan_dir(source, target)
-        refs = [
-            FileRef(uri=src.rstrip("/") + "/" + name, checksum=source[name], checksum_algorithm=ALGORITHM)
-            for name in todo.copy
-        ]
-        if refs:
-            copied = self.copier.copy_all(refs, lambda _: target_dir, obj_dir=target_dir)
-            report.copied += copied.files
-            report.bytes_copied += copied.bytes_copied
-        self._delete(target_dir, todo.delete)
-        report.deleted += len(todo.delete)
-
-    def _delete(self, target_dir: str, names: Iterable[str]) -> None:
-        fs, path = url_to_fs(target_dir)
-        for name in names:
-            url = target_dir.rstrip("/") + "/" + name
-            check_write(url, target_dir, self.paths.roots)
-            fs.rm_file(posixpath.join(path, name))
+        report.copied += done.copied
+        report.bytes_copied += done.bytes_copied
+        report.deleted += done.deleted
 
 
 def _path_of(url: str) -> str:
@@ -261,15 +220,14 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
     """The target job's hook: a running sync thread, or ``None`` when ``external_sync_seconds`` is 0."""
     if settings.external_sync_seconds <= 0:
         return None
-    if not settings.external_base_dir:
-        raise StreamerError("--external-sync-seconds needs --external-base-dir")
     from streamer.metastore.thrift_catalog import HmsCatalog
 
     paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
     check_external_layout(paths)
     # its own connection: the batch thread has the other
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
-    copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots)
+    # reads pass the source rules, writes the guard, as the applier's do (docs/security.md)
+    copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots, sources=settings.source_rules())
     sync = ExternalSync(
         catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix
     )

@@ -1,0 +1,104 @@
+"""Tables replicated by state (their writers log no INSERT): recognised, their location-bearing
+parameters on the target, their directories synced through the read rules and the write guard."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from streamer import metrics
+from streamer.events.model import SerDe, StorageDescriptor, TableSnapshot
+from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM, state_sync_reason
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.sources import SourceRules
+from streamer.target.job.external_sync import ExternalSync
+from tests.unit.target import builders as b
+from tests.unit.target.apply.test_apply import Env, make_env
+
+PARQUET = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+DATASOURCE = {"spark.sql.sources.provider": "parquet", "spark.sql.create.version": "3.5.0"}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    return make_env(tmp_path)
+
+
+def _hive(fmt: str, table_type: str = "MANAGED_TABLE", **params: str) -> TableSnapshot:
+    return TableSnapshot("t", "d", table_type, sd=StorageDescriptor(location="file:/s/t", input_format=fmt),
+                         parameters=params)
+
+
+@pytest.mark.parametrize(("table", "stats", "by_state"), [
+    (_hive("x.TextInputFormat", **DATASOURCE), False, True),  # USING parquet: Spark's own writer
+    (_hive(PARQUET, **{"spark.sql.create.version": "3.5.0"}), False, True),  # conversion on by default
+    (_hive("x.OrcInputFormat"), True, True),  # an ALTER of its statistics, no INSERT logged with it
+    (_hive(PARQUET), False, False),  # Hive's own: INSERT events
+    (_hive("x.TextInputFormat", **{"spark.sql.create.version": "3.5.0"}), True, False),  # Hive's write path
+    (_hive("x.OrcInputFormat", transactional="true"), True, False),  # ACID: writes log events
+    (_hive(PARQUET, "EXTERNAL_TABLE", **DATASOURCE), False, False),  # the external sync's
+    (_hive(PARQUET, **{"spark.sql.sources.provider": "hive", "spark.sql.create.version": "3"}), False, True),
+])
+def test_which_tables_are_replicated_by_state(table: TableSnapshot, stats: bool, by_state: bool) -> None:
+    assert (state_sync_reason(table, stats_changed=stats) is not None) is by_state
+
+
+def _datasource(env: Env, db: str) -> TableSnapshot:
+    t = env.table("t", db=db, **DATASOURCE)
+    serde = SerDe(serialization_lib="ParquetHiveSerDe", parameters={"path": t.sd.location or ""})
+    (env.src / f"{db}.db/t").mkdir(parents=True)
+    return dataclasses.replace(t, sd=dataclasses.replace(t.sd, serde=serde))
+
+
+def _gauge(db: str) -> float | None:
+    return metrics.TARGET_REGISTRY.get_sample_value("streamer_target_tables_synced_by_state", {"db": db})
+
+
+def test_a_datasource_table_points_at_its_replica_and_is_synced_when_its_statistics_change(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = _datasource(env, "ds1")
+    assert env.run([b.create_db(1, "ds1"), b.create_table(2, t)]) == [1, 2]
+    target = env.catalog.get_table("ds1", "t")
+    assert target is not None and target.sd.serde.parameters["path"] == str(env.wh / "ds1.db/t")
+    assert target.parameters[SOURCE_LOCATION_PARAM] == t.sd.location
+    assert _gauge("ds1") == 1
+    assert [r for r in caplog.records if "replicated by state" in r.getMessage()]
+    src = env.src / "ds1.db/t"
+    (src / "part-0.parquet").write_bytes(b"zero")
+    (src / "_SUCCESS").write_bytes(b"")
+    counted = dataclasses.replace(t, parameters={**t.parameters, "numFiles": "1"})
+    assert env.run([b.alter_table(3, t, counted)]) == [3]
+    assert env.files() == {"ds1.db/t/part-0.parquet": b"zero"}
+    (src / "part-0.parquet").unlink()  # an overwrite: a new file, the old one gone
+    (src / "part-1.parquet").write_bytes(b"one")
+    again = dataclasses.replace(t, parameters={**t.parameters, "numFiles": "1", "totalSize": "3"})
+    assert env.run([b.alter_table(4, counted, again)]) == [4]
+    assert env.files() == {"ds1.db/t/part-1.parquet": b"one"}
+    assert env.run([b.drop_table(5, again)]) == [5]
+    assert _gauge("ds1") == 0
+
+
+def test_a_sync_the_read_rules_refuse_halts_the_database_at_the_event(tmp_path: Path) -> None:
+    env = make_env(tmp_path, sources=SourceRules(prefixes=("file:///elsewhere",)))
+    t = _datasource(env, "ds2")
+    assert env.run([b.create_db(1, "ds2"), b.create_table(2, t)]) == [1, 2]
+    (env.src / "ds2.db/t/part-0.parquet").write_bytes(b"zero")
+    counted = dataclasses.replace(t, parameters={**t.parameters, "numFiles": "1"})
+    assert env.run([b.alter_table(3, t, counted)]) == []
+    halt = env.state.halts()["ds2"]
+    assert halt.event_id == 3 and "below no --source-prefix" in halt.cause, halt
+    assert env.files() == {}
+
+
+def test_the_timer_syncs_tables_replicated_by_state_without_an_external_base_dir(env: Env) -> None:
+    t = _datasource(env, "ds3")
+    assert env.run([b.create_db(1, "ds3"), b.create_table(2, t)]) == [1, 2]
+    (env.src / "ds3.db/t/part-0.parquet").write_bytes(b"zero")
+    paths = TargetPaths(str(env.wh))  # no --external-base-dir: only tables replicated by state
+    sync = ExternalSync(env.catalog, paths, b.SOURCE_ID)
+    report = sync.sync_once()
+    assert (report.copied, report.failures) == (1, {}), report
+    assert env.files() == {"ds3.db/t/part-0.parquet": b"zero"}
