@@ -168,7 +168,7 @@ class Campaign:
         finally:
             samples = sampler.stop()
         try:
-            samples.extend(self._final_samples())
+            samples.extend(_final_samples(self.catalog, self.dbs, self.target_root))
         finally:
             self.agent.stop()
             self.target.stop()
@@ -236,23 +236,6 @@ class Campaign:
                 )
             time.sleep(0.5)
 
-    def _final_samples(self) -> list[Sample]:
-        """Every table of every database once the target caught up: the random samples may miss a
-        table whose event was passed unapplied (the checker's ``passed``); these cannot."""
-        out: list[Sample] = []
-        for db in self.dbs:
-            scope: functools.partial[list[str]] = functools.partial(list, [db])
-            reader = TargetReader(f"final@{db}", self.catalog, scope, self.target_root, max_tables=1 << 30)
-            for _ in range(20):  # the target is idle: a read races nothing, unless it still writes
-                sample = reader.sample()
-                if sample is not None:
-                    out.append(sample)
-                    break
-                time.sleep(0.2)
-            else:
-                raise CampaignError(f"no final read of {db}: every read raced a change")
-        return out
-
     def close(self) -> None:
         self.agent.stop()
         self.target.stop()
@@ -264,6 +247,24 @@ class Campaign:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _final_samples(catalog: HmsCatalog, dbs: Sequence[str], target_root: str) -> list[Sample]:
+    """Every table of every database once the target caught up: the random samples may miss a
+    table whose event was passed unapplied (the checker's ``passed``); these cannot."""
+    out: list[Sample] = []
+    for db in dbs:
+        scope: functools.partial[list[str]] = functools.partial(list, [db])
+        reader = TargetReader(f"final@{db}", catalog, scope, target_root, max_tables=1 << 30)
+        for _ in range(20):  # the target is idle: a read races nothing, unless it still writes
+            sample = reader.sample()
+            if sample is not None:
+                out.append(sample)
+                break
+            time.sleep(0.2)
+        else:
+            raise CampaignError(f"no final read of {db}: every read raced a change")
+    return out
 
 
 def _kill_plan(rng: random.Random, cfg: CampaignConfig) -> list[tuple[float, str]]:
