@@ -46,7 +46,8 @@ def test_which_tables_are_replicated_by_state(table: TableSnapshot, stats: bool,
 
 
 def _datasource(env: Env, db: str) -> TableSnapshot:
-    t = env.table("t", db=db, **DATASOURCE)
+    plain = b.table(db, "t", location=f"file://{env.src}/{db}.db/t")
+    t = dataclasses.replace(plain, parameters=dict(DATASOURCE))
     serde = SerDe(serialization_lib="ParquetHiveSerDe", parameters={"path": t.sd.location or ""})
     (env.src / f"{db}.db/t").mkdir(parents=True)
     return dataclasses.replace(t, sd=dataclasses.replace(t.sd, serde=serde))
