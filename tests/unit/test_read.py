@@ -22,10 +22,16 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.read import (
     DbMark,
     Marks,
+    MarksFormatError,
     PinnedTable,
+    Snapshot,
+    SnapshotError,
+    TableNotFound,
     Verdict,
     decide,
     decide_marks,
+    marks_from,
+    parse_properties,
     read_marks,
     resolve,
     still_there,
@@ -70,8 +76,14 @@ def test_a_database_created_after_the_watermark_reads_at_its_own_id() -> None:
 
 def test_no_watermark_waits_and_says_why() -> None:
     assert decide_marks(_marks(None, sales=1), ["sales"]).verdict is Verdict.WAIT
+    # a database not there yet is waited for only when the reader asked for a later event
+    later = decide_marks(_marks(None, sales=None), ["sales"], min_event_id=7)
+    assert later.verdict is Verdict.WAIT and "none of the databases ['sales'] exists" in later.reason
+
+
+def test_an_unknown_database_is_missing_at_once_not_waited_for() -> None:
     missing = decide_marks(_marks(None, sales=None), ["sales"])
-    assert missing.verdict is Verdict.WAIT and "none of the databases ['sales'] exists" in missing.reason
+    assert missing.verdict is Verdict.MISSING and "none of the databases ['sales'] exists" in missing.reason
 
 
 def test_an_absent_database_does_not_block_the_read() -> None:
@@ -189,7 +201,7 @@ def test_a_read_is_accepted_only_at_an_id_every_mark_has_reached(
     ids: dict[str, int], through: dict[str, int], halted: set[str], global_id: int
 ) -> None:
     mark = Watermark(global_id, through, frozenset(halted), "src")
-    decision = decide_marks(_marks(mark, **ids), sorted(ids))  # type: ignore[arg-type]
+    decision = decide_marks(_marks(mark, **ids), sorted(ids))
     if decision.verdict is Verdict.READ:
         assert decision.event_id is not None
         read_halted = [db for db in ids if db in halted]
@@ -199,5 +211,46 @@ def test_a_read_is_accepted_only_at_an_id_every_mark_has_reached(
             assert decision.event_id >= max([global_id, *ids.values()])
     else:
         assert decision.verdict in (Verdict.FAIL, Verdict.RETRY)
-        read_halted = set(ids) & halted
-        assert (len(ids) > 1 and read_halted) or any(ids[d] > through.get(d, ids[d]) for d in read_halted)
+        halted_read = set(ids) & halted
+        assert (len(ids) > 1 and halted_read) or any(ids[d] > through.get(d, ids[d]) for d in halted_read)
+
+
+# --- the marks as text, a snapshot's keys ------------------------------------------------------
+
+_KEYS = st.from_regex(r"[a-z][a-z0-9_.]{0,20}", fullmatch=True)
+_VALUES = st.from_regex(r"[a-zA-Z0-9_:/.,-]{0,20}", fullmatch=True)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=6))
+def test_describe_database_properties_parse_back_in_sparks_and_hives_format(params: dict[str, str]) -> None:
+    """What DESCRIBE DATABASE EXTENDED prints: Spark ((k,v), (k,v)), Hive {k=v, k=v}; values with
+    commas included (streamer.watermark.halted=a,b)."""
+    spark = "(" + ", ".join(f"({k},{v})" for k, v in sorted(params.items())) + ")"
+    hive = "{" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "}"
+    assert parse_properties(spark) == params
+    assert parse_properties(hive) == params
+
+
+def test_the_watermark_record_read_from_its_text_is_the_published_one() -> None:
+    halted = Watermark(30, {"sales": 30, "hr": 50}, frozenset({"sales", "hr"}), "src")
+    text = "(" + ", ".join(f"({k},{v})" for k, v in sorted(to_parameters(halted).items())) + ")"
+    sales = f"((repl.last.id,30), ({REPL_SOURCE_PARAM},src))"
+    databases = {"streamer_watermark_src": text, "sales": sales}
+    marks = marks_from(lambda db: parse_properties(databases[db]) if db in databases else None, ["sales"])
+    assert marks.watermark == halted
+    assert marks.databases["sales"] == DbMark(True, 30, "src")
+    with pytest.raises(MarksFormatError, match="neither Spark's"):
+        parse_properties("repl.last.id=3")
+
+
+def test_a_snapshot_names_what_it_holds_when_asked_for_another_table() -> None:
+    frames = {"sales.orders": object()}
+    snap = Snapshot(50, frames, {"sales.orders": PinnedTable("sales.orders", None)}, {"sales": 50}, 1)  # type: ignore[arg-type]
+    assert snap["Sales.Orders"] is frames["sales.orders"]
+    with pytest.raises(TableNotFound, match=r"sales.missing is not in this snapshot .*\['sales.orders'\]"):
+        snap["sales.missing"]
+    with pytest.raises(KeyError):  # a missing key, as a mapping's
+        snap["sales.missing"]
+    with pytest.raises(SnapshotError, match=r"must be 'db\.table'"):
+        snap["orders"]
+    assert repr(snap) == "Snapshot(event_id=50, tables=['sales.orders'], attempts=1)"
