@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streamer.errors import DataLossError
 from streamer.kafka.client_log import with_client_log
@@ -72,6 +72,18 @@ def ensure_topic(
         raise KafkaClientError(f"could not create topic {topic!r}: {exc}") from exc
     log.info("created topic %s (%d partitions)", topic, partitions)
     return True
+
+
+def topic_max_message_bytes(config: Mapping[str, Any], topic: str, timeout: float = 10.0) -> int | None:
+    """The topic's ``max.message.bytes`` as the broker reports it; None if it reports none."""
+    admin = AdminClient(with_client_log(config))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    except KafkaException as exc:
+        raise KafkaClientError(f"could not read the configuration of topic {topic!r}: {exc}") from exc
+    entry = entries.get("max.message.bytes")
+    return int(entry.value) if entry is not None and entry.value not in (None, "") else None
 
 
 def _consumer(config: Mapping[str, Any], **overrides: Any) -> Consumer:

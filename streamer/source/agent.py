@@ -20,8 +20,7 @@ from streamer.events.codec import EventSerializer
 from streamer.hive.notification import DEFAULT_CATALOG, NotificationRow
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.naming import topic_or_default
-from streamer.kafka.record_size import DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES, topic_config
-from streamer.kafka.topics import ensure_topic
+from streamer.kafka.record_size import DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.errors import ProducerFencedError as ProducerFencedError  # re-exported
 from streamer.source.gaps import ContiguousReader
@@ -31,6 +30,7 @@ from streamer.source.producer import TransactionalProducer
 from streamer.source.publish import publish_batch, refused_as_too_large
 from streamer.source.reader import NotificationReader
 from streamer.source.tail import last_published_id
+from streamer.source.topic_limit import ensure_sized_topic
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ class SourceAgent:
 
     def start(self) -> None:
         """Create the topic if missing, fence older producers, and learn the last published id."""
-        ensure_topic(self.config.kafka, self.config.topic_name, timeout=self.config.kafka_timeout,
-                     config_overrides=topic_config(self.config.max_record_bytes))
+        ensure_sized_topic(self.config.kafka, self.config.topic_name, self.config.max_record_bytes,
+                           self.config.kafka_timeout)
         self.producer.open()
         self.last_id = self.recover_last_id(refuse_unfinished_bootstrap=True)
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
