@@ -17,11 +17,12 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
-from streamer.target.apply.by_state import marked_partition, source_location
+from streamer.target.apply.by_state import marked_partition, source_location, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
 from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
+from streamer.target.apply.state_sync import sync_by_state
 
 
 def target_partition(
@@ -94,6 +95,9 @@ def alter_partition(ctx: ApplyContext, event: Event) -> None:
         _rename_partition(ctx, event, table, source, payload)
         return
     alter_partition_list(ctx, event, table, source, [payload.after], payload.is_truncate)
+    changed = stats_changed(payload.before.parameters, payload.after.parameters)
+    if changed and not payload.is_truncate and source_location(table):  # its writer logged no INSERT
+        sync_by_state(ctx, event, table, [target_partition(ctx, table, source, payload.after)])
 
 
 def alter_partitions(ctx: ApplyContext, event: Event) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from streamer.errors import ApplyError, StreamerError
-from streamer.events.model import Event, TableSnapshot
+from streamer.events.model import Event, PartitionSnapshot, TableSnapshot
 from streamer.target.apply.by_state import source_location
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.dir_sync import ChecksumCache, sync_dir
@@ -18,8 +18,11 @@ from streamer.target.apply.paths import partition_name
 log = logging.getLogger(__name__)
 
 
-def state_dirs(ctx: ApplyContext, table: TableSnapshot) -> list[tuple[str, str]]:
-    """(source dir, target dir) of every directory of ``table`` (a target table marked by state)."""
+def state_dirs(
+    ctx: ApplyContext, table: TableSnapshot, partitions: list[PartitionSnapshot] | None = None
+) -> list[tuple[str, str]]:
+    """(source dir, target dir) of every directory of ``table`` (a target table marked by state), or
+    of ``partitions`` (target partitions of it) only."""
     base = source_location(table)
     if not base:
         return []
@@ -27,17 +30,21 @@ def state_dirs(ctx: ApplyContext, table: TableSnapshot) -> list[tuple[str, str]]
         return [(base, table.sd.location)] if table.sd.location else []
     keys = [c.name for c in table.partition_keys]
     out = []
-    for p in ctx.catalog.list_partitions(table.db, table.name):
+    listed = ctx.catalog.list_partitions(table.db, table.name) if partitions is None else partitions
+    for p in listed:
         src = source_location(p) or base.rstrip("/") + "/" + partition_name(keys, p.values)
         if p.sd.location:
             out.append((src, p.sd.location))
     return out
 
 
-def sync_by_state(ctx: ApplyContext, event: Event, table: TableSnapshot) -> None:
-    """Sync every directory of ``table`` (a target table marked by state) with the source's."""
+def sync_by_state(
+    ctx: ApplyContext, event: Event, table: TableSnapshot, partitions: list[PartitionSnapshot] | None = None
+) -> None:
+    """Sync every directory of ``table`` (a target table marked by state), or of ``partitions`` of
+    it, with the source's."""
     cache = ChecksumCache()
-    for src, target_dir in state_dirs(ctx, table):
+    for src, target_dir in state_dirs(ctx, table, partitions):
         try:
             done = sync_dir(ctx.copier, src, target_dir, cache, event_id=event.event_id)
         except StreamerError:

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from streamer import metrics
-from streamer.events.model import SerDe, StorageDescriptor, TableSnapshot
+from streamer.events.model import (
+    AlterPartitionPayload,
+    Column,
+    EventType,
+    SerDe,
+    StorageDescriptor,
+    TableSnapshot,
+)
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM, state_sync_reason
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
@@ -103,3 +110,18 @@ def test_the_timer_syncs_tables_replicated_by_state_without_an_external_base_dir
     report = sync.sync_once()
     assert (report.copied, report.failures) == (1, {}), report
     assert env.files() == {"ds3.db/t/part-0.parquet": b"zero"}
+
+
+def test_a_partition_of_a_table_replicated_by_state_is_synced_when_its_statistics_change(env: Env) -> None:
+    t = _datasource(env, "ds4")
+    t = dataclasses.replace(t, partition_keys=[Column("dt", "string")])
+    p = b.partition(t, "1")
+    (env.src / "ds4.db/t/dt=1").mkdir()
+    assert env.run([b.create_db(1, "ds4"), b.create_table(2, t), b.add_partition(3, t, [p])]) == [1, 2, 3]
+    target = env.catalog.get_partition("ds4", "t", ["1"])
+    assert target is not None and target.parameters[SOURCE_LOCATION_PARAM] == p.sd.location
+    (env.src / "ds4.db/t/dt=1/part-0.parquet").write_bytes(b"zero")
+    counted = dataclasses.replace(p, parameters={"numFiles": "1"})
+    alter = b.event(4, EventType.ALTER_PARTITION, AlterPartitionPayload(t, p, counted), "ds4", "t")
+    assert env.run([alter]) == [4]
+    assert env.files() == {"ds4.db/t/dt=1/part-0.parquet": b"zero"}
