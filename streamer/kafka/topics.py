@@ -60,7 +60,10 @@ def ensure_topic(
     config_overrides: Mapping[str, str] | None = None,
     timeout: float = 10.0,
 ) -> bool:
-    """Create `topic` if it does not exist; True if this call created it. An existing topic is fine."""
+    """Create `topic` if it does not exist; True if this call created it. An existing topic is fine.
+
+    A cluster that does not answer raises `KafkaUnreachableError` first (`check_reachable`)."""
+    check_reachable(config)
     admin = AdminClient(with_client_log(config))
     new = NewTopic(topic, num_partitions=partitions, config=dict(config_overrides or {}))
     future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]
