@@ -109,6 +109,12 @@ def test_a_dropped_database_leaves_no_series_and_none_comes_back(tmp_path: Path)
     page = generate_latest(metrics.REGISTRY).decode()
     assert f'db="{gone}"' not in page
     assert page.count(f'db="{kept}"') >= 5
+    metrics.database_created(gone)  # a new process knows nothing of the drop ...
+    restarted, _ = _applier(tmp_path)
+    restarted.catalog = applier.catalog
+    restarted.load_progress()  # ... until it reads its progress: the state file's, not the catalog's
+    WatermarkPublisher(applier.catalog, None, "", b.SOURCE_ID).publish(Watermark(3, {gone: 3, kept: 3}))
+    assert gone not in _series("streamer_target_db_watermark_event_id")
     _run(applier, state, [b.create_db(4, gone)])  # created again: its series are back
     publisher.publish(Watermark(4, {gone: 4, kept: 4}))
     assert _series("streamer_target_last_applied_event_id")[gone] == 4

@@ -118,6 +118,8 @@ class Applier:
         self.progress = progress
         for src in in_catalog:  # databases that exist: a dropped one's progress is no series
             metrics.TARGET_LAST_APPLIED.labels(db=self.target_db(src)).set(progress[src])
+        for src in progress.keys() - in_catalog.keys() - {GLOBAL_DB}:  # dropped before this process
+            metrics.forget_database(self.target_db(src))
         return dict(progress)
 
     def _bootstrapped(self, source_db: str, event_id: int) -> None:
