@@ -2,22 +2,22 @@
 
 The SQL reader reads ``NOTIFICATION_LOG`` (and Hive 4's ``TXN_WRITE_NOTIFICATION_LOG``) straight
 from the metastore's database: sqlite, PostgreSQL (upper-case identifiers quoted) or MySQL/MariaDB
-(pymysql), with the same queries and small dialect differences. Connections run in autocommit so
-every read sees the newest committed rows (MySQL's default isolation would otherwise pin a snapshot).
+(pymysql), with the same queries and small dialect differences. Connections are read-only
+(``streamer.source.source_db``) and run in autocommit so every read sees the newest committed rows
+(MySQL's default isolation would otherwise pin a snapshot).
 Readers only fetch rows; contiguity is checked by ``streamer.source.gaps``.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-from streamer.errors import ConfigError
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
+from streamer.source.source_db import SQLITE, Dialect, connect, missing_log
+
+__all__ = ["Dialect", "NotificationReader", "SqlNotificationReader", "connect"]
 
 log = logging.getLogger(__name__)
 
@@ -44,59 +44,11 @@ class NotificationReader(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    quote: str  # identifier quote
-    param: str  # placeholder
-
-    def ident(self, name: str) -> str:
-        return f"{self.quote}{name}{self.quote}"
-
-
-SQLITE = Dialect("sqlite", '"', "?")
-POSTGRESQL = Dialect("postgresql", '"', "%s")
-MYSQL = Dialect("mysql", "`", "%s")
-
 _LOG_COLUMNS = ("EVENT_ID", "EVENT_TIME", "EVENT_TYPE", "DB_NAME", "TBL_NAME", "MESSAGE", "MESSAGE_FORMAT")
 _WRITE_COLUMNS = (
     "WNL_TXNID", "WNL_WRITEID", "WNL_DATABASE", "WNL_TABLE", "WNL_PARTITION", "WNL_TABLE_OBJ",
     "WNL_PARTITION_OBJ", "WNL_FILES", "WNL_EVENT_TIME",
 )
-
-
-def connect(url: str) -> tuple[Any, Dialect]:
-    """Open a DB-API connection (autocommit) for a notification-database URL or sqlite path."""
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("", "sqlite", "file"):
-        path = url.split("://", 1)[1] if scheme else url
-        if scheme == "sqlite" and path.startswith("/"):
-            path = path[1:] or ":memory:"  # sqlite:///rel.db, sqlite:////abs.db (SQLAlchemy style)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        return conn, SQLITE
-    if scheme in ("postgresql", "postgres"):
-        import psycopg
-
-        return psycopg.connect(url, autocommit=True), POSTGRESQL
-    if scheme in ("mysql", "mariadb", "mysql+pymysql"):
-        import pymysql
-
-        parts = urlsplit(url)
-        options = dict(parse_qsl(parts.query))
-        conn = pymysql.connect(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
-            user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""),
-            database=parts.path.lstrip("/") or None,
-            charset=options.get("charset", "utf8mb4"),
-            autocommit=True,
-        )
-        return conn, MYSQL
-    raise ConfigError(
-        f"notification database URL {url!r}: unknown scheme {scheme!r}; use a sqlite path or "
-        "sqlite:///path, postgresql://user@host:port/db or mysql://user:password@host:port/db"
-    )
 
 
 class SqlNotificationReader:
@@ -175,9 +127,16 @@ class SqlNotificationReader:
 
     # --- plumbing ---
 
+    def check(self) -> None:
+        """Connect now: a missing or unreachable database, or one without a notification log, fails
+        here with one clear error (call it before creating anything for the reader's sake)."""
+        self._dialect_now()
+
     def _dialect_now(self) -> Dialect:
         if self._conn is None:
             self._conn, self._dialect = connect(self.url)
+            if not self._table_exists("NOTIFICATION_LOG"):
+                raise missing_log(self.url)
         return self._dialect
 
     def _query(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
