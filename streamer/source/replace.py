@@ -5,9 +5,12 @@ E1. The steps and why a change at the newest bootstrap's id is refused: ``docs/d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 from streamer.errors import CodecError, StreamerError
 from streamer.events.codec import EventDeserializer
@@ -20,6 +23,7 @@ from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record
 from streamer.source.publish_bootstrap import publish_records
 from streamer.source.reader import NotificationReader
+from streamer.source.source_db import is_bundled_warehouse, shown
 
 log = logging.getLogger(__name__)
 
@@ -122,3 +126,48 @@ def replace_policy(
     log.info("policy %s replaced by %s at event %d: %d tables dropped, %d added", old, new, e1, len(drops),
              len(added.dump.tables))
     return e1
+
+
+@contextlib.contextmanager
+def policy_change_catalog(source_id: str, *, notification_db: str | None = None, hms_uri: str | None = None,
+                          auth: Any = None) -> Iterator[SourceCatalog]:
+    """The catalog a policy change dumps from, as ``streamer bootstrap`` reads it: a Hive metastore
+    through its Thrift API (whatever reader carries its log), never writing to it; the bundled
+    warehouse, which streamer writes itself, through its own connection. A Hive metastore's database
+    without ``hms_uri`` is refused before anything is opened for writing."""
+    if hms_uri:
+        from streamer.source.hms_source_catalog import HmsSourceCatalog
+
+        hms = HmsSourceCatalog.connect(hms_uri, auth=auth)
+        try:
+            yield hms
+        finally:
+            hms.close()
+        return
+    if not notification_db or not is_bundled_warehouse(notification_db):
+        raise PolicyChangeError(
+            f"the policies changed, and dumping the newly included tables of the Hive metastore whose "
+            f"database is {shown(str(notification_db))!r} needs its Thrift API: give --hms-uri "
+            "thrift://host:port as well (streamer only reads the metastore's database), or start the "
+            "agent with the topic's recorded policies"
+        )
+    from streamer.source.warehouse_catalog import WarehouseCatalog
+    from streamer.warehouse import Warehouse
+
+    with Warehouse.open(notification_db, source_id=source_id) as wh:
+        yield WarehouseCatalog(wh)
+
+
+def replace_if_changed(config: AgentConfig, reader: NotificationReader, policy: PolicySet, *,
+                       notification_db: str | None = None, hms_uri: str | None = None,
+                       auth: Any = None) -> int | None:
+    """At start-up: when the topic records other policies than ``policy``, publish the change
+    (``replace_policy``) and return its E1; None when nothing changed."""
+    from streamer.source.policy_record import parse_policy_record
+
+    previous = recorded_policy(config)
+    if previous is None or previous == policy_record(policy):
+        return None
+    with policy_change_catalog(config.source_id, notification_db=notification_db, hms_uri=hms_uri,
+                               auth=auth) as catalog:
+        return replace_policy(config, reader, catalog, parse_policy_record(previous), policy)

@@ -141,3 +141,20 @@ def missing_log(url: str) -> SourceDatabaseError:
         "metastore's database (nor the bundled warehouse's); give the URL of the database the "
         "metastore itself uses (javax.jdo.option.ConnectionURL), or read through --hms-uri"
     )
+
+
+def is_bundled_warehouse(url: str) -> bool:
+    """Whether ``url`` is the bundled warehouse's database (which streamer itself writes), not a Hive
+    metastore's: only the warehouse has ``WH_CONFIG``. Asked read-only, so a Hive database is untouched."""
+    conn, d = connect(url)
+    try:
+        cur = conn.cursor()
+        try:
+            cur.execute(f"SELECT * FROM {d.ident('WH_CONFIG')} WHERE 1 = 0")
+            return True
+        except Exception:  # each driver has its own "no such table"
+            return False
+        finally:
+            cur.close()
+    finally:
+        conn.close()
