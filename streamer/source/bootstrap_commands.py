@@ -112,13 +112,19 @@ def bootstrap(
         if warehouse_url:
             reader = SqlNotificationReader(warehouse_url)
             resources.callback(reader.close)
+            reader.check()  # a typo'd path is refused here, not created as an empty warehouse
             wh = Warehouse.open(warehouse_url, source_id=opts.source_id)
             resources.callback(wh.close)
             source_catalog = WarehouseCatalog(wh)
         else:
-            reader = SqlNotificationReader(notification_db) if notification_db else (
-                ThriftNotificationReader(str(hms_uri), auth=auth))
-            resources.callback(reader.close)
+            if notification_db:
+                sql_reader = SqlNotificationReader(notification_db)  # read-only: the metastore's own
+                resources.callback(sql_reader.close)
+                sql_reader.check()
+                reader = sql_reader
+            else:
+                reader = ThriftNotificationReader(str(hms_uri), auth=auth)
+                resources.callback(reader.close)
             hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
             resources.callback(hms.close)
             source_catalog = hms
