@@ -15,12 +15,12 @@ Pure string work on snapshots; the handlers (``tables``, ``partitions``) call it
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from streamer.errors import PathEscapeError
 from streamer.events.model import PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.target.apply.paths import Root, TargetPaths, same_filesystem
+from streamer.target.apply.paths import TargetPaths, same_filesystem
 from streamer.target.apply.sources import STORE_SCHEMES
 
 
@@ -44,18 +44,24 @@ def _same_filesystem(a: str, b: str) -> bool:
                            pb._replace(netloc=pb.netloc.lower()).geturl())
 
 
-def rewrite_value(
-    paths: TargetPaths, value: str, source_location: str | None, target_location: str | None, what: str
-) -> str:
-    """``value`` as the target holds it: moved below ``target_location`` when it lies at or below
-    ``source_location``, else below the external base dir; ``what`` names the parameter in errors."""
+Places = Sequence[tuple[str | None, str | None]]
+"""(source location, target location) pairs an object's parameters may name, the object's own first
+(a partition's parameters may name its table's directory too: Spark copies the table's ``path``)."""
+
+
+def rewrite_value(paths: TargetPaths, value: str, places: Places, what: str) -> str:
+    """``value`` as the target holds it: moved to the same place below the target location of the
+    first of ``places`` whose source location holds it, else below the external base dir; ``what``
+    names the parameter in errors."""
     uri = value.strip()
-    if source_location and target_location and _same_filesystem(uri, source_location):
+    path = urlsplit(uri).path.rstrip("/")
+    for source_location, target_location in places:
+        if not (source_location and target_location and _same_filesystem(uri, source_location)):
+            continue
         base = urlsplit(source_location).path.rstrip("/")
-        path = urlsplit(uri).path.rstrip("/")
         if path == base:
             return target_location
-        if Root.parse(source_location).strictly_contains(uri):
+        if path.startswith(base + "/"):
             rel = paths.relative_file(path[len(base) + 1 :], what)
             return paths.ensure_inside(target_location.rstrip("/") + "/" + rel, what)
     if paths.external is None:
@@ -68,52 +74,45 @@ def rewrite_value(
 
 
 def rewrite_parameters(
-    paths: TargetPaths,
-    params: Mapping[str, str],
-    source_location: str | None,
-    target_location: str | None,
-    what: str,
+    paths: TargetPaths, params: Mapping[str, str], places: Places, what: str
 ) -> dict[str, str]:
     """``params`` with every source URI value rewritten (``rewrite_value``); other values kept."""
     return {
-        key: rewrite_value(paths, value, source_location, target_location, f"{what} {key}")
-        if is_source_uri(value)
-        else value
+        key: rewrite_value(paths, value, places, f"{what} {key}") if is_source_uri(value) else value
         for key, value in params.items()
     }
 
 
-def _rewrite_sd(
-    paths: TargetPaths, sd: StorageDescriptor, source_location: str | None, what: str
-) -> StorageDescriptor:
-    target = sd.location
+def _rewrite_sd(paths: TargetPaths, sd: StorageDescriptor, places: Places, what: str) -> StorageDescriptor:
     serde = dataclasses.replace(
-        sd.serde,
-        parameters=rewrite_parameters(paths, sd.serde.parameters, source_location, target, f"{what} serde"),
+        sd.serde, parameters=rewrite_parameters(paths, sd.serde.parameters, places, f"{what} serde")
     )
-    stored = rewrite_parameters(paths, sd.parameters, source_location, target, f"{what} storage")
+    stored = rewrite_parameters(paths, sd.parameters, places, f"{what} storage")
     return dataclasses.replace(sd, serde=serde, parameters=stored)
 
 
 def table_locations(paths: TargetPaths, target: TableSnapshot, source_location: str | None) -> TableSnapshot:
     """A target table (its ``sd.location`` already the target's) with its location-bearing
     parameters moved along: ``source_location`` is where the source keeps it."""
-    what = target.qualified_name
+    what, places = target.qualified_name, [(source_location, target.sd.location)]
     return dataclasses.replace(
         target,
-        sd=_rewrite_sd(paths, target.sd, source_location, what),
-        parameters=rewrite_parameters(paths, target.parameters, source_location, target.sd.location, what),
+        sd=_rewrite_sd(paths, target.sd, places, what),
+        parameters=rewrite_parameters(paths, target.parameters, places, what),
     )
 
 
 def partition_locations(
-    paths: TargetPaths, target: PartitionSnapshot, source_location: str | None, what: str
+    paths: TargetPaths, target: PartitionSnapshot, source_location: str | None, what: str,
+    table: tuple[str | None, str | None] = (None, None),
 ) -> PartitionSnapshot:
-    """A target partition (``sd.location`` the target's) with its location-bearing parameters moved."""
+    """A target partition (``sd.location`` the target's) with its location-bearing parameters moved;
+    ``table``: its table's source and target locations, which its parameters may name too."""
+    places = [(source_location, target.sd.location), table]
     return dataclasses.replace(
         target,
-        sd=_rewrite_sd(paths, target.sd, source_location, what),
-        parameters=rewrite_parameters(paths, target.parameters, source_location, target.sd.location, what),
+        sd=_rewrite_sd(paths, target.sd, places, what),
+        parameters=rewrite_parameters(paths, target.parameters, places, what),
     )
 
 

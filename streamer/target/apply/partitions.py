@@ -36,7 +36,7 @@ def target_partition(
     base = source.sd.location if source is not None else None
     where = p.sd.location or (base.rstrip("/") + "/" + name if base else None)
     moved = partition_locations(ctx.paths, ctx.target_partition(table, source, p), where,
-                                f"{table.qualified_name}/{name}")
+                                f"{table.qualified_name}/{name}", (base, table.sd.location))
     return marked_partition(moved, where) if source_location(table) else moved
 
 

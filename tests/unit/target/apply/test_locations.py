@@ -39,7 +39,7 @@ params = st.dictionaries(segments, st.one_of(source_uris, text), max_size=8)
 
 @given(params)
 def test_no_parameter_names_the_source_after_the_rewrite(values: dict[str, str]) -> None:
-    out = rewrite_parameters(PATHS, values, SOURCE, TARGET, "sales.orders")
+    out = rewrite_parameters(PATHS, values, [(SOURCE, TARGET)], "sales.orders")
     assert out.keys() == values.keys()
     for key, value in out.items():  # (the external layout names a source host as a directory: fine)
         assert urlsplit(value).netloc.lower() not in ("src-nn:8020", "src-bucket"), (key, value)
@@ -51,7 +51,7 @@ def test_no_parameter_names_the_source_after_the_rewrite(values: dict[str, str])
 
 @given(below)
 def test_a_value_below_the_object_keeps_its_place_below_the_target(rel: str) -> None:
-    out = rewrite_parameters(PATHS, {"path": SOURCE + rel + "/"}, SOURCE, TARGET, "t")
+    out = rewrite_parameters(PATHS, {"path": SOURCE + rel + "/"}, [(SOURCE, TARGET)], "t")
     assert out == {"path": TARGET + rel}
 
 
@@ -63,22 +63,24 @@ def test_a_datasource_tables_path_points_at_its_target_directory() -> None:
     out = table_locations(TargetPaths("/wh"), table, "file:/src/wh/d.db/t")
     assert out.sd.serde.parameters == {"path": "/wh/d.db/t", "serialization.format": "1"}
     assert out.parameters == table.parameters
-    part = PartitionSnapshot(["1"], sd=StorageDescriptor(
-        location="/wh/d.db/t/dt=1", serde=SerDe(parameters={"path": "file:///src/wh/d.db/t/dt=1"})))
-    moved = partition_locations(TargetPaths("/wh"), part, "file:/src/wh/d.db/t/dt=1", "d.t/dt=1")
-    assert moved.sd.serde.parameters == {"path": "/wh/d.db/t/dt=1"}
+    # Spark gives a datasource table's partitions the table's ``path``
+    part = PartitionSnapshot(["1"], sd=StorageDescriptor(location="/wh/d.db/t/dt=1", serde=SerDe(
+        parameters={"path": "file:///src/wh/d.db/t", "own": "file:///src/wh/d.db/t/dt=1/x"})))
+    moved = partition_locations(TargetPaths("/wh"), part, "file:/src/wh/d.db/t/dt=1", "d.t/dt=1",
+                                ("file:/src/wh/d.db/t", "/wh/d.db/t"))
+    assert moved.sd.serde.parameters == {"path": "/wh/d.db/t", "own": "/wh/d.db/t/dt=1/x"}
 
 
 def test_a_source_location_with_no_place_on_the_target_is_refused_by_name() -> None:
     with pytest.raises(PathEscapeError, match=r"avro\.schema\.url") as raised:
         rewrite_parameters(TargetPaths("/wh"), {"avro.schema.url": "hdfs://nn/schemas/x.avsc"},
-                           "hdfs://nn/wh/d.db/t", "/wh/d.db/t", "d.t")
+                           [("hdfs://nn/wh/d.db/t", "/wh/d.db/t")], "d.t")
     assert raised.value.obj == "d.t avro.schema.url"
 
 
 @pytest.mark.parametrize("value", ["1", ",", "/", "a/b", "http://example.com/x", "hive", ""])
 def test_values_that_are_not_source_locations_stay(value: str) -> None:
-    assert rewrite_parameters(PATHS, {"k": value}, SOURCE, TARGET, "t") == {"k": value}
+    assert rewrite_parameters(PATHS, {"k": value}, [(SOURCE, TARGET)], "t") == {"k": value}
 
 
 def test_a_rename_moves_partition_parameters_along() -> None:
