@@ -21,6 +21,7 @@ from streamer.source.bootstrap import (
     records,
     snapshot,
 )
+from streamer.source.data_scope import ALL_DATA, DataScope, withhold_data
 from streamer.source.options import SourceOptions, env
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import policy_record
@@ -61,6 +62,12 @@ log = logging.getLogger(__name__)
                    "publishes only what the topic lacks (and does not publish a finished bootstrap again).")
 @click.option("--force", is_flag=True, **env("FORCE"),
               help="With --work-dir: make a new bootstrap even if one is kept there (finished or not).")
+@click.option("--metadata-only", is_flag=True, **env("METADATA_ONLY"),
+              help="Dump metadata without any data files (Hive's hive.repl.dump.metadata.only): targets get "
+                   "databases, tables, partitions and statistics, with empty locations.")
+@click.option("--exclude-external-data", is_flag=True, **env("EXCLUDE_EXTERNAL_DATA"),
+              help="Dump external tables without their data files (Hive's "
+                   "hive.repl.include.external.tables=false); managed tables keep theirs.")
 @click.option("--max-rounds", default=20, show_default=True, type=click.IntRange(1), **env("MAX_ROUNDS"),
               help="Re-reads of tables that changed while being read before giving up.")
 @options.with_source_options
@@ -74,6 +81,8 @@ def bootstrap(
     work_dir: Path | None,
     force: bool,
     max_rounds: int,
+    metadata_only: bool,
+    exclude_external_data: bool,
 ) -> None:
     """Dump every object of the policy as of one event id E1 into the topic, then a marker.
 
@@ -143,7 +152,8 @@ def bootstrap(
             summary = run_bootstrap(
                 config, reader, source_catalog, scope, work=work, force=force,
                 records_per_transaction=records_per_transaction, partitions_per_record=partitions_per_record,
-                max_rounds=max_rounds, on_object=lambda kind, name: bars.advance(dumping), on_dumped=dumped,
+                max_rounds=max_rounds, data=DataScope(metadata_only, exclude_external_data),
+                on_object=lambda kind, name: bars.advance(dumping), on_dumped=dumped,
                 on_publishing=publishing, on_published=lambda n: bars.advance(sending, n),
             )
     click.echo(summary)
@@ -160,6 +170,7 @@ def run_bootstrap(
     records_per_transaction: int = 200,
     partitions_per_record: int = 200,
     max_rounds: int = 20,
+    data: DataScope = ALL_DATA,
     on_object: ObjectCallback | None = None,
     on_dumped: Callable[[], None] | None = None,
     on_publishing: Callable[[int, int], None] | None = None,
@@ -181,6 +192,7 @@ def run_bootstrap(
         published = SourceAgent(config, reader, scope).recover_last_id()
         state = snapshot(catalog, reader, scope, config.source_id, enrich=config.enrich, at_least=published,
                          max_rounds=max_rounds, on_object=on_object, catalog_name=config.catalog)
+        state = withhold_data(state, data)
         recs = records(state, config.source_id, policy=policy, event_time=int(time.time()),
                        limits=RecordLimits(partitions=partitions_per_record))
         recs = enrich_records(recs, config.enrich)
@@ -209,6 +221,7 @@ def run_bootstrap(
     with_parts = (BootstrapKind.TABLE, BootstrapKind.PARTITIONS)
     partitions = sum(len(p.partitions) for p in tables if p.kind in with_parts)
     resumed = f" (resumed after record {done.through})" if done.through else ""
+    seeded = "" if data == ALL_DATA else f" ({data})"
     return (f"bootstrap of {config.source_id} as of event {bid}: {databases} databases, {n_tables} tables, "
-            f"{partitions} partitions, {len(recs) - 1} records to {config.topic_name}{resumed}; "
+            f"{partitions} partitions{seeded}, {len(recs) - 1} records to {config.topic_name}{resumed}; "
             f"the agent continues after {bid}")
