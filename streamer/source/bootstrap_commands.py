@@ -33,6 +33,7 @@ from streamer.source.publish_bootstrap import (
     published_through,
 )
 from streamer.source.reader import NotificationReader
+from streamer.source.withheld_catalog import WithheldFiles
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,8 @@ def run_bootstrap(
         )
     if pending is None:
         published = SourceAgent(config, reader, scope).recover_last_id()
-        state = snapshot(catalog, reader, scope, config.source_id, enrich=config.enrich, at_least=published,
+        source = catalog if data == ALL_DATA else WithheldFiles(catalog, data)  # no listing of withheld data
+        state = snapshot(source, reader, scope, config.source_id, enrich=config.enrich, at_least=published,
                          max_rounds=max_rounds, on_object=on_object, catalog_name=config.catalog)
         state = withhold_data(state, data)
         recs = records(state, config.source_id, policy=policy, event_time=int(time.time()),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.events.model import BootstrapObjectPayload, Column
+from streamer.events.model import BootstrapObjectPayload, Column, FileRef
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.agent import AgentConfig
@@ -27,6 +27,16 @@ from tests.unit.source.test_bootstrap_records import _applier, _run
 pytestmark = pytest.mark.integration
 
 ROW = [{"id": 1, "name": "x", "amount": 1.5, "ok": True}]
+
+
+class _CountedListings(WarehouseCatalog):
+    """The warehouse's catalog, counting which tables' files were listed."""
+
+    listed: list[str]
+
+    def files(self, db: str, table: str) -> list[FileRef]:
+        self.listed.append(table)
+        return super().files(db, table)
 
 
 @pytest.mark.parametrize(("scope", "copied"), [
@@ -49,7 +59,10 @@ def test_a_seed_carries_the_data_its_scope_names(scope: DataScope, copied: set[s
         wh.insert("d", "parted", ROW, {"dt": "1"})
         settings = EnrichSettings(checksum_algorithm=CHECKSUM_ALGORITHM, cmroot=str(tmp_path / "cm"))
         config = AgentConfig("seed", broker.client_settings(), topic=topic, enrich=settings)
-        summary = run_bootstrap(config, reader, WarehouseCatalog(wh), PolicySet.parse(["d"]), data=scope)
+        catalog = _CountedListings(wh)
+        catalog.listed = []
+        summary = run_bootstrap(config, reader, catalog, PolicySet.parse(["d"]), data=scope)
+        assert set(catalog.listed) == copied  # withheld data is not even listed
         events = _topic_events(config)
         carried = {e.payload.table.name for e in events if isinstance(e.payload, BootstrapObjectPayload)
                    and e.payload.table is not None and e.payload.files}
