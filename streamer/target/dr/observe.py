@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 
 from streamer.errors import ConfigError
-from streamer.events.model import DatabaseSnapshot, TableSnapshot
+from streamer.events.model import DatabaseSnapshot, PartitionSnapshot, TableSnapshot
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden, partition_name
 from streamer.metastore.catalog import Catalog
@@ -57,11 +58,23 @@ def observe_table(catalog: Catalog, table: TableSnapshot, warehouse_root: str | 
     ids = tuple(sorted(write_ids or ())) if meta.transactional else ()
     if meta.is_view:
         return ObservedTable(meta, write_ids=ids)
+    parts = catalog.list_partitions(table.db, table.name) if table.partition_keys else []
+    return observe_listed(table, parts, write_ids, ids)
+
+
+def observe_listed(
+    table: TableSnapshot, parts: Sequence[PartitionSnapshot], write_ids: list[int] | None = None,
+    ids: tuple[int, ...] = (),
+) -> ObservedTable:
+    """``table`` with its partitions ``parts`` (read from any catalog, the source's too) and files."""
+    meta = table_meta(table)
+    if meta.is_view:
+        return ObservedTable(meta, write_ids=ids)
     partitions: dict[str, dict[str, ObservedFile]] = {}
     locations: dict[str, str] = {}
     if table.partition_keys:
         keys = [k.name.lower() for k in table.partition_keys]
-        for part in catalog.list_partitions(table.db, table.name):
+        for part in parts:
             if len(part.values) != len(keys):
                 continue  # replaced while being read; the confirming pass reads it again
             name = partition_name(keys, list(part.values))

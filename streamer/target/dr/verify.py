@@ -52,6 +52,9 @@ Guard = Callable[[], AbstractContextManager[Any]]
 
 REPAIRABLE = frozenset({FILE, CHECKSUM, SIZE})
 
+SecondCheck = Callable[[Catalog, Guard], VerifyReport]
+"""A further check :class:`VerifyLoop` runs after each verification, with its catalog and guard."""
+
 
 @dataclass(frozen=True)
 class VerifySettings:
@@ -104,6 +107,11 @@ def verify(
     return report
 
 
+def replica_positions(settings: VerifySettings, catalog: Catalog) -> dict[str, int]:
+    """Source database -> ``repl.last.id`` of its replica, for the databases ``settings`` selects."""
+    return _Verifier(settings, catalog, lambda: iter(())).positions()
+
+
 def record_metrics(report: VerifyReport) -> None:
     """Drift gauges of the verified databases (others keep their last values), run time, duration."""
     counts = report.by_db_kind()
@@ -149,7 +157,7 @@ class _Verifier:
         return self.db_map.get(db, db)
 
     def run(self, guard: Guard, repair: bool) -> VerifyReport:
-        positions = self._positions()
+        positions = self.positions()
         report = VerifyReport()
         self._expect(self._cutoffs(positions))
         for db in sorted(positions):
@@ -163,7 +171,7 @@ class _Verifier:
         return report
 
     # --- positions and the expected side ---------------------------------------------------------
-    def _positions(self) -> dict[str, int]:
+    def positions(self) -> dict[str, int]:
         """Source database -> ``repl.last.id`` of its replica (0 when the replica is missing)."""
         reverse = {v: k for k, v in self.db_map.items()}
         out: dict[str, int] = {}
@@ -283,8 +291,10 @@ class VerifyLoop:
     lock) as docs/design/dr.md describes. Failures are logged and counted, never fatal to the job.
     """
 
-    def __init__(self, settings: VerifySettings, every: float, lock: threading.Lock) -> None:
+    def __init__(self, settings: VerifySettings, every: float, lock: threading.Lock,
+                 also: SecondCheck | None = None) -> None:
         self.settings = settings
+        self.also = also  # e.g. the check against the live source (streamer.target.dr.source_check)
         self.every = every
         self.lock = lock
         self.runs = 0
@@ -316,6 +326,10 @@ class VerifyLoop:
                         len(report.drifts), len(report.databases), report.seconds)
                 for d in report.drifts[:20]:
                     log.warning("drift %s %s: %s", d.kind, d.obj, d.detail)
+                if self.also is not None:
+                    second = self.also(catalog, lambda: self.lock)
+                    for d in second.drifts[:20]:
+                        log.warning("drift from the live source %s %s: %s", d.kind, d.obj, d.detail)
             except Exception as exc:  # a failed run is retried next time; the job goes on
                 log.warning("verification failed: %s: %s", type(exc).__name__, exc)
                 metrics.VERIFY_FAILURES.inc()

@@ -33,6 +33,10 @@ class TargetSettings:
     external_source_prefix: str = "file://"
     hms_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the target HMS (metastore.transport)
     verify_every: float = 0.0  # 0 = off; see streamer.target.dr.verify.VerifyLoop
+    # with --verify-every, also check against the live source (streamer.target.dr.source_check)
+    verify_source_hms_uri: str | None = None  # --source-hms-uri: the source metastore's Thrift URI
+    verify_source_notification_db: str | None = None  # --source-notification-db: a bundled warehouse
+    verify_source_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the source HMS
     until_event: int | None = None  # apply events up to this id, then stop (streamer.target.job.bounded)
     mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
     # database whose parameters publish the watermark (streamer.target.job.watermark); "" = metrics only,

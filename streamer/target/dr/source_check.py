@@ -1,0 +1,259 @@
+"""``streamer verify --against-source``: the replica against the live source's metastore and storage.
+
+The I/O around :mod:`streamer.target.dr.source_drift`: the source is read through the catalog a
+bootstrap reads (Thrift, or the bundled warehouse), its notification log after each replica's
+position names the objects it changed since (not judged), and both sides' files are listed and
+hashed (sha256). ``repair`` re-copies diverged files, verified, through the target's write guard.
+Design: docs/dr.md ("Against the live source").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from streamer import metrics
+from streamer.errors import ConfigError
+from streamer.events.model import FileRef
+from streamer.filesystems import url_to_fs
+from streamer.hive.notification import NotificationRow
+from streamer.metastore.catalog import Catalog
+from streamer.metastore.transport import HmsAuth
+from streamer.replay.state import table_meta
+from streamer.source.bootstrap import SourceCatalog, Vanished
+from streamer.source.reader import NotificationReader
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.guard import check_write
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.dr.drift import (
+    DATABASE,
+    KINDS,
+    DatabaseReport,
+    Drift,
+    ObservedFile,
+    ObservedTable,
+    VerifyReport,
+)
+from streamer.target.dr.observe import digest, observe_listed, observe_table
+from streamer.target.dr.source_drift import REPAIRABLE, TablePair, changed_since, compare_tables, is_removal
+from streamer.target.dr.verify import Guard, VerifySettings, replica_positions
+from streamer.target.state.visibility import is_acid_replica, source_parameters
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SourceConnection", "check_against_source"]
+
+
+@dataclass(frozen=True)
+class SourceConnection:
+    """Where the live source is read: its metastore's Thrift API, or the bundled warehouse's database."""
+
+    hms_uri: str | None = None
+    notification_db: str | None = None
+    auth: HmsAuth = field(default_factory=HmsAuth)
+
+    def __post_init__(self) -> None:
+        if bool(self.hms_uri) == bool(self.notification_db):
+            raise ConfigError(
+                "--against-source needs exactly one of --source-hms-uri and --source-notification-db"
+            )
+
+
+@contextlib.contextmanager
+def open_source(conn: SourceConnection, source_id: str) -> Iterator[tuple[SourceCatalog, NotificationReader]]:
+    """The source's catalog and notification log, read-only, as ``streamer bootstrap`` opens them."""
+    from streamer.source.replace import policy_change_catalog
+
+    reader: NotificationReader
+    if conn.hms_uri:
+        from streamer.source.thrift_reader import ThriftNotificationReader
+
+        reader = ThriftNotificationReader(conn.hms_uri, auth=conn.auth)
+    else:
+        from streamer.source.reader import SqlNotificationReader
+
+        reader = SqlNotificationReader(str(conn.notification_db))
+    try:
+        with policy_change_catalog(source_id, notification_db=conn.notification_db, hms_uri=conn.hms_uri,
+                                   auth=conn.auth) as catalog:
+            yield catalog, reader
+    finally:
+        reader.close()
+
+
+def check_against_source(
+    settings: VerifySettings,
+    conn: SourceConnection,
+    *,
+    catalog: Catalog | None = None,
+    guard: Guard = contextlib.nullcontext,
+    repair: bool = False,
+) -> VerifyReport:
+    """Compare every replicated database with the source now, for objects it has not changed since
+    the replica's position; optionally re-sync diverged files. Sets the source drift gauge."""
+    started, clock = time.time(), time.monotonic()
+    own = catalog is None
+    if catalog is None:
+        from streamer.metastore.thrift_catalog import HmsCatalog
+
+        catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    try:
+        with open_source(conn, settings.source_id) as (source, reader):
+            report = _SourceCheck(settings, catalog, source, reader).run(guard, repair)
+    finally:
+        if own:
+            catalog.close()
+    report.started, report.seconds = started, time.monotonic() - clock
+    record_metrics(report)
+    return report
+
+
+def record_metrics(report: VerifyReport) -> None:
+    """``streamer_verify_source_drift_objects{db,kind}`` of the checked databases."""
+    counts = report.by_db_kind()
+    for r in report.databases:
+        for kind in KINDS:
+            metrics.VERIFY_SOURCE_DRIFT_OBJECTS.labels(db=r.db, kind=kind).set(counts.get((r.db, kind), 0))
+
+
+class _SourceCheck:
+    def __init__(self, settings: VerifySettings, catalog: Catalog, source: SourceCatalog,
+                 reader: NotificationReader) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.source = source
+        self.reader = reader
+        self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+
+    def run(self, guard: Guard, repair: bool) -> VerifyReport:
+        report = VerifyReport()
+        with guard():
+            positions = replica_positions(self.settings, self.catalog)
+        for db in sorted(positions):
+            result = self._database(db, positions[db])
+            if repair and any(d.kind in REPAIRABLE and d.repair for d in result.drifts):
+                done = self._repair(result, guard)
+                report.repaired.extend(done)
+                if done:
+                    result = self._database(db, positions[db])
+            report.databases.append(result)
+        return report
+
+    def _moved(self, db: str, position: int) -> tuple[frozenset[str], int]:
+        """Tables of ``db`` the source changed after ``position``, and how many events did."""
+        rows = _read_after(self.reader, position)
+        mine = [r for r in rows if (r.db_name or "").lower() == db]
+        return changed_since(mine, {db: position}).get(db, frozenset()), len(mine)
+
+    def _database(self, db: str, position: int) -> DatabaseReport:
+        """Read both sides, then the log again: what changed meanwhile is dropped from the verdict."""
+        before, _ = self._moved(db, position)
+        name = self.db_map.get(db, db)
+        try:
+            source_tables = {t.lower() for t in self.source.tables(db)}
+        except Vanished:
+            source_tables = set()
+            if "*" not in before:
+                drift = Drift(db, DATABASE, db, "database missing on the source")
+                return DatabaseReport(db, position, (drift,))
+        replica_tables = {t.lower() for t in self.catalog.list_tables(name)}
+        pairs = []
+        for table in sorted((source_tables | replica_tables) - before):
+            src = self._source_table(db, table) if table in source_tables else None
+            rep = self._replica_table(name, table) if table in replica_tables else None
+            pairs.append(_hashed(TablePair(table, src, rep), self.settings.chunk_size))
+        after, later = self._moved(db, position)
+        drifts = compare_tables(db, pairs, before | after)
+        return DatabaseReport(db, position, tuple(drifts), later_events=later)
+
+    def _source_table(self, db: str, table: str) -> ObservedTable | None:
+        try:
+            snap = self.source.table(db, table)
+            parts = self.source.partitions(db, table) if snap.partition_keys else []
+        except Vanished:
+            return None  # dropped meanwhile: the log read after names it
+        return observe_listed(snap, parts)
+
+    def _replica_table(self, name: str, table: str) -> ObservedTable | None:
+        snap = self.catalog.get_table(name, table)
+        if snap is None:
+            return None
+        if is_acid_replica(snap.parameters):  # files judged by write ids (`streamer verify`), not here
+            restored = dataclasses.replace(snap, parameters=source_parameters(snap.parameters))
+            return ObservedTable(table_meta(restored))
+        return observe_table(self.catalog, snap, self.settings.warehouse_root)
+
+    # --- repair ---------------------------------------------------------------------------------
+    def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
+        """Re-copy diverged files from the source (verified by its sha256 now), remove stray ones."""
+        if not self.settings.warehouse_root:
+            raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
+        paths = TargetPaths(self.settings.warehouse_root, self.settings.external_base_dir)
+        copier = FileCopier(max_workers=4, roots=paths.roots, sources=self.settings.source_rules)
+        done = []
+        with guard():
+            if replica_positions(self.settings, self.catalog).get(result.db) != result.event_id:
+                log.warning("%s moved since it was checked; not repairing it now", result.db)
+                return []
+            for d in result.drifts:
+                if d.kind not in REPAIRABLE or d.repair is None:
+                    continue
+                fix = d.repair
+                if is_removal(d):
+                    check_write(fix.ref.uri, fix.directory, paths.roots)
+                    fs, path = url_to_fs(fix.ref.uri)
+                    fs.rm(path)
+                else:
+                    ref = fix.ref
+                    if not ref.checksum:
+                        found = digest(ref.uri, "sha256", self.settings.chunk_size)
+                        ref = dataclasses.replace(ref, checksum=found, checksum_algorithm="sha256")
+                    if not ref.checksum:
+                        log.warning("%s vanished on the source; not re-synced", ref.uri)
+                        continue
+                    copier.copy_all([ref], _into(fix.directory), source_location=ref.uri.rsplit("/", 1)[0])
+                log.info("re-synced %s from the source (%s)", d.obj, d.detail)
+                done.append(d.obj)
+        return done
+
+
+def _into(directory: str) -> Callable[[FileRef], str]:
+    return lambda _ref: directory
+
+
+def _hashed(pair: TablePair, chunk: int) -> TablePair:
+    """sha256 of the files both sides have at the same size (other differences need no content)."""
+    if pair.source is None or pair.replica is None:
+        return pair
+    src_parts: dict[str, Mapping[str, ObservedFile]] = {}
+    rep_parts: dict[str, Mapping[str, ObservedFile]] = {}
+    for part, want in pair.source.partitions.items():
+        have = pair.replica.partitions.get(part, {})
+        same = {p for p in set(want) & set(have) if want[p].size == have[p].size}
+        src_parts[part] = {p: _with_digest(f, chunk) if p in same else f for p, f in want.items()}
+        rep_parts[part] = {p: _with_digest(f, chunk) if p in same else f for p, f in have.items()}
+    for part, have in pair.replica.partitions.items():
+        rep_parts.setdefault(part, have)
+    return TablePair(pair.name, dataclasses.replace(pair.source, partitions=src_parts),
+                     dataclasses.replace(pair.replica, partitions=rep_parts))
+
+
+def _with_digest(f: ObservedFile, chunk: int) -> ObservedFile:
+    return dataclasses.replace(f, digest=digest(f.url, "sha256", chunk), algorithm="sha256")
+
+
+def _read_after(reader: NotificationReader, after: int, batch: int = 1000) -> list[NotificationRow]:
+    rows: list[NotificationRow] = []
+    while got := reader.read_after(after, batch):
+        rows.extend(got)
+        after = got[-1].event_id
+    return rows
+
+
+def loop_check(settings: VerifySettings, conn: SourceConnection) -> Callable[[Catalog, Guard], VerifyReport]:
+    """The check against the live source as :class:`~streamer.target.dr.verify.VerifyLoop` runs it."""
+    return lambda catalog, guard: check_against_source(settings, conn, catalog=catalog, guard=guard)
