@@ -27,7 +27,9 @@ from streamer.metastore.catalog import (
     REPL_SOURCE_PARAM,
     REPL_TARGET_PARAM,
 )
-from streamer.target.dr.failover import Cut, FailoverRecord, read_json, write_json
+from streamer.target.dr.failover import Cut, FailoverRecord
+from streamer.target.state.files import StateFileError, read_json, write_json
+from streamer.target.state.lock import state_lock
 
 FAILBACK_FILE = "failback.json"
 
@@ -238,7 +240,8 @@ def record_failback(state_dir: str | Path, div: Divergence, discarded: bool,
     body = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "discarded": discarded,
             **div.to_json(), "dropped": None if dropped is None else sorted(dropped),
             "db_map": dict(sorted((db_map or {}).items())), "old_source": old_source}
-    write_json(Path(state_dir) / FAILBACK_FILE, [*read_failbacks(state_dir), body])
+    with state_lock(state_dir):  # append to what is there now, not to what was read before
+        write_json(Path(state_dir) / FAILBACK_FILE, [*read_failbacks(state_dir), body])
     return body
 
 
@@ -251,7 +254,7 @@ def read_failbacks(state_dir: str | Path) -> list[dict[str, Any]]:
         return []
     records = [body] if isinstance(body, dict) else body
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise StreamerError(f"{path} is malformed: expected a list of records")
+        raise StateFileError(f"state file {path} is malformed: expected a list of records (JSON objects)")
     return records
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -30,6 +29,17 @@ from streamer.metastore.catalog import (
     REPL_TARGET_PARAM,
     Catalog,
 )
+from streamer.target.state.files import (
+    StateFileError,
+    expect_list,
+    expect_object,
+    expect_opt_str,
+    expect_str,
+    field,
+    read_json,
+    write_json,
+)
+from streamer.target.state.lock import state_lock
 from streamer.target.state.status import replicated_through
 
 FAILOVER_FILE = "failover.json"
@@ -135,42 +145,33 @@ class FailoverRecord:
 
 
 def read_record(state_dir: str | Path) -> FailoverRecord | None:
+    """The failover recorded in the state dir (None: never failed over); ``StateFileError`` when
+    ``failover.json`` is of the wrong shape."""
     path = Path(state_dir) / FAILOVER_FILE
     raw = read_json(path)
     if raw is None:
         return None
+    body = expect_object(raw, path, "the record")
     try:
-        cut = Cut.from_json(raw["cut"]) if raw.get("cut") else None
-        return FailoverRecord(raw["state"], raw["started"], raw.get("completed"), cut,
-                              tuple(raw.get("changed", ())), tuple(raw.get("source_ids", ())))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StreamerError(f"{path} is malformed: {exc}") from exc
+        cut_raw = body.get("cut")
+        cut = Cut.from_json(expect_object(cut_raw, path, "'cut'")) if cut_raw else None
+        return FailoverRecord(
+            expect_str(field(body, "state", path, "the record"), path, "state"),
+            expect_str(field(body, "started", path, "the record"), path, "started"),
+            expect_opt_str(body.get("completed"), path, "completed"), cut,
+            tuple(expect_str(n, path, "changed[]")
+                  for n in expect_list(body.get("changed", []), path, "changed")),
+            tuple(expect_str(n, path, "source_ids[]")
+                  for n in expect_list(body.get("source_ids", []), path, "source_ids")),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StateFileError(f"state file {path} is malformed: {type(exc).__name__}: {exc}") from exc
 
 
 def write_record(state_dir: str | Path, record: FailoverRecord) -> None:
-    """Replace ``failover.json`` atomically."""
-    write_json(Path(state_dir) / FAILOVER_FILE, record.to_json())
-
-
-def read_json(path: Path) -> Any:
-    """A state file written by ``write_json`` (None when there is none)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise StreamerError(f"cannot read {path}: {exc}") from exc
-
-
-def write_json(path: Path, body: Any) -> None:
-    """Replace a state file atomically (temp file, fsync, rename): ``failover.json``, ``failback.json``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, indent=2, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Replace ``failover.json`` atomically, under the state dir's lock."""
+    with state_lock(state_dir):
+        write_json(Path(state_dir) / FAILOVER_FILE, record.to_json())
 
 
 def refuse_if_failed_over(state_dir: str | Path) -> None:
@@ -294,30 +295,36 @@ def failover(
     from streamer.target.state.state_file import TargetState
     from streamer.target.state.status import read_progress
 
-    record = read_record(state_dir)
-    if record is not None and record.state == "done":
-        return record
-    if record is None and not replicated_databases(catalog, source_id):
+    if read_record(state_dir) is None and not replicated_databases(catalog, source_id):
         owners = sorted({p[REPL_SOURCE_PARAM] for p in replicated_databases(catalog, None).values()})
         raise FailoverError(
             f"no database on this target is replicated from source {source_id!r} "
             f"(sources found: {', '.join(owners) or 'none'}); check --source-id"
         )
-    started = record.started if record is not None else _now()
-    write_record(state_dir, FailoverRecord("pending", started))
+    with state_lock(state_dir):  # re-read under the lock: a concurrent failover's record is kept
+        record = read_record(state_dir)
+        if record is not None and record.state == "done":
+            return record
+        started = record.started if record is not None else _now()
+        if record is None:
+            write_record(state_dir, FailoverRecord("pending", started))
+    # the job takes the state lock to finish a batch: wait for it to stop without holding that lock
     with JobLock(state_dir).held(wait_seconds, f" after {wait_seconds:.0f} s"):
-        state = TargetState(state_dir)
-        _, consumed = read_progress(state_dir)
-        dbs = replicated_databases(catalog, source_id)
-        applied = {name: int(p.get(LAST_ID_PARAM, "0") or 0) for name, p in dbs.items()}
-        halts = {h.db: h.event_id for h in state.halts().values()}
         if new_primary_head is not None:
             new_primary_event_id = new_primary_head()
-        cut = compute_cut(applied, consumed, halts, set(state.pending_replays()), source_head,
-                          new_primary_event_id)
-        if record is not None and record.cut is not None:
-            cut = record.cut  # an interrupted failover keeps the cut it took first
-        write_record(state_dir, FailoverRecord("pending", started, cut=cut))
+        dbs = replicated_databases(catalog, source_id)
+        with state_lock(state_dir):
+            record = read_record(state_dir)
+            if record is not None and record.cut is not None:
+                cut = record.cut  # an interrupted failover keeps the cut it took first
+            else:
+                state = TargetState(state_dir)
+                _, consumed = read_progress(state_dir)
+                applied = {name: int(p.get(LAST_ID_PARAM, "0") or 0) for name, p in dbs.items()}
+                halts = {h.db: h.event_id for h in state.halts().values()}
+                cut = compute_cut(applied, consumed, halts, set(state.pending_replays()), source_head,
+                                  new_primary_event_id)
+                write_record(state_dir, FailoverRecord("pending", started, cut=cut))
         changed = promote(catalog, dbs, cut, started)
         sources = tuple(sorted({p[REPL_SOURCE_PARAM] for p in dbs.values()}))
         done = FailoverRecord("done", started, _now(), cut, tuple(changed), sources)

@@ -8,16 +8,23 @@ reading and writing the anchor file are the only I/O here.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamer.errors import EventChainError, StreamerError
+from streamer.errors import EventChainError
 from streamer.events.model import Event
+from streamer.target.state.files import (
+    StateFileError,
+    expect_int,
+    expect_object,
+    expect_str,
+    field,
+    read_json,
+    write_json,
+)
+from streamer.target.state.lock import state_lock
 
 log = logging.getLogger(__name__)
 
@@ -81,33 +88,38 @@ def read_anchor(state_dir: str | Path) -> Anchor | None:
     """The anchor kept in ``<state_dir>/chain.json`` (None before the first batch)."""
     path = Path(state_dir) / CHAIN_FILE
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return Anchor(str(raw["topic"]), int(raw["offset"]), int(raw["event_id"]))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StreamerError(f"cannot read the event chain anchor {path}: {exc}; remove it with "
-                            "`streamer target reset-chain` to start a new chain") from exc
+        raw = read_json(path)
+        if raw is None:
+            return None
+        body = expect_object(raw, path, "the anchor")
+        return Anchor(
+            expect_str(field(body, "topic", path, "the anchor"), path, "topic"),
+            expect_int(field(body, "offset", path, "the anchor"), path, "offset"),
+            expect_int(field(body, "event_id", path, "the anchor"), path, "event_id"),
+        )
+    except StateFileError as exc:
+        raise StateFileError(
+            f"{exc}; remove it with `streamer target reset-chain` to start a new chain"
+        ) from exc
 
 
 def write_anchor(state_dir: str | Path, anchor: Anchor) -> None:
     """Replace the anchor atomically (a crash leaves the old one, which a redelivery passes)."""
-    directory = Path(state_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{CHAIN_FILE}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"topic": anchor.topic, "offset": anchor.offset, "event_id": anchor.event_id}, fh)
-        os.replace(tmp, directory / CHAIN_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with state_lock(state_dir):
+        write_json(Path(state_dir) / CHAIN_FILE,
+                   {"topic": anchor.topic, "offset": anchor.offset, "event_id": anchor.event_id})
 
 
 def reset_anchor(state_dir: str | Path) -> Anchor | None:
     """Forget the anchor (an operator accepts a loss): the next record consumed starts a new chain."""
-    anchor = read_anchor(state_dir)
-    (Path(state_dir) / CHAIN_FILE).unlink(missing_ok=True)
+    with state_lock(state_dir):
+        path = Path(state_dir) / CHAIN_FILE
+        try:
+            anchor = read_anchor(state_dir)
+        except StateFileError as exc:
+            log.warning("removing an unreadable event chain anchor: %s", exc)
+            anchor = None
+        path.unlink(missing_ok=True)
     if anchor is not None:
         log.warning("event chain reset: the anchor was offset %d, event %d of topic %s",
                     anchor.offset, anchor.event_id, anchor.topic)

@@ -2,29 +2,43 @@
 
 A database whose event cannot be applied halts here while other databases go on (``retry`` clears a
 halt, ``skip`` passes exactly the halted event); the transaction pseudo-database's progress and
-dropped databases' last ids live here too. One JSON file, replaced atomically. See
-docs/design/consistency.md.
+dropped databases' last ids live here too. One JSON file, replaced atomically, changed only under
+the state dir's lock (read-modify-write). See docs/design/consistency.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import tempfile
-import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from streamer import metrics
 from streamer.errors import StreamerError
+from streamer.target.state.files import (
+    StateFileError,
+    expect_int,
+    expect_list,
+    expect_object,
+    expect_opt_int,
+    expect_opt_str,
+    expect_str,
+    field,
+    read_json,
+    write_json,
+)
+from streamer.target.state.lock import state_lock
 
 STATE_FILE = "target-state.json"
 
 
 class StateError(StreamerError):
-    """The state file is unreadable, or an operator command does not match the recorded halt."""
+    """An operator command does not match the recorded halt (an unreadable file: ``StateFileError``)."""
+
+
+__all__ = ["STATE_FILE", "Halt", "Skip", "StateError", "StateFileError", "TargetState"]
 
 
 @dataclass(frozen=True)
@@ -46,19 +60,28 @@ class Skip:
 
 
 class TargetState:
-    """Halts, skips and off-catalog progress of one target, in ``<state_dir>/target-state.json``."""
+    """Halts, skips and off-catalog progress of one target, in ``<state_dir>/target-state.json``.
+
+    Reads answer from the copy loaded last (at construction, ``reload`` or the last change). Every
+    change takes the state dir's lock (``streamer.target.state.lock``), re-reads the file, applies
+    its delta and writes: a retry in another process is never undone by the job's next halt, and an
+    operator's stale copy never erases the job's recorded progress.
+    """
 
     def __init__(self, state_dir: str | Path) -> None:
         self.dir = Path(state_dir)
         self.path = self.dir / STATE_FILE
-        self._lock = threading.Lock()
         self._halts: dict[str, Halt] = {}
         self._skips: list[Skip] = []
         self._applied: dict[str, int] = {}
         self._replay_from: dict[str, int] = {}
-        self._load()
+        self.reload()
         for db in self._halts:
             metrics.TARGET_HALTED.labels(db=db).set(1)
+
+    def reload(self) -> None:
+        """Read the file again (changes other processes made)."""
+        self._halts, self._skips, self._applied, self._replay_from = _parse(self.path, read_json(self.path))
 
     # --- reading --------------------------------------------------------------------------
     def halts(self) -> dict[str, Halt]:
@@ -78,50 +101,54 @@ class TargetState:
         """Databases released by retry/skip whose held events must be re-read from these offsets."""
         return dict(self._replay_from)
 
-    # --- changing -------------------------------------------------------------------------
+    # --- changing: each one a read-modify-write under the state dir's lock -----------------
+    @contextlib.contextmanager
+    def _change(self) -> Iterator[None]:
+        """Hold the lock, re-read the file, let the caller change the copy, write it if it changed."""
+        with state_lock(self.dir):
+            self.reload()
+            before = self._body()
+            yield
+            if self._body() != before:
+                write_json(self.path, self._body())
+
     def set_offset(self, db: str, offset: int) -> None:
         """Remember where in the topic the halted event of ``db`` is, so nothing held is lost."""
-        with self._lock:
+        with self._change():
             halt = self._halts.get(db)
-            if halt is None or halt.offset == offset:
-                return
-            self._halts[db] = replace(halt, offset=offset)
-            self._save()
+            if halt is not None and halt.offset != offset:
+                self._halts[db] = replace(halt, offset=offset)
 
     def replay_done(self, db: str) -> None:
         """The held events of ``db`` were re-read and applied (or held again)."""
-        with self._lock:
-            if self._replay_from.pop(db, None) is not None:
-                self._save()
+        with self._change():
+            self._replay_from.pop(db, None)
 
     def halt(
         self, db: str, event_id: int, cause: str, *, event_type: str | None = None, obj: str | None = None
     ) -> Halt:
         """Halt ``db`` at ``event_id``; an existing halt is kept (the stream stopped at the first one)."""
-        with self._lock:
+        with self._change():
             current = self._halts.get(db)
             if current is not None:
                 return current
             halt = Halt(db, event_id, event_type, obj, cause, _now())
             self._halts[db] = halt
-            self._save()
         metrics.TARGET_HALTED.labels(db=db).set(1)
         return halt
 
     def retry(self, db: str) -> Halt | None:
         """Clear the halt of ``db`` so the job applies its held events again, from the halted one."""
-        with self._lock:
+        with self._change():
             halt = self._halts.pop(db, None)
-            if halt is not None:
-                if halt.offset is not None:
-                    self._replay_from[db] = halt.offset
-                self._save()
+            if halt is not None and halt.offset is not None:
+                self._replay_from[db] = halt.offset
         metrics.TARGET_HALTED.labels(db=db).set(0)
         return halt
 
     def skip(self, db: str, event_id: int) -> Skip:
         """Pass exactly the halted event: progress of ``db`` becomes ``event_id`` and the halt clears."""
-        with self._lock:
+        with self._change():
             halt = self._halts.get(db)
             if halt is None:
                 raise StateError(f"database {db!r} is not halted; only a halted event can be skipped")
@@ -136,58 +163,63 @@ class TargetState:
                 self._replay_from[db] = halt.offset
             self._skips.append(skip)
             self._applied[db] = max(self._applied.get(db, 0), event_id)
-            self._save()
         metrics.TARGET_HALTED.labels(db=db).set(0)
         return skip
 
     def record_applied(self, db: str, event_id: int) -> None:
         """Keep progress of a database that has no catalog entry to hold it; never goes backwards."""
-        with self._lock:
-            if self._applied.get(db, -1) >= event_id:
-                return
-            self._applied[db] = event_id
-            self._save()
+        if self._applied.get(db, -1) >= event_id:
+            return  # progress only grows, so the file holds at least as much
+        with self._change():
+            if self._applied.get(db, -1) < event_id:
+                self._applied[db] = event_id
 
-    # --- file -----------------------------------------------------------------------------
-    def _load(self) -> None:
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            raise StateError(f"cannot read target state {self.path}: {exc}") from exc
-        try:
-            self._halts = {h["db"]: Halt(**h) for h in raw.get("halts", [])}
-            self._skips = [Skip(**s) for s in raw.get("skips", [])]
-            self._applied = {str(k): int(v) for k, v in raw.get("applied", {}).items()}
-            self._replay_from = {str(k): int(v) for k, v in raw.get("replay_from", {}).items()}
-        except (TypeError, KeyError, ValueError) as exc:
-            raise StateError(f"target state {self.path} is malformed: {exc}") from exc
-
-    def _save(self) -> None:
-        body = {
+    def _body(self) -> dict[str, Any]:
+        return {
             "halts": [asdict(h) for h in sorted(self._halts.values(), key=lambda h: h.db)],
             "skips": [asdict(s) for s in self._skips],
             "applied": dict(sorted(self._applied.items())),
             "replay_from": dict(sorted(self._replay_from.items())),
         }
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(body, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+
+
+_Parsed = tuple[dict[str, Halt], list[Skip], dict[str, int], dict[str, int]]
+
+
+def _parse(path: Path, raw: Any) -> _Parsed:
+    """The file's content, or ``StateFileError`` naming what is of the wrong shape."""
+    if raw is None:
+        return {}, [], {}, {}
+    body = expect_object(raw, path, "the file")
+    halts: dict[str, Halt] = {}
+    for i, item in enumerate(expect_list(body.get("halts", []), path, "'halts'")):
+        what = f"halts[{i}]"
+        h = expect_object(item, path, what)
+        halt = Halt(
+            db=expect_str(field(h, "db", path, what), path, f"{what}.db"),
+            event_id=expect_int(field(h, "event_id", path, what), path, f"{what}.event_id"),
+            event_type=expect_opt_str(h.get("event_type"), path, f"{what}.event_type"),
+            object=expect_opt_str(h.get("object"), path, f"{what}.object"),
+            cause=expect_str(field(h, "cause", path, what), path, f"{what}.cause"),
+            time=expect_str(field(h, "time", path, what), path, f"{what}.time"),
+            offset=expect_opt_int(h.get("offset"), path, f"{what}.offset"),
+        )
+        halts[halt.db] = halt
+    skips: list[Skip] = []
+    for i, item in enumerate(expect_list(body.get("skips", []), path, "'skips'")):
+        what = f"skips[{i}]"
+        s = expect_object(item, path, what)
+        skips.append(Skip(
+            db=expect_str(field(s, "db", path, what), path, f"{what}.db"),
+            event_id=expect_int(field(s, "event_id", path, what), path, f"{what}.event_id"),
+            time=expect_str(field(s, "time", path, what), path, f"{what}.time"),
+        ))
+    return halts, skips, _ids(path, body, "applied"), _ids(path, body, "replay_from")
+
+
+def _ids(path: Path, body: Mapping[str, Any], key: str) -> dict[str, int]:
+    entries = expect_object(body.get(key, {}), path, repr(key))
+    return {str(k): expect_int(v, path, f"{key}[{k!r}]") for k, v in entries.items()}
 
 
 def _now() -> str:

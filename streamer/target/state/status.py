@@ -9,12 +9,20 @@ the newest event the job has consumed: every event of it up to there has been ap
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.target.state.files import (
+    expect_int,
+    expect_object,
+    expect_opt_int,
+    expect_str,
+    read_json,
+    write_json,
+)
+from streamer.target.state.lock import state_lock
 from streamer.target.state.state_file import TargetState
 
 if TYPE_CHECKING:
@@ -27,30 +35,34 @@ def write_progress(
     state_dir: str | Path, applied: Mapping[str, tuple[int, int]], consumed_event_id: int = 0
 ) -> None:
     """Record per database the last applied (event id, source event time) and the newest event id
-    the job has consumed; replaced atomically."""
-    path = Path(state_dir) / PROGRESS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    the job has consumed; replaced atomically under the state dir's lock (the job is its writer)."""
     body = {
         "databases": {db: {"event_id": i, "event_time": t} for db, (i, t) in sorted(applied.items())},
         "consumed_event_id": consumed_event_id,
     }
-    tmp.write_text(json.dumps(body), encoding="utf-8")
-    tmp.replace(path)
+    with state_lock(state_dir):
+        write_json(Path(state_dir) / PROGRESS_FILE, body)
 
 
 def read_progress(state_dir: str | Path) -> tuple[dict[str, dict[str, int]], int]:
     """(per database {event_id, event_time}, consumed event id); a file holding only the
-    per-database part reads as consumed event id 0."""
-    try:
-        data = json.loads((Path(state_dir) / PROGRESS_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+    per-database part (an older release's) reads as consumed event id 0. ``StateFileError`` for
+    a file of the wrong shape: progress silently read as none would make a replay re-apply."""
+    path = Path(state_dir) / PROGRESS_FILE
+    raw = read_json(path)
+    if raw is None:
         return {}, 0
-    if not isinstance(data, dict):
-        return {}, 0
-    if isinstance(data.get("databases"), dict):
-        return data["databases"], int(data.get("consumed_event_id") or 0)
-    return data, 0
+    body = expect_object(raw, path, "the file")
+    consumed = 0
+    if "databases" in body:
+        consumed = expect_opt_int(body.get("consumed_event_id"), path, "consumed_event_id") or 0
+        body = expect_object(body["databases"], path, "'databases'")
+    out: dict[str, dict[str, int]] = {}
+    for db, entry in body.items():
+        item = expect_object(entry, path, f"databases[{db!r}]")
+        out[str(db)] = {key: expect_int(item.get(key, 0), path, f"databases[{db!r}].{key}")
+                        for key in ("event_id", "event_time")}
+    return out, consumed
 
 
 def replicated_through(
@@ -169,22 +181,19 @@ MODE_FILE = "job-mode.json"
 def write_mode(state_dir: str | Path, consistency: str, lanes: int) -> None:
     """Record the consistency mode the job runs in, for ``streamer status`` (readers must know
     whether prefix consistency holds across databases or per database)."""
-    path = Path(state_dir) / MODE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"consistency": consistency, "apply_lanes": lanes}), encoding="utf-8")
-    tmp.replace(path)
+    with state_lock(state_dir):
+        write_json(Path(state_dir) / MODE_FILE, {"consistency": consistency, "apply_lanes": lanes})
 
 
 def read_mode(state_dir: str | Path) -> dict[str, Any]:
-    """The recorded mode; ``global`` for a state dir without one."""
-    try:
-        data = json.loads((Path(state_dir) / MODE_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    return {"consistency": str(data.get("consistency", "global")), "apply_lanes": data.get("apply_lanes")}
+    """The recorded mode; ``global`` for a state dir without one (a job of an older release)."""
+    path = Path(state_dir) / MODE_FILE
+    raw = read_json(path)
+    if raw is None:
+        return {"consistency": "global", "apply_lanes": None}
+    body = expect_object(raw, path, "the file")
+    return {"consistency": expect_str(body.get("consistency", "global"), path, "consistency"),
+            "apply_lanes": expect_opt_int(body.get("apply_lanes"), path, "apply_lanes")}
 
 
 def source_head_from_options(

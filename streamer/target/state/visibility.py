@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import posixpath
 import secrets
 import threading
@@ -24,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.filesystems import url_to_fs
+from streamer.target.state.files import atomic_write
 
 VISIBILITY_PATH = "_streamer/acid/visible.json"
 ACID_PARAM = "streamer.acid.transactional"
@@ -300,7 +300,7 @@ class VisibilityStore:
         try:
             fs.makedirs(directory, exist_ok=True)
             if isinstance(fs, LocalFileSystem):
-                _write_local(tmp, path, data)
+                atomic_write(path, data)
             else:  # object stores: the move is as atomic as the store makes it
                 fs.pipe_file(tmp, data)
                 fs.mv(tmp, path)
@@ -309,15 +309,3 @@ class VisibilityStore:
                 fs.rm_file(tmp)
             raise AcidStateError(f"cannot write ACID visibility file {self.url}: {exc}") from exc
 
-
-def _write_local(tmp: str, path: str, data: bytes) -> None:
-    with open(tmp, "xb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

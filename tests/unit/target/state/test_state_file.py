@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamer import metrics
+from streamer.target.state.files import StateFileError
 from streamer.target.state.state_file import STATE_FILE, StateError, TargetState
 
 
@@ -55,5 +56,5 @@ def test_record_applied_never_goes_backwards(tmp_path: Path) -> None:
 
 def test_malformed_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_text("{not json")
-    with pytest.raises(StateError, match="cannot read target state"):
+    with pytest.raises(StateFileError, match=r"target-state\.json is not valid JSON"):
         TargetState(tmp_path)

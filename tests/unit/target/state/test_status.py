@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamer.target.state.files import StateFileError
 from streamer.target.state.status import lag_events, read_progress, replicated_through, write_progress
 
 
@@ -52,8 +54,9 @@ def test_progress_round_trips_and_reads_the_old_format(tmp_path: Path) -> None:
     assert read_progress(tmp_path) == ({"sales": {"event_id": 12, "event_time": 1700}}, 30)
     (tmp_path / "progress.json").write_text(json.dumps({"sales": {"event_id": 3, "event_time": 9}}))
     assert read_progress(tmp_path) == ({"sales": {"event_id": 3, "event_time": 9}}, 0)
-    (tmp_path / "progress.json").write_text("not json")
-    assert read_progress(tmp_path) == ({}, 0)
+    (tmp_path / "progress.json").write_text("not json")  # never "no progress": a replay would re-apply
+    with pytest.raises(StateFileError, match=r"progress\.json is not valid JSON"):
+        read_progress(tmp_path)
 
 
 def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
