@@ -4,11 +4,15 @@ source metastore that logs its changes; the agent (``--hms-uri``) publishes, ``s
 applies. The scenario is the writer test's (``tests/integration/writers/scenario.py``): INSERT INTO,
 INSERT OVERWRITE of a table, of a static partition, dynamic partitions created and overwritten,
 INSERTs writing no rows, an overwrite published after a rename of its table and one after a drop of
-its partition; paced, each statement published and applied before the next.
+its partition; paced, each statement published and applied before the next. Then, with Spark's
+default conversion on, writes that log no INSERT: a datasource table (``USING parquet``, partitioned
+and not) and a Hive Parquet table, which the target replicates by state (its directory sync every
+``SYNC_SECONDS``); their steps last until the replica converged.
 
 Prints per table whether both sides hold the same rows (the replica's read from its files),
-partitions and files, which INSERT events the writer logged without files (every overwrite: the agent
-lists those) and how each was published, and the seconds of each paced step.
+partitions and files, and which of the replica's locations are not its own (``outside_target``), how
+many tables the target replicates by state, which INSERT events the writer logged without files
+(every overwrite: the agent lists those) and how each was published, and the seconds of each step.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ def measure(work: Path) -> dict[str, Any]:
         "tables": outcome.tables,
         "equal": not outcome.diverged,
         "diverged": outcome.diverged,
+        "tables_synced_by_state": outcome.by_state,
         "insert_events": len(outcome.inserts),
         "file_less_inserts": file_less,
         "steps": len(outcome.seconds),

@@ -7,6 +7,12 @@ What Spark's Hive 2.3 client logs: INSERT INTO an existing table or partition is
 files; one creating partitions is ADD_PARTITION (with the files the listener lists) and no INSERT;
 every INSERT OVERWRITE (a table, a static partition, each partition of a dynamic-partition overwrite)
 is an INSERT without files, which the agent resolves into a listing (``streamer.source.insert_files``).
+
+Writes that log no INSERT at all: a Spark datasource table (``USING parquet``; only a new partition
+is logged, as ADD_PARTITION) and a Hive Parquet table Spark writes with its default conversion
+(``spark.sql.hive.convertMetastoreParquet=true``). The target replicates those by state
+(``streamer.target.apply.by_state``): its directory sync (``--external-sync-seconds``) copies them,
+so their steps wait for the replica to converge rather than for an event.
 """
 
 from __future__ import annotations
@@ -29,13 +35,16 @@ from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.policy import PolicySet
 from streamer.source.thrift_reader import ThriftNotificationReader
+from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from tests.integration.source.test_agent import topic_events
 from tests.integration.target.helpers import TargetProcess, TargetStack, target_files, wait_applied
 from tests.integration.writers.spark_writer import SparkWriter
 
 FORMATS = ("parquet", "textfile")
 FINAL_TABLES = {"t_moved": "parquet", "p_parquet": "parquet", "t_textfile": "textfile",
-                "p_textfile": "textfile"}
+                "p_textfile": "textfile", "ds": "parquet", "ds_part": "parquet", "hp_converted": "parquet"}
+SYNC_SECONDS = "1"  # the target's --external-sync-seconds: how often tables replicated by state sync
+CONVERSION = "spark.sql.hive.convertMetastoreParquet"
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,22 @@ def statements(db: str, fmt: str) -> Iterator[tuple[str, str]]:
     yield f"INSERT OVERWRITE TABLE {db}.{p} PARTITION (dt='2') SELECT id, s FROM {db}.{t} WHERE id < 0", p
 
 
+def by_state_statements(db: str) -> Iterator[tuple[str, str]]:
+    """(statement, table) pairs whose writes log no INSERT: a datasource table, partitioned and not
+    (appends, overwrites, new partitions), and a Hive Parquet table written with conversion on."""
+    yield f"CREATE TABLE {db}.ds (id bigint, s string) USING parquet", "ds"
+    yield f"INSERT INTO {db}.ds VALUES (1, 'a'), (2, 'b')", "ds"
+    yield f"INSERT OVERWRITE TABLE {db}.ds VALUES (3, 'c')", "ds"
+    yield f"CREATE TABLE {db}.ds_part (id bigint, s string, dt string) USING parquet PARTITIONED BY (dt)", \
+        "ds_part"
+    yield f"INSERT INTO {db}.ds_part VALUES (1, 'a', '1'), (2, 'b', '2')", "ds_part"  # two new partitions
+    yield f"INSERT INTO {db}.ds_part VALUES (3, 'c', '1')", "ds_part"  # appends: nothing logged
+    yield f"INSERT OVERWRITE TABLE {db}.ds_part PARTITION (dt='2') VALUES (4, 'd')", "ds_part"
+    yield f"CREATE TABLE {db}.hp_converted (id bigint, s string) STORED AS parquet", "hp_converted"
+    yield f"INSERT INTO {db}.hp_converted VALUES (1, 'a')", "hp_converted"
+    yield f"INSERT OVERWRITE TABLE {db}.hp_converted VALUES (2, 'b'), (3, 'c')", "hp_converted"
+
+
 class Scenario:
     """The writer, the agent and the target job; ``step`` runs statements paced, ``compare`` a table."""
 
@@ -132,14 +157,19 @@ class Scenario:
         self.seconds: list[float] = []
         self.diverged: list[str] = []
 
-    def step(self, statement: str, table: str, fmt: str, *, then: tuple[str, ...] = ()) -> None:
-        """``statement`` (and ``then``, before the agent publishes) written, published and applied."""
+    def step(self, statement: str, table: str, fmt: str, *, then: tuple[str, ...] = (),
+             by_state: bool = False) -> None:
+        """``statement`` (and ``then``, before the agent publishes) written, published and applied;
+        ``by_state``: then synced (the table's writes log no INSERT), waited for up to a minute."""
         began = time.monotonic()
         for sql in (statement, *then):
             self.writer.sql(sql)
         self.agent.run(once=True)
         expected = self.cursor.advance({self.db})
         wait_applied(self.job, self.job.stack, expected, 120)
+        deadline = time.monotonic() + 60
+        while by_state and not _equal(self.compare(table, fmt)) and time.monotonic() < deadline:
+            time.sleep(0.5)
         self.seconds.append(time.monotonic() - began)
         self.verdict(table, fmt, statement)
 
@@ -162,18 +192,45 @@ class Scenario:
             "rows_equal": replica == source_rows, "partitions": len(parts),
             "partitions_equal": parts == replica_parts,
             "files_equal": target_files(self.target, db, table) == target_files(self.source, db, table),
+            "outside_target": self.outside_target(table, snap.sd.location or ""),
             "diff": "" if replica == source_rows else f"source {dict(source_rows)}, replica {dict(replica)}",
         }
+
+    def outside_target(self, table: str, source_location: str) -> list[str]:
+        """Locations of the replica's table and partitions (``sd.location`` and every parameter)
+        that are not inside the target's warehouse or name the source's directory (streamer's own
+        record of it, ``SOURCE_LOCATION_PARAM``, apart)."""
+        snap = self.target.get_table(self.db, table)
+        assert snap is not None
+        root, source = self.job.stack.warehouse_root.resolve(), _dir(source_location)
+        parts = self.target.list_partitions(self.db, table) if snap.partition_keys else []
+        sds = [(snap.sd, snap.parameters)] + [(p.sd, p.parameters) for p in parts]
+        bad = []
+        for sd, params in sds:
+            if not sd.location or not _dir(sd.location).is_relative_to(root):
+                bad.append(f"location {sd.location}")
+            values = {**sd.serde.parameters, **sd.parameters, **params}
+            values.pop(SOURCE_LOCATION_PARAM, None)
+            bad += [f"{k}={v}" for k, v in values.items() if str(source) in v]
+            path = sd.serde.parameters.get("path")
+            if path is not None and not _dir(path).is_relative_to(root):
+                bad.append(f"path {path}")
+        return bad
 
     def verdict(self, table: str, fmt: str, what: str) -> dict[str, Any]:
         result = self.compare(table, fmt)
         halts = self.job.stack.halts()
-        if not (result["rows_equal"] and result["partitions_equal"] and result["files_equal"]) or halts:
+        if not _equal(result) or halts:
             message = f"{self.db}.{table} after {what!r}: {result} halts {halts}"
             self.diverged.append(message)
             if self.check:
                 raise AssertionError(message)
         return result
+
+
+def _equal(result: dict[str, Any]) -> bool:
+    return bool(result["rows_equal"] and result["partitions_equal"] and result["files_equal"]
+                and not result["outside_target"])
 
 
 @dataclass
@@ -186,6 +243,7 @@ class Outcome:
     published: dict[int, Payload]
     seconds: list[float]
     diverged: list[str]
+    by_state: float = 0.0  # the job's streamer_target_tables_synced_by_state for the database
 
 
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,
@@ -202,7 +260,8 @@ def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, ta
         ThriftNotificationReader(source_hms.uri), PolicySet.parse([db]),
     )
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log")
-    job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream)
+    job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream,
+                        extra=("--external-sync-seconds", SYNC_SECONDS))
     source, target = HmsCatalog(source_hms.uri), HmsCatalog(target_hms.uri)
     try:
         agent.start()
@@ -219,10 +278,16 @@ def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, ta
         scenario.step(f"INSERT OVERWRITE TABLE {db}.p_textfile PARTITION (dt='1') VALUES (10, 'y')",
                       "p_textfile", "textfile",
                       then=(f"ALTER TABLE {db}.p_textfile DROP PARTITION (dt='1')",))
+        writer.sql(f"SET {CONVERSION}=true")  # Spark's default: its own writer, no INSERT logged
+        for statement, table in by_state_statements(db):
+            scenario.step(statement, table, "parquet", by_state=True)
+        writer.sql(f"SET {CONVERSION}=false")
         tables = {table: scenario.verdict(table, fmt, "the end") for table, fmt in FINAL_TABLES.items()}
         published = {e.event_id: e.payload for e in topic_events(kafka, stream.topic)
                      if e.event_type is EventType.INSERT}
-        return Outcome(tables, scenario.cursor.inserts, published, scenario.seconds, scenario.diverged)
+        by_state = job.metric("streamer_target_tables_synced_by_state", db=db)
+        return Outcome(tables, scenario.cursor.inserts, published, scenario.seconds, scenario.diverged,
+                       by_state)
     finally:
         writer.close()
         job.stop()

@@ -8,6 +8,10 @@ static partition, each partition of a dynamic-partition overwrite) is logged as 
 files. The agent resolves those into a listing of the object's directory, published as a replace
 (``streamer.source.insert_files``); before it did, the replica kept the old rows.
 
+Writes that log no INSERT (a datasource table ``USING parquet``, partitioned and not; a Hive Parquet
+table written with Spark's default conversion) reach the replica by its directory sync, and the
+replica's locations (``sd.location``, the serde's ``path``) are its own, never the source's.
+
 Paced: after each statement the agent publishes and the test waits for the target to apply it, then
 compares the table on both sides (rows from the target's files, partitions, files, no halt). Two
 overwrites are published only after a later statement renamed their table or dropped their partition.
@@ -23,9 +27,10 @@ import pytest
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import InsertPayload
 from streamer.kafka.broker import EmbeddedBroker
-from tests.integration.writers.scenario import FINAL_TABLES, run
+from tests.integration.writers.scenario import FINAL_TABLES, by_state_statements, run
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+BY_STATE_STEPS = len(list(by_state_statements("db")))
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def test_spark_sql_writes_replicate_overwrites_included(
@@ -34,8 +39,10 @@ def test_spark_sql_writes_replicate_overwrites_included(
     began = time.monotonic()
     outcome = run(broker.client_settings(), broker.bootstrap_servers, hms_notifying, hms, tmp_path)
     file_less = [(e, t) for e, t, with_files in outcome.inserts if not with_files]
+    by_state_seconds = sum(outcome.seconds[-BY_STATE_STEPS:])
     print(f"\n{len(outcome.inserts)} INSERT events, file-less: {file_less}; steps {len(outcome.seconds)} "
-          f"in {sum(outcome.seconds):.0f} s, test {time.monotonic() - began:.0f} s")
+          f"in {sum(outcome.seconds):.0f} s (replicated by state: {by_state_seconds:.0f} s), "
+          f"test {time.monotonic() - began:.0f} s")
     assert not outcome.diverged and set(outcome.tables) == set(FINAL_TABLES)
     # every overwrite came file-less: per format one of a table, two of a static partition (one with
     # no rows), two of a dynamic-partition overwrite; then one renamed, one dropped before publishing
@@ -46,3 +53,5 @@ def test_spark_sql_writes_replicate_overwrites_included(
         assert payload.table is not None and all(f.checksum for f in payload.files), payload
     dropped = outcome.published[file_less[-1][0]]
     assert isinstance(dropped, InsertPayload) and not dropped.replace and not dropped.files
+    # replicated by state: the datasource tables, the converted one, and the Parquet tables Spark made
+    assert outcome.by_state == 5, outcome.by_state
