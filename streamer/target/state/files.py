@@ -51,7 +51,8 @@ def write_json(path: str | Path, body: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """The JSON value in ``path``; None when there is no such file."""
+    """The JSON value in ``path``; None when there is no such file (a file holding ``null`` is
+    refused: no writer writes one)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -59,9 +60,12 @@ def read_json(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise StateFileError(f"cannot read state file {path}: {exc}") from exc
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise StateFileError(f"state file {path} is not valid JSON: {exc}") from exc
+    if value is None:
+        raise StateFileError(f"state file {path} is malformed: it holds null")
+    return value
 
 
 # --- shape checks: each names the file and the field ----------------------------------------------
