@@ -235,3 +235,40 @@ def _read_all(reader: Any, after: int, batch: int = 1000) -> list[Any]:
             return rows
         rows.extend(got)
         last = got[-1].event_id
+
+
+# --- the check against the live source: options of `streamer verify` and `streamer target run` ------------
+
+_SOURCE_HMS_HELP = ("The source metastore's Thrift URI (read-only; its Kerberos settings are the --hms-auth "
+                    "ones).")
+_SOURCE_DB_HELP = "Or the bundled warehouse's database URL, when the source is streamer's bundled warehouse."
+
+
+def against_source_options(f: Any) -> Any:
+    """``--against-source`` and where the source is read (``streamer verify``)."""
+    f = click.option("--source-notification-db", default=None, help=_SOURCE_DB_HELP)(f)
+    f = click.option("--source-hms-uri", default=None, help=_SOURCE_HMS_HELP)(f)
+    return click.option(
+        "--against-source", is_flag=True,
+        help="Compare with the source's metastore and storage now (file lists, sizes, sha256), for objects "
+             "the source has not changed since the replica's position: finds what the events themselves "
+             "carry. With --repair, diverged files are re-synced from the source.",
+    )(f)
+
+
+def verify_source_options(f: Any) -> Any:
+    """``--verify-source-hms-uri`` / ``--verify-source-notification-db`` (``streamer target run``)."""
+    f = click.option("--verify-source-notification-db", default=None,
+                     help="With --verify-every: " + _SOURCE_DB_HELP[3:])(f)
+    return click.option("--verify-source-hms-uri", default=None,
+                        help="With --verify-every, also check against the live source: "
+                             + _SOURCE_HMS_HELP)(f)
+
+
+def source_connection(hms_uri: str | None, notification_db: str | None, auth: Any) -> Any:
+    """The :class:`~streamer.target.dr.source_check.SourceConnection` the flags name (None: none)."""
+    from streamer.target.dr.source_check import SourceConnection
+
+    if not hms_uri and not notification_db:
+        return None
+    return SourceConnection(hms_uri=hms_uri, notification_db=notification_db, auth=auth)
