@@ -48,7 +48,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 
-WRONG_SHAPES = [[], None, "x", 3, {"applied": []}, {"halts": [{"db": "a", "event_id": "5"}]},
+WRONG_SHAPES: list[Any] = [[], None, "x", 3, {"applied": []}, {"halts": [{"db": "a", "event_id": "5"}]},
                 {"halts": {}}, {"offset": "5", "topic": "t", "event_id": 1}, {"databases": []},
                 {"databases": {"a": {"event_id": "x"}}}, {"state": "done"}, [1]]
 
@@ -75,7 +75,8 @@ def test_any_json_value_loads_or_is_a_state_file_error(name: str, body: Any) -> 
 
 
 def test_the_shapes_of_the_issue_are_refused(tmp_path: Path) -> None:
-    for body in ([], None, {"applied": []}):
+    bodies: list[Any] = [[], None, {"applied": []}]
+    for body in bodies:
         (tmp_path / STATE_FILE).write_text(json.dumps(body))
         with pytest.raises(StateFileError, match=STATE_FILE):
             TargetState(tmp_path)
