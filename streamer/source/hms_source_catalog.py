@@ -94,8 +94,10 @@ class HmsSourceCatalog:
     def write_ids(self, db: str, table: str) -> list[int]:
         raise UnsupportedSourceObjectError(
             f"transactional table {db}.{table}: its committed write ids cannot be read through the "
-            "metastore's Hive 2.x Thrift API, so its files cannot be dumped consistently; exclude it "
-            "from the policy (db.['.*'].['" + table + "']) or bootstrap from the metastore database"
+            "metastore's Hive 2.x Thrift API, so its files cannot be dumped consistently (a bootstrap or "
+            "a policy change that includes it); exclude it from the policy (" + db + ".['.*'].['" + table
+            + "']) and replicate it by other means (e.g. Hive's REPL DUMP) until streamer reads ACID "
+            "tables over Thrift"
         )
 
     def functions(self, db: str) -> list[str]:
