@@ -39,7 +39,14 @@ from streamer.target.dr.drift import (
     VerifyReport,
 )
 from streamer.target.dr.observe import digest, observe_listed, observe_table
-from streamer.target.dr.source_drift import REPAIRABLE, TablePair, changed_since, compare_tables, is_removal
+from streamer.target.dr.source_drift import (
+    REPAIRABLE,
+    TablePair,
+    changed_since,
+    compare_tables,
+    counts,
+    is_removal,
+)
 from streamer.target.dr.verify import Guard, VerifySettings, replica_positions
 from streamer.target.state.visibility import is_acid_replica, source_parameters
 
@@ -168,7 +175,7 @@ class _SourceCheck:
             pairs.append(_hashed(TablePair(table, src, rep), self.settings.chunk_size))
         after, later = self._moved(db, position)
         drifts = compare_tables(db, pairs, before | after)
-        return DatabaseReport(db, position, tuple(drifts), later_events=later)
+        return DatabaseReport(db, position, tuple(drifts), counts(pairs, before | after), later)
 
     def _source_table(self, db: str, table: str) -> ObservedTable | None:
         try:

@@ -21,6 +21,7 @@ from streamer.target.dr.drift import (
     SCHEMA,
     SIZE,
     TABLE,
+    Counts,
     Drift,
     ObservedTable,
     Repair,
@@ -80,6 +81,18 @@ def compare_tables(db: str, pairs: Iterable[TablePair], moved: frozenset[str]) -
             continue
         out.extend(_compare_table(db, obj, pair.source, pair.replica))
     return out
+
+
+def counts(pairs: Iterable[TablePair], moved: frozenset[str]) -> Counts:
+    """What was compared: tables on both sides, their partitions and files (the source's)."""
+    total = Counts()
+    for pair in pairs:
+        if pair.name in moved or pair.source is None or pair.replica is None:
+            continue
+        files = [f for part in pair.source.partitions.values() for f in part.values()]
+        parts = sum(p != UNPARTITIONED for p in pair.source.partitions)
+        total += Counts(1, parts, len(files), sum(f.size for f in files))
+    return total
 
 
 def _compare_table(db: str, obj: str, source: ObservedTable, replica: ObservedTable) -> list[Drift]:

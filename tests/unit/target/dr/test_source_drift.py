@@ -25,6 +25,7 @@ from streamer.target.dr.source_drift import (
     TablePair,
     changed_since,
     compare_tables,
+    counts,
     is_removal,
 )
 
@@ -72,6 +73,9 @@ def test_a_replica_equal_to_its_source_has_no_drift(files: dict[str, dict[str, i
     digests = {p: f"h{p}" for names in files.values() for p in names}
     pair = TablePair("t", table(files, "src", digests), table(files, "rep", digests))
     assert compare_tables("a", [pair], frozenset()) == []
+    seen = counts([pair], frozenset())
+    assert (seen.tables, seen.files) == (1, sum(len(n) for n in files.values()))
+    assert seen.bytes == sum(sum(n.values()) for n in files.values())
 
 
 @given(tables, tables)
