@@ -310,6 +310,22 @@ class VerifyLoop:
         self._stop.set()
         self._thread.join(60)
 
+    def run_once(self, catalog: Catalog) -> VerifyReport:
+        """One verification (and the further check, if any), logged; the first report is returned."""
+        report = verify(self.settings, catalog=catalog, guard=lambda: self.lock)
+        self.last = report
+        self.runs += 1
+        level = logging.INFO if report.ok else logging.WARNING
+        log.log(level, "verification: %s drifted object(s) in %d database(s), %.1f s",
+                len(report.drifts), len(report.databases), report.seconds)
+        for d in report.drifts[:20]:
+            log.warning("drift %s %s: %s", d.kind, d.obj, d.detail)
+        if self.also is not None:
+            second = self.also(catalog, lambda: self.lock)
+            for d in second.drifts[:20]:
+                log.warning("drift from the live source %s %s: %s", d.kind, d.obj, d.detail)
+        return report
+
     def _loop(self) -> None:
         from streamer.metastore.thrift_catalog import HmsCatalog
 
@@ -318,18 +334,7 @@ class VerifyLoop:
             try:
                 if catalog is None:
                     catalog = HmsCatalog(self.settings.hms_uri, auth=self.settings.hms_auth)
-                report = verify(self.settings, catalog=catalog, guard=lambda: self.lock)
-                self.last = report
-                self.runs += 1
-                level = logging.INFO if report.ok else logging.WARNING
-                log.log(level, "verification: %s drifted object(s) in %d database(s), %.1f s",
-                        len(report.drifts), len(report.databases), report.seconds)
-                for d in report.drifts[:20]:
-                    log.warning("drift %s %s: %s", d.kind, d.obj, d.detail)
-                if self.also is not None:
-                    second = self.also(catalog, lambda: self.lock)
-                    for d in second.drifts[:20]:
-                        log.warning("drift from the live source %s %s: %s", d.kind, d.obj, d.detail)
+                self.run_once(catalog)
             except Exception as exc:  # a failed run is retried next time; the job goes on
                 log.warning("verification failed: %s: %s", type(exc).__name__, exc)
                 metrics.VERIFY_FAILURES.inc()

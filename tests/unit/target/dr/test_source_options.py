@@ -1,7 +1,10 @@
-"""The flags that name the live source for ``streamer verify --against-source`` and ``target run``."""
+"""The flags naming the live source (``streamer verify --against-source``, ``target run``), and
+the job's loop running that check."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import click
@@ -9,8 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from streamer.errors import ConfigError
+from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
+from streamer.target.dr.verify import Guard, VerifyLoop, VerifyReport, VerifySettings
 
 
 def test_the_options_parse_into_a_source_connection_and_one_source_is_required() -> None:
@@ -31,3 +36,21 @@ def test_the_options_parse_into_a_source_connection_and_one_source_is_required()
     assert source_connection(None, None, HmsAuth()) is None
     with pytest.raises(ConfigError, match="exactly one"):
         source_connection("thrift://a:1", "sqlite:///w.db", HmsAuth())
+
+
+def test_the_job_s_verification_loop_runs_the_further_check_with_its_catalog_under_the_batch_lock(
+    tmp_path: Path,
+) -> None:
+    lock = threading.Lock()
+    calls: list[tuple[object, bool]] = []
+
+    def further(catalog: object, guard: Guard) -> VerifyReport:
+        with guard():
+            calls.append((catalog, lock.locked()))
+        return VerifyReport()
+
+    settings = VerifySettings("thrift://unused:1", str(tmp_path), "unused:9092", "t")
+    catalog = MemoryCatalog()
+    loop = VerifyLoop(settings, 60, lock, also=further)
+    assert loop.run_once(catalog).ok
+    assert calls == [(catalog, True)] and not lock.locked()
