@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
-from streamer.target.state.dir_option import state_dir_option
+from streamer.target.state.dir_option import DEFAULT_HELP, state_dir_option
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -100,7 +99,7 @@ def target() -> None:
     "replicas made before (the base dir records its layout; a mismatch is refused at start).",
 )
 @source_trust_options()
-@state_dir_option()
+@state_dir_option(DEFAULT_HELP + " Created when missing.", create=True)
 @click.option(
     "--checkpoint-dir",
     default=None,
@@ -351,6 +350,17 @@ def reset_chain_cmd(state_dir: Path) -> None:
                f"{anchor.topic}); the job accepts the next record it reads")
 
 
+def _check_source_id(hms_uri: str, auth: Any, source_id: str) -> None:
+    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.target.state.status import check_source_id
+
+    catalog = HmsCatalog(hms_uri, auth=auth)
+    try:
+        check_source_id(catalog, source_id)
+    finally:
+        catalog.close()
+
+
 @click.command("status")
 @click.option("--hms-uri", required=True, help="Target metastore Thrift URI.")
 @hms_auth_options()
@@ -381,17 +391,24 @@ def status(
     output: str,
 ) -> None:
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
+    from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.target.dr.failover import read_record
     from streamer.target.job.lanes import GUARANTEES, Consistency
-    from streamer.target.state.status import collect_status, read_mode
+    from streamer.target.state.status import read_mode, status_rows
 
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    if source_id is not None:
+        _check_source_id(hms_uri, auth, source_id)  # before the topic is read
     head: tuple[int, int] | None = None
     if bootstrap_servers:
         from streamer.target.state.status import source_head_from_options
 
         head = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id or "source")
-    rows, sources = collect_status(hms_uri, state_dir, head, now=time.time(), auth=auth, source_id=source_id)
+    catalog = HmsCatalog(hms_uri, auth=auth)
+    try:
+        rows, sources = status_rows(catalog, state_dir, head, source_id)
+    finally:
+        catalog.close()
     failed_over = read_record(state_dir)
     mode = read_mode(state_dir)
     try:
@@ -409,10 +426,6 @@ def status(
         click.echo(f"failed over{at} ({failed_over.state} since {failed_over.started}): "
                    "no target job applies here")
     click.echo(f"consistency: {mode['consistency']} ({guarantee})")
-    if not rows and source_id is not None:
-        click.echo(f"no database on this target is replicated from source {source_id!r} "
-                   f"(sources found: {', '.join(sources) or 'none'})")
-        return
     if not rows:
         click.echo("no replicated databases on this target")
         return
@@ -496,6 +509,7 @@ def verify_cmd(
     if repair and not warehouse_root:
         raise click.UsageError("--repair needs --warehouse-root (copies stay inside the target roots)")
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    _check_source_id(hms_uri, auth, source_id)  # verifying nothing is not "no drift"
     settings = VerifySettings(
         hms_uri=hms_uri,
         state_dir=str(state_dir),

@@ -3,6 +3,9 @@ accepts the same spellings (a path or a ``file://`` URL) and refuses the same ot
 
 The state is replaced with rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives but an
 object store does not: a URL of another scheme is refused rather than taken as a relative path.
+Only ``streamer target run`` creates the directory; every command that reads or changes a target's
+state refuses one that does not exist (one line, exit 2) before any work: a mistyped path must not
+read as "nothing halted", "no drift" or "not halted".
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import click
+
+from streamer.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,8 +46,9 @@ def parse_state_dir(value: str) -> Path:
     return Path(value)
 
 
-def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:
-    """Click's side of `parse_state_dir`: a refused value is a usage error naming the option."""
+def new_state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """Click's side of `parse_state_dir` for the job, which creates the directory: a refused value
+    is a usage error naming the option."""
     try:
         path = parse_state_dir(value)
     except ValueError as exc:
@@ -52,6 +58,19 @@ def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -
     return path
 
 
-def state_dir_option(help_text: str = DEFAULT_HELP) -> Callable[[F], F]:
-    """The required ``--state-dir`` option, delivered to the command as a `Path`."""
-    return click.option("--state-dir", required=True, callback=state_dir_callback, help=help_text)
+def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """As `new_state_dir_callback`, and the directory must exist (commands that read the state)."""
+    path = new_state_dir_callback(ctx, param, value)
+    if not path.exists():
+        raise ConfigError(
+            f"--state-dir {value}: no such directory; give the --state-dir of the target job "
+            "(`streamer target run` creates it on its first start)"
+        )
+    return path
+
+
+def state_dir_option(help_text: str = DEFAULT_HELP, *, create: bool = False) -> Callable[[F], F]:
+    """The required ``--state-dir`` option, delivered to the command as a `Path`; it must exist
+    unless the command is the one that ``create``s it."""
+    callback = new_state_dir_callback if create else state_dir_callback
+    return click.option("--state-dir", required=True, callback=callback, help=help_text)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from streamer.errors import ConfigError
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.state.files import (
     expect_int,
@@ -24,9 +25,6 @@ from streamer.target.state.files import (
 )
 from streamer.target.state.lock import state_lock
 from streamer.target.state.state_file import TargetState
-
-if TYPE_CHECKING:
-    from streamer.metastore.transport import HmsAuth
 
 PROGRESS_FILE = "progress.json"
 
@@ -94,22 +92,26 @@ def source_head(config: Mapping[str, Any], topic: str) -> tuple[int, int] | None
     return event.event_id, event.source.event_time
 
 
-def collect_status(
-    hms_uri: str,
-    state_dir: str | Path,
-    head: tuple[int, int] | None,
-    now: float,
-    auth: HmsAuth | None = None,
-    source_id: str | None = None,
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """``status_rows`` of the target metastore at ``hms_uri``."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+def replicated_sources(catalog: Catalog) -> list[str]:
+    """Every source id some database of this target is replicated from (``streamer.source.id``)."""
+    found: set[str] = set()
+    for name in catalog.list_databases():
+        db = catalog.get_database(name)
+        owner = None if db is None else db.parameters.get(REPL_SOURCE_PARAM)
+        if owner is not None:
+            found.add(owner)
+    return sorted(found)
 
-    catalog = HmsCatalog(hms_uri, auth=auth)
-    try:
-        return status_rows(catalog, state_dir, head, source_id)
-    finally:
-        catalog.close()
+
+def check_source_id(catalog: Catalog, source_id: str) -> None:
+    """``ConfigError`` (one line, listing the known ones) when no database is replicated from
+    ``source_id``: a typo must not read as an empty status or a verification of nothing."""
+    known = replicated_sources(catalog)
+    if source_id not in known:
+        raise ConfigError(
+            f"--source-id {source_id}: no database on this target is replicated from source {source_id!r} "
+            f"(sources found: {', '.join(known) or 'none'})"
+        )
 
 
 def status_rows(

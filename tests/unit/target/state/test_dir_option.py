@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from streamer.cli import cli
 from streamer.errors import ConfigError
-from streamer.target.state.dir_option import parse_state_dir, state_dir_callback
+from streamer.target.state.dir_option import new_state_dir_callback, parse_state_dir, state_dir_callback
 from tests.unit.cli_options import cli_options
 
 
@@ -43,7 +43,9 @@ def test_every_state_dir_option_is_the_shared_one() -> None:
     assert {"target run", "target retry", "target skip", "target reset-chain", "status", "verify",
             "failover", "failback"} <= set(OPTIONS)
     for path, option in OPTIONS.items():
-        assert option.callback is state_dir_callback, path
+        # only the job creates its state dir; every other command needs it to exist
+        expected = new_state_dir_callback if path == "target run" else state_dir_callback
+        assert option.callback is expected, path
         assert option.required, path
 
 

@@ -91,13 +91,6 @@ def test_status_of_one_source_lists_only_its_databases(tmp_path: Path, monkeypat
     assert text.exit_code == 0 and "b1" in text.output and "b_dr" in text.output and "a1" not in text.output
 
 
-def test_status_says_when_a_source_has_no_databases(tmp_path: Path, monkeypatch: Any) -> None:
-    result = _status(tmp_path, monkeypatch, "--source-id", "zzz")
-    assert result.exit_code == 0, result.output
-    assert "no database on this target is replicated from source 'zzz' (sources found: a, b)" in result.output
-    assert "b1" not in result.output
-
-
 def test_status_without_a_source_lists_every_source(tmp_path: Path, monkeypatch: Any) -> None:
     result = _status(tmp_path, monkeypatch, "--output", "json")
     assert result.exit_code == 0, result.output
