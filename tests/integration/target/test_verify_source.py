@@ -1,0 +1,98 @@
+"""``streamer verify --against-source`` on the embedded stack: the replica against the live bundled
+warehouse (its metastore and files), for divergences the events themselves carry.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from streamer import metrics
+from streamer.kafka.broker import EmbeddedBroker
+from streamer.target.dr.source_check import SourceConnection, check_against_source
+from streamer.target.dr.verify import VerifySettings
+from tests.integration.target.helpers import (
+    Source,
+    TargetProcess,
+    TargetStack,
+    mixed_workload,
+    wait_converged,
+)
+from tests.integration.target.test_verify import find_victim, local, make_victim
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+TAMPER = b"tampered\n"
+
+
+def gauge(db: str, kind: str) -> float:
+    return float(metrics.VERIFY_SOURCE_DRIFT_OBJECTS.labels(db=db, kind=kind)._value.get())
+
+
+def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_tables_the_source_moved(
+    broker: EmbeddedBroker,
+    source: Source,
+    target_stack: TargetStack,
+    target_jobs: list[TargetProcess],
+    prefix: str,
+) -> None:
+    started = time.monotonic()
+    stack = target_stack
+    db = f"{prefix}a"
+    mixed_workload(source.publishing(), prefix, 12, seed=41)
+    make_victim(source, db)
+    wh = source.publishing()
+    wh.insert(db, "victim", [{"id": 9, "name": "m", "amount": 1.0, "ok": True}], {"dt": "2024-03-03"})
+    job = TargetProcess(stack, broker.bootstrap_servers, source).start()
+    target_jobs.append(job)
+    wait_converged(job, source)
+    job.stop()
+
+    settings = VerifySettings(
+        hms_uri=stack.hms.uri, state_dir=str(stack.state_dir), bootstrap_servers=broker.bootstrap_servers,
+        topic=source.topic, source_id=source.source_id, warehouse_root=stack.warehouse_root.as_uri(),
+        external_base_dir=stack.external_base.as_uri(),
+    )
+    conn = SourceConnection(notification_db=source.agent.reader.url)  # type: ignore[attr-defined]
+
+    in_sync = check_against_source(settings, conn)
+    assert in_sync.ok, in_sync.render()
+    assert db in {r.db for r in in_sync.databases}
+    assert sum(r.counts.files for r in in_sync.databases) >= 10
+
+    # behind streamer's back: a file written into a source partition without any event (as a
+    # datasource write does), and a replica file altered
+    parts = {tuple(p.values): p for p in source.warehouse.partition_snapshots(db, "victim")}
+    src_dir = local(parts[("2024-03-02",)].sd.location or "/none")
+    (src_dir / "part-eventless-0001.parquet").write_bytes(b"written without an event\n")
+    with stack.catalog() as catalog:
+        victim = find_victim(catalog, db)
+    victim.files[1].write_bytes(victim.files[1].read_bytes() + TAMPER)
+    # and a table the source changed after the replica's position (the job is stopped): not drift
+    moved = f"{prefix}b"
+    mover = next(t for t in source.warehouse.tables(moved) if t.startswith("tail"))
+    mover_dir = local(source.warehouse.table(moved, mover).sd.location or "/none")
+    (mover_dir / "part-eventless-0002").write_bytes(b"also without an event\n")
+    wh.drop_table(moved, mover)
+
+    report = check_against_source(settings, conn)
+    found = {(d.kind, d.obj, d.detail) for d in report.drifts}
+    assert found == {
+        ("file", f"{db}.victim/dt=2024-03-02/part-eventless-0001.parquet",
+         "file part-eventless-0001.parquet missing on the replica"),
+        ("size", f"{db}.victim/dt=2024-03-02/{victim.files[1].name}",
+         f"size differs: replica {victim.files[1].stat().st_size} bytes, source "
+         f"{victim.files[1].stat().st_size - len(TAMPER)}"),
+    }, report.render()
+    assert gauge(db, "file") == 1 and gauge(db, "size") == 1 and gauge(moved, "table") == 0
+
+    repaired = check_against_source(settings, conn, repair=True)
+    assert sorted(repaired.repaired) == sorted(o for _, o, _ in found), repaired.render()
+    assert repaired.ok, repaired.render()
+    assert (Path(victim.files[1].parent) / "part-eventless-0001.parquet").read_bytes() == (
+        b"written without an event\n")
+    assert not victim.files[1].read_bytes().endswith(TAMPER)
+    assert gauge(db, "file") == 0 and gauge(db, "size") == 0
+    print(f"\nverify against the source end to end: {time.monotonic() - started:.1f} s")
