@@ -45,7 +45,7 @@ from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
-from streamer.target.dr.failover import JobLock, read_record, refuse_if_failed_over
+from streamer.target.dr.failover import FailedOverError, JobLock, read_record, refuse_if_failed_over
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
@@ -338,12 +338,18 @@ def start_query(
         reader = reader.option(f"kafka.{key}", value)
     stream = reader.load()
 
+    quiet_normal_stops()
+
     def on_batch(df: DataFrame, batch_id: int) -> None:
         rows = df.select("offset", "value").collect()
         records = sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
         if records:
             with batch_applier.lock:
-                batch_applier.process(records)
+                try:
+                    batch_applier.process(records)
+                except NORMAL_STOPS:
+                    quiet_query_end(spark)
+                    raise
 
     return (
         stream.writeStream.foreachBatch(on_batch)
@@ -352,6 +358,41 @@ def start_query(
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
     )
+
+
+NORMAL_STOPS = (UntilReached, FailedOverError)
+"""Raised inside a micro-batch so that Spark does not commit it, yet not failures: the job stops
+with one line (``run``'s return value), no ERROR and no traceback."""
+
+# Spark's streaming execution logs a query that ends with an exception as an ERROR with its stack
+STREAM_EXECUTION_LOGGERS = ("org.apache.spark.sql.execution.streaming",)
+
+
+class _NormalStopFilter(logging.Filter):
+    """Drops py4j's "exception while executing the Python Proxy" record of a normal stop."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], NORMAL_STOPS))
+
+
+def quiet_normal_stops() -> None:
+    """py4j logs every exception a foreachBatch raises, with its traceback: not these."""
+    logger = logging.getLogger("py4j.clientserver")
+    if not any(isinstance(f, _NormalStopFilter) for f in logger.filters):
+        logger.addFilter(_NormalStopFilter())
+
+
+def quiet_query_end(spark: SparkSession) -> None:
+    """Turn off the JVM's streaming-execution log before a normal stop ends the query: it would log
+    the stop as an ERROR with a Java and Python stack. The job stops right after; a real failure is
+    still raised from the query's exception (``_run``)."""
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        for name in STREAM_EXECUTION_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception as exc:  # a Spark without log4j2 core: the stop is only noisier
+        log.debug("could not quiet Spark's streaming log: %s", exc)
 
 
 def _choose_checkpoint_manager(spark: SparkSession, checkpoint_dir: str) -> None:
