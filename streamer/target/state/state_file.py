@@ -9,7 +9,7 @@ the state dir's lock (read-modify-write). See docs/design/consistency.md.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +75,9 @@ class TargetState:
         self._skips: list[Skip] = []
         self._applied: dict[str, int] = {}
         self._replay_from: dict[str, int] = {}
+        # the job sets it per batch (event id -> Kafka offset): a halt records its offset in the same
+        # change, so a retry can never find a halt that does not yet say where to re-read from
+        self.offset_of: Callable[[int], int | None] | None = None
         self.reload()
         for db in self._halts:
             metrics.TARGET_HALTED.labels(db=db).set(1)
@@ -132,7 +135,8 @@ class TargetState:
             current = self._halts.get(db)
             if current is not None:
                 return current
-            halt = Halt(db, event_id, event_type, obj, cause, _now())
+            offset = self.offset_of(event_id) if self.offset_of is not None else None
+            halt = Halt(db, event_id, event_type, obj, cause, _now(), offset)
             self._halts[db] = halt
         metrics.TARGET_HALTED.labels(db=db).set(1)
         return halt

@@ -92,3 +92,14 @@ def test_the_lock_is_reentrant_in_a_thread(tmp_path: Path) -> None:
     with state_lock(tmp_path, wait=1), state_lock(tmp_path, wait=1):
         TargetState(tmp_path).halt("a", 1, "x")
     assert TargetState(tmp_path).is_halted("a")
+
+
+def test_a_halt_records_where_to_re_read_from_in_the_same_change(tmp_path: Path) -> None:
+    """A retry between the job's halt and a later offset update would release the database with
+    nothing to re-read: its held events passed unapplied. The halt carries its offset at once."""
+    job = TargetState(tmp_path)
+    job.offset_of = {9: 40}.get  # the batch's event id -> Kafka offset
+    job.halt("b", 9, "cannot copy")
+    released = TargetState(tmp_path).retry("b")  # the operator, before the job's next step
+    assert released is not None and released.offset == 40
+    assert TargetState(tmp_path).pending_replays() == {"b": 40}
