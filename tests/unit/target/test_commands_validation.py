@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 
 from streamer.cli import main
@@ -41,11 +40,6 @@ def test_retry_in_a_missing_state_dir_does_not_say_not_halted(
 ) -> None:
     code, lines = _run(capsys, "target", "retry", "--state-dir", str(tmp_path / "typo"), "--db", "a")
     assert code == 2 and "not halted" not in "".join(lines) and "no such directory" in lines[0]
-
-
-def test_the_job_creates_its_state_dir(tmp_path: Path) -> None:
-    ctx = click.Context(click.Command("run"))
-    assert OPTIONS["target run"].process_value(ctx, str(tmp_path / "new")) == tmp_path / "new"
 
 
 def _catalog(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,3 +72,27 @@ def test_retry_without_a_fix_halts_again_and_passes_nothing(
     assert job.applier.progress["a"] == 3
     assert catalog.get_table("a", "u") is not None
 
+
+
+def test_a_retry_during_a_batch_that_halts_another_database_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27.5: the operator retries a while the job's batch halts b; neither change is lost."""
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    ta, tb = b.table("a", "t"), b.table("b", "t")
+    job.process(topic.append(b.create_db(1, "a"), b.alter_table(2, ta, b.replace(ta, parameters={"k": "v"})),
+                             b.create_db(3, "b")))
+    assert set(job.state.halts()) == {"a"}
+
+    run = job.runner.run
+
+    def retry_meanwhile(*args: object, **kwargs: object) -> object:
+        TargetState(tmp_path / "state").retry("a")  # `streamer target retry --db a`, mid-batch
+        return run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(job.runner, "run", retry_meanwhile)
+    job.process(topic.append(b.alter_table(4, tb, b.replace(tb, parameters={"k": "v"}))))  # b halts
+    after = TargetState(tmp_path / "state")
+    assert set(after.halts()) == {"b"}, "the operator's retry of a was undone"
+    assert "a" in after.pending_replays()  # a's held events are re-read on the next batch
