@@ -136,6 +136,7 @@ class BatchApplier:
         for offset, event in decoded[: chain.intact]:
             offsets[event.event_id] = offset
             events.append(event)
+        self.state.offset_of = offsets.get  # a halt records where to re-read from in the same change
         replayed, released = self.held.take(
             self.state, self.applier.load_progress, min(offsets.values(), default=None), offsets
         )
