@@ -33,16 +33,17 @@ class HeldEvents:
         reload_progress: Callable[[], object],
         before_offset: int | None,
         offsets: dict[int, int],
-    ) -> tuple[list[Event], list[str]]:
+    ) -> tuple[list[Event], dict[str, int]]:
         """Events of released databases below ``before_offset`` (the batch's first record), and the
-        databases whose release this batch completes; ``offsets`` learns each event's offset."""
+        databases whose release this batch completes (with the offset re-read from); ``offsets``
+        learns each event's offset."""
         halted = state.halts()
         events: list[Event] = []
-        released: list[str] = []
+        released: dict[str, int] = {}
         for db, offset in state.pending_replays().items():
             if db in halted or before_offset is None:
                 continue  # still halted, or no record yet to bound the range: next batch
-            released.append(db)
+            released[db] = offset
             reload_progress()  # an operator skip advanced the database's progress
             if offset >= before_offset:
                 continue  # the held events are in this batch itself

@@ -150,8 +150,8 @@ class BatchApplier:
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
-        for db in released:
-            self.state.replay_done(db)
+        for db, offset in released.items():
+            self.state.replay_done(db, offset)
         applied = set(report.applied)
         now = time.time()
         for step in the_plan.steps:

@@ -122,10 +122,12 @@ class TargetState:
             if halt is not None and halt.offset != offset:
                 self._halts[db] = replace(halt, offset=offset)
 
-    def replay_done(self, db: str) -> None:
-        """The held events of ``db`` were re-read and applied (or held again)."""
+    def replay_done(self, db: str, offset: int | None = None) -> None:
+        """The held events of ``db`` were re-read from ``offset`` and applied (or held again); a
+        release recorded since (another retry, from another offset) stays pending."""
         with self._change():
-            self._replay_from.pop(db, None)
+            if offset is None or self._replay_from.get(db) == offset:
+                self._replay_from.pop(db, None)
 
     def halt(
         self, db: str, event_id: int, cause: str, *, event_type: str | None = None, obj: str | None = None

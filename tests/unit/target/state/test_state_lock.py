@@ -103,3 +103,18 @@ def test_a_halt_records_where_to_re_read_from_in_the_same_change(tmp_path: Path)
     released = TargetState(tmp_path).retry("b")  # the operator, before the job's next step
     assert released is not None and released.offset == 40
     assert TargetState(tmp_path).pending_replays() == {"b": 40}
+
+
+def test_a_replay_done_keeps_a_release_recorded_since(tmp_path: Path) -> None:
+    """The job re-read a's held events from 40; meanwhile a halted again at offset 55 and was retried:
+    finishing the first replay must not drop the second."""
+    job = TargetState(tmp_path)
+    job.offset_of = {5: 40, 8: 55}.get
+    job.halt("a", 5, "x")
+    job.retry("a")
+    job.halt("a", 8, "again")
+    TargetState(tmp_path).retry("a")  # the operator
+    job.replay_done("a", 40)
+    assert TargetState(tmp_path).pending_replays() == {"a": 55}
+    job.replay_done("a", 55)
+    assert TargetState(tmp_path).pending_replays() == {}
