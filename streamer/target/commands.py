@@ -373,8 +373,9 @@ def _check_source_id(hms_uri: str, auth: Any, source_id: str) -> None:
 @click.option(
     "--source-id",
     default=None,
-    help="List only the databases replicated from this source (their streamer.source.id); also names "
-    "the default topic. [default: every source; the topic of source 'source']",
+    help="List only the databases replicated from this source (their streamer.source.id; one no "
+    "database carries is refused, naming those that do); also names the default topic. [default: every "
+    "source; the topic of source 'source']",
 )
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(
@@ -448,7 +449,9 @@ def status(
 @click.option(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
-@click.option("--source-id", default="source", show_default=True, help="Source id the agent publishes as.")
+@click.option("--source-id", default="source", show_default=True,
+              help="Source id the agent publishes as; a source no database of the target is replicated "
+              "from is refused (naming those that are).")
 @click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
 @click.option("--db", "db", multiple=True, help="Source database to check; repeatable. [default: all]")
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="As given to `target run`; repeatable.")
