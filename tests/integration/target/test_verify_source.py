@@ -70,6 +70,8 @@ def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_table
     with stack.catalog() as catalog:
         victim = find_victim(catalog, db)
     victim.files[1].write_bytes(victim.files[1].read_bytes() + TAMPER)
+    stray = victim.files[0].parent / "stray-0003"
+    stray.write_bytes(b"on the replica only\n")
     # and a table the source changed after the replica's position (the job is stopped): not drift
     moved = f"{prefix}b"
     mover = next(t for t in source.warehouse.tables(moved) if t.startswith("tail"))
@@ -85,14 +87,16 @@ def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_table
         ("size", f"{db}.victim/dt=2024-03-02/{victim.files[1].name}",
          f"size differs: replica {victim.files[1].stat().st_size} bytes, source "
          f"{victim.files[1].stat().st_size - len(TAMPER)}"),
+        ("file", f"{db}.victim/dt=2024-03-02/stray-0003",
+         "file stray-0003 on the replica, not on the source"),
     }, report.render()
-    assert gauge(db, "file") == 1 and gauge(db, "size") == 1 and gauge(moved, "table") == 0
+    assert gauge(db, "file") == 2 and gauge(db, "size") == 1 and gauge(moved, "table") == 0
 
     repaired = check_against_source(settings, conn, repair=True)
     assert sorted(repaired.repaired) == sorted(o for _, o, _ in found), repaired.render()
     assert repaired.ok, repaired.render()
     assert (Path(victim.files[1].parent) / "part-eventless-0001.parquet").read_bytes() == (
         b"written without an event\n")
-    assert not victim.files[1].read_bytes().endswith(TAMPER)
+    assert not victim.files[1].read_bytes().endswith(TAMPER) and not stray.exists()
     assert gauge(db, "file") == 0 and gauge(db, "size") == 0
     print(f"\nverify against the source end to end: {time.monotonic() - started:.1f} s")
