@@ -110,6 +110,8 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     root.setLevel(level.upper())
     for noisy in ("py4j", "urllib3", "thrift"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # an unreachable metastore is streamer's one error line, not also the socket's own ERROR record
+    logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
 
 
 # log4j2 levels, as the Spark driver's configuration (streamer/target/job/log4j2.properties) takes them

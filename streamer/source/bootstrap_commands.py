@@ -138,6 +138,9 @@ def bootstrap(
             hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
             resources.callback(hms.close)
             source_catalog = hms
+        from streamer.kafka.reachability import check_reachable
+
+        check_reachable(config.kafka, opts.kafka_connect_timeout)  # one line, before anything is dumped
         work = BootstrapWork(work_dir, opts.source_id, config.topic_name) if work_dir else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, transient=False) as bars:

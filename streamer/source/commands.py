@@ -25,7 +25,8 @@ def source() -> None:
 @options.source_id_option("Name of this source; names the topic and the producer's transactional id.")
 @options.notification_db_option(
     "Metastore database URL: a sqlite path, sqlite:///path, postgresql://... or mysql://...")
-@options.hms_uri_option("Read through the metastore's Thrift API instead (thrift://host:port).")
+@options.hms_uri_option("Read through the metastore's Thrift API instead (thrift://host:port); or, with "
+                        "--notification-db, the metastore whose tables a policy change dumps.")
 @options.scope_options(
     "Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable (env: "
     "space-separated). Default: every database.")
@@ -84,8 +85,10 @@ def run(
     from streamer.source.reader import NotificationReader, SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
 
-    if bool(notification_db) == bool(hms_uri):
-        raise ConfigError("give exactly one of --notification-db URL and --hms-uri thrift://host:port")
+    if not notification_db and not hms_uri:
+        raise ConfigError("give exactly one of --notification-db URL and --hms-uri thrift://host:port, or "
+                          "both: the log read from the metastore's database, its tables over Thrift for a "
+                          "policy change")
     auth = opts.auth()
     if auth.kerberos and not hms_uri:
         raise ConfigError("--hms-auth kerberos applies to --hms-uri only; --notification-db reads the "
@@ -99,19 +102,28 @@ def run(
         if notification_db
         else ThriftNotificationReader(str(hms_uri), auth=auth)
     )
-    if isinstance(reader, ThriftNotificationReader):
-        check_prerequisites(reader.config_value, cmroot=opts.cmroot)
+    if isinstance(reader, SqlNotificationReader):
+        reader.check()  # a missing database or one without a log fails before anything is created
+    if hms_uri:
+        thrift = reader if isinstance(reader, ThriftNotificationReader) else ThriftNotificationReader(
+            str(hms_uri), auth=auth)
+        try:
+            check_prerequisites(thrift.config_value, cmroot=opts.cmroot)
+        finally:
+            if thrift is not reader:
+                thrift.close()
     else:
         prerequisites_unchecked(str(notification_db))
     metrics.serve(
         metrics.MetricsEndpoint(
             metrics_port, metrics_bind(metrics_addr, metrics_host), metrics_tls_cert, metrics_tls_key,
             metrics_basic_auth_user, metrics_basic_auth_password,
-        )
+        ),
+        role=metrics.Role.SOURCE,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    _replace_if_changed(config, reader, policy, notification_db)
+    _replace_if_changed(config, reader, policy, notification_db, hms_uri, auth)
     agent = SourceAgent(config, reader, policy)
     try:
         agent.run(once=once, stop=stop)
@@ -133,22 +145,14 @@ def metrics_bind(metrics_addr: str | None, metrics_host: str | None) -> str:
     return metrics_addr or "127.0.0.1"
 
 
-def _replace_if_changed(config: Any, reader: Any, policy: Any, notification_db: str | None) -> None:
-    """A restart with other policies than the topic records publishes the change (REPLACE) first."""
-    from streamer.source.policy_record import parse_policy_record, policy_record
-    from streamer.source.replace import recorded_policy, replace_policy
+def _replace_if_changed(config: Any, reader: Any, policy: Any, notification_db: str | None,
+                        hms_uri: str | None, auth: Any) -> None:
+    """A restart with other policies than the topic records publishes the change (REPLACE) first,
+    dumped through the metastore's catalog (Thrift) or the bundled warehouse; never written to a source."""
+    from streamer.source.replace import replace_if_changed
 
-    previous = recorded_policy(config)
-    if previous is None or previous == policy_record(policy):
-        return
-    if not notification_db:
-        raise ConfigError(f"the policies changed ({previous} -> {policy_record(policy)}); publishing the "
-                          "change needs the bundled warehouse's --notification-db (Thrift sources cannot "
-                          "dump yet)")
-    from streamer.source.warehouse_catalog import WarehouseCatalog
-    from streamer.warehouse import Warehouse
-
-    with Warehouse.open(notification_db, source_id=config.source_id) as wh:
-        e1 = replace_policy(config, reader, WarehouseCatalog(wh), parse_policy_record(previous), policy)
-    click.echo(f"policies changed: newly excluded tables dropped and newly included ones bootstrapped "
-               f"at event {e1}")
+    e1 = replace_if_changed(config, reader, policy, notification_db=notification_db, hms_uri=hms_uri,
+                            auth=auth)
+    if e1 is not None:
+        click.echo(f"policies changed: newly excluded tables dropped and newly included ones bootstrapped "
+                   f"at event {e1}")

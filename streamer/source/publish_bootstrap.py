@@ -30,9 +30,13 @@ from streamer.events.model import (
     ProgressPayload,
     Source,
 )
+from streamer.kafka.client_log import with_client_log
+from streamer.kafka.record_size import producer_settings, record_size, too_large
 from streamer.kafka.settings import with_overrides
-from streamer.kafka.topics import ensure_topic, read_tail
+from streamer.kafka.topics import read_tail
 from streamer.source.agent import AgentConfig
+from streamer.source.errors import RecordTooLargeError
+from streamer.source.topic_limit import ensure_sized_topic
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,14 @@ def publish_records(
     """Publish ``records`` (the last one the marker) in transactions, then PROGRESS at the marker's id."""
     if not records:
         raise ValueError("a bootstrap has at least its marker")
-    ensure_topic(config.kafka, config.topic_name, timeout=config.kafka_timeout)
+    ensure_sized_topic(config.kafka, config.topic_name, config.max_record_bytes, config.kafka_timeout)
     serializer = EventSerializer()
     ctx = SerializationContext(config.topic_name, MessageField.VALUE)
-    producer = Producer(with_overrides(config.kafka, transactional_id=config.transactional_id,
-                                       enable_idempotence=True, acks="all", linger_ms=5))
+    producer = Producer(with_client_log({
+        **with_overrides(config.kafka, transactional_id=config.transactional_id, enable_idempotence=True,
+                         acks="all", linger_ms=5),
+        **producer_settings(config.max_record_bytes, config.compression),
+    }))
     producer.init_transactions(config.kafka_timeout)  # fences the agent: the tail read next is final
     bootstrap_id = records[-1].event_id
     prev = tail_event_id(config)
@@ -64,7 +71,13 @@ def publish_records(
             producer.begin_transaction()
             for event in chunk:
                 chained = dataclasses.replace(event, prev_event_id=prev)
-                _produce(producer, config.topic_name, event.db, serializer(chained, ctx))
+                value = serializer(chained, ctx)
+                key = event.db.encode() if event.db else None
+                if too_large(key, value, config.max_record_bytes):  # a bootstrap is not retried: stop here
+                    obj = ".".join(n for n in (event.db, event.table) if n) or None
+                    raise RecordTooLargeError(event.event_id, event.event_type.value, obj,
+                                              record_size(key, value), config.max_record_bytes)
+                _produce(producer, config.topic_name, event.db, value)
                 prev = event.event_id
             if start + per_transaction >= len(records):
                 progress = Event(

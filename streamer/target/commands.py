@@ -14,6 +14,7 @@ from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
+from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
 from streamer.target.state.dir_option import DEFAULT_HELP, state_dir_option
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,9 @@ def target() -> None:
     default=0.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Mirror external tables' directories from the source every N seconds (0 = off).",
+    help="Sync the directories of external tables and of tables replicated by state (Spark datasource "
+    "tables, Hive Parquet/ORC tables Spark writes with conversion on) from the source every N seconds "
+    "(0 = off).",
 )
 @click.option(
     "--external-source-prefix",
@@ -190,6 +193,7 @@ def target() -> None:
     help="Verify the replica against the source (as `streamer verify`) in this process, SECONDS after "
     "the previous verification ended; each database is read between micro-batches (0 = off).",
 )
+@verify_source_options
 @click.option(
     "--until-event",
     default=None,
@@ -248,6 +252,8 @@ def run_cmd(
     external_sync_seconds: float,
     external_source_prefix: str,
     verify_every: float,
+    verify_source_hms_uri: str | None,
+    verify_source_notification_db: str | None,
     until_event: int | None,
     mark_readonly: bool,
     watermark_db: str | None,
@@ -260,14 +266,16 @@ def run_cmd(
 ) -> None:
     """Apply the source's events to a target metastore and filesystem, continuously."""
     from streamer import metrics
+    from streamer.kafka.reachability import check_reachable
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import run
 
+    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     settings = TargetSettings(
         bootstrap_servers=bootstrap_servers,
         topic=topic_or_default(topic, source_id),
         hms_uri=hms_uri,
-        hms_auth=auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab),
+        hms_auth=auth,
         warehouse_root=warehouse_root,
         state_dir=str(state_dir),
         checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
@@ -293,15 +301,22 @@ def run_cmd(
         external_sync_seconds=external_sync_seconds,
         external_source_prefix=external_source_prefix,
         verify_every=verify_every,
+        verify_source_hms_uri=verify_source_hms_uri,
+        verify_source_notification_db=verify_source_notification_db,
+        verify_source_auth=auth,
         until_event=until_event,
         mark_readonly=mark_readonly,
         watermark_db=watermark_db,
     )
+    if (verify_source_hms_uri or verify_source_notification_db) and not verify_every:
+        raise click.UsageError("--verify-source-hms-uri/--verify-source-notification-db need --verify-every")
+    check_reachable({"bootstrap.servers": bootstrap_servers, **settings.kafka_settings})  # one line, fast
     metrics.serve(
         metrics.MetricsEndpoint(
             metrics_port, metrics_addr, metrics_tls_cert, metrics_tls_key,
             metrics_basic_auth_user, metrics_basic_auth_password,
-        )
+        ),
+        role=metrics.Role.TARGET,
     )
     stopped = run(settings)
     click.echo(f"target job {stopped}")
@@ -474,6 +489,7 @@ def status(
     help="Hash source files whose events recorded no checksum, in tables unchanged since the replica's "
     "event id (else such files are compared by size only).",
 )
+@against_source_options
 def verify_cmd(
     hms_uri: str,
     hms_auth: str,
@@ -495,12 +511,18 @@ def verify_cmd(
     output: str,
     repair: bool,
     recompute_source: bool,
+    against_source: bool,
+    source_hms_uri: str | None,
+    source_notification_db: str | None,
 ) -> None:
     """Compare the replica with the source at each database's repl.last.id; exit 1 on drift.
 
     The source's state at that event is rebuilt from the topic's events (snapshots and checksums),
     so a source that moved on since is not drift. Reports databases, tables, schemas, parameters,
     partitions, data files, checksums (sizes where the source has no checksum) and ACID write ids.
+    With --against-source the replica is compared with the source's metastore and storage as they are
+    now instead (objects the source changed since the replica's position are left out), which finds a
+    divergence the events themselves carry.
     Exit codes: 0 no drift, 1 drift found (or a failure to verify: an error on stderr, no report),
     2 usage error.
     """
@@ -528,7 +550,17 @@ def verify_cmd(
         source_rules=SourceRules(source_prefix, source_cmroot, allow_unverified_files),
         recompute_source=recompute_source,
     )
-    report = verify(settings, repair=repair)
+    if against_source:
+        from streamer.target.dr.source_check import check_against_source
+
+        conn = source_connection(source_hms_uri, source_notification_db, auth)
+        if conn is None:
+            raise click.UsageError("--against-source needs --source-hms-uri or --source-notification-db")
+        report = check_against_source(settings, conn, repair=repair)
+    elif source_hms_uri or source_notification_db:
+        raise click.UsageError("--source-hms-uri/--source-notification-db apply with --against-source")
+    else:
+        report = verify(settings, repair=repair)
     click.echo(report.dumps() if output == "json" else report.render())
     if not report.ok:
         sys.exit(1)

@@ -111,6 +111,12 @@ class Registry:
             names.discard(table)
             metrics.TARGET_TABLES_SYNCED_BY_STATE.labels(db=db).set(len(names))
 
+    def drop_database(self, db: str) -> None:
+        """A dropped database's tables: a database re-created under its name starts from none."""
+        with self._lock:
+            self._tables.pop(db, None)
+            self._warned = {(d, t) for d, t in self._warned if d != db}
+
     def tables(self, db: str) -> frozenset[str]:
         with self._lock:
             return frozenset(self._tables.get(db, ()))

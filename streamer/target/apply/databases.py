@@ -10,6 +10,7 @@ from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterDatabasePayload, DatabasePayload, DatabaseSnapshot, Event
 from streamer.metastore.catalog import LAST_ID_PARAM, source_params
+from streamer.target.apply import by_state
 from streamer.target.apply.context import ApplyContext, last_id, payload_of
 from streamer.target.apply.files import remove_tree
 
@@ -58,4 +59,5 @@ def drop_database(ctx: ApplyContext, event: Event) -> None:
     if ctx.catalog.get_database(name) is not None:
         ctx.catalog.drop_database(name)
     remove_tree(ctx.paths.database_location(name), ctx.paths.roots)
+    by_state.REGISTRY.drop_database(name)
     metrics.forget_database(name)  # its series go with it (the watermark's too: is_dropped)

@@ -47,7 +47,7 @@ from streamer.target.dr.source_drift import (
     counts,
     is_removal,
 )
-from streamer.target.dr.verify import Guard, VerifySettings, replica_positions
+from streamer.target.dr.verify import Guard, VerifySettings, replica_positions, target_name
 from streamer.target.state.visibility import is_acid_replica, source_parameters
 
 log = logging.getLogger(__name__)
@@ -115,16 +115,17 @@ def check_against_source(
         if own:
             catalog.close()
     report.started, report.seconds = started, time.monotonic() - clock
-    record_metrics(report)
+    record_metrics(report, target_name(settings))
     return report
 
 
-def record_metrics(report: VerifyReport) -> None:
+def record_metrics(report: VerifyReport, name: Callable[[str], str] = str.lower) -> None:
     """``streamer_verify_source_drift_objects{db,kind}`` of the checked databases."""
     counts = report.by_db_kind()
     for r in report.databases:
         for kind in KINDS:
-            metrics.VERIFY_SOURCE_DRIFT_OBJECTS.labels(db=r.db, kind=kind).set(counts.get((r.db, kind), 0))
+            gauge = metrics.VERIFY_SOURCE_DRIFT_OBJECTS.labels(db=name(r.db), kind=kind)
+            gauge.set(counts.get((r.db, kind), 0))
 
 
 class _SourceCheck:

@@ -103,8 +103,14 @@ def verify(
         if own_catalog:
             catalog.close()
     report.started, report.seconds = started, time.monotonic() - clock
-    record_metrics(report)
+    record_metrics(report, target_name(settings))
     return report
+
+
+def target_name(settings: VerifySettings) -> Callable[[str], str]:
+    """A source database's name on the target (``--db-map``): the ``db`` label of every target metric."""
+    mapping = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+    return lambda db: mapping.get(db.lower(), db.lower())
 
 
 def replica_positions(settings: VerifySettings, catalog: Catalog) -> dict[str, int]:
@@ -112,12 +118,12 @@ def replica_positions(settings: VerifySettings, catalog: Catalog) -> dict[str, i
     return _Verifier(settings, catalog, lambda: iter(())).positions()
 
 
-def record_metrics(report: VerifyReport) -> None:
+def record_metrics(report: VerifyReport, name: Callable[[str], str] = str.lower) -> None:
     """Drift gauges of the verified databases (others keep their last values), run time, duration."""
     counts = report.by_db_kind()
     for r in report.databases:
         for kind in KINDS:
-            metrics.VERIFY_DRIFT_OBJECTS.labels(db=r.db, kind=kind).set(counts.get((r.db, kind), 0))
+            metrics.VERIFY_DRIFT_OBJECTS.labels(db=name(r.db), kind=kind).set(counts.get((r.db, kind), 0))
     metrics.VERIFY_LAST_RUN.set(report.started)
     metrics.VERIFY_SECONDS.observe(report.seconds)
 

@@ -62,9 +62,10 @@ def kafka_replay(settings: TargetSettings) -> Replay:
     def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
         from confluent_kafka import Consumer
 
+        from streamer.kafka.client_log import with_client_log
         from streamer.kafka.topics import iter_range
 
-        consumer = Consumer(
+        consumer = Consumer(with_client_log(
             {
                 "bootstrap.servers": settings.bootstrap_servers,
                 "group.id": f"streamer-replay-{settings.source_id}",
@@ -72,7 +73,7 @@ def kafka_replay(settings: TargetSettings) -> Replay:
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "error",
                 **settings.kafka_settings,
-            }
+            })
         )
         try:
             for msg in iter_range(consumer, settings.topic, 0, start, end):

@@ -82,7 +82,7 @@ class BatchApplier:
         catalogs: Callable[[], Catalog] | None = None,
     ) -> None:
         self.settings = settings
-        self.state = TargetState(settings.state_dir)
+        self.state = TargetState(settings.state_dir, label=_target_name(settings))
         paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
         check_external_layout(paths)  # never re-points external tables of another layout
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
@@ -206,10 +206,10 @@ class BatchApplier:
     def _reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
         before = set(self.state.halts())
-        self.state = TargetState(self.settings.state_dir)
+        self.state = TargetState(self.settings.state_dir, label=self.applier.target_db)
         self.applier.state = self.state
         for db in before - set(self.state.halts()):
-            metrics.TARGET_HALTED.labels(db=db).set(0)
+            metrics.TARGET_HALTED.labels(db=self.applier.target_db(db)).set(0)
 
 
 def _applier(
@@ -499,6 +499,12 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
         batch_applier.runner.close()
 
 
+def _target_name(settings: TargetSettings) -> Callable[[str], str]:
+    """A source database's name on this target (``--db-map``), as the applier names it."""
+    mapping = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+    return lambda db: mapping.get(db.lower(), db.lower())
+
+
 def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyLoop:
     """Continuous verification in this process, between micro-batches (``--verify-every``)."""
     from streamer.target.dr.verify import VerifyLoop, VerifySettings
@@ -516,7 +522,14 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
         hms_auth=settings.hms_auth,
         source_rules=settings.source_rules(),
     )
-    return VerifyLoop(verify_settings, settings.verify_every, lock).start()
+    also = None
+    if settings.verify_source_hms_uri or settings.verify_source_notification_db:
+        from streamer.target.dr.source_check import SourceConnection, loop_check
+
+        source = SourceConnection(settings.verify_source_hms_uri, settings.verify_source_notification_db,
+                                  settings.verify_source_auth)
+        also = loop_check(verify_settings, source)
+    return VerifyLoop(verify_settings, settings.verify_every, lock, also=also).start()
 
 
 def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None) -> None:
@@ -549,10 +562,12 @@ def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
         return generic
     from confluent_kafka import Consumer
 
-    consumer = Consumer({
+    from streamer.kafka.client_log import with_client_log
+
+    consumer = Consumer(with_client_log({
         "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
         "enable.auto.commit": False, **settings.kafka_settings,
-    })
+    }))
     partition = int(offset.get("partition", 0))
     try:
         start = int(offset["offset"])

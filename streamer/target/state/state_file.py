@@ -68,8 +68,10 @@ class TargetState:
     operator's stale copy never erases the job's recorded progress.
     """
 
-    def __init__(self, state_dir: str | Path) -> None:
+    def __init__(self, state_dir: str | Path, label: Callable[[str], str] | None = None) -> None:
         self.dir = Path(state_dir)
+        # the ``db`` label of its metrics: the target's name of a source database (``--db-map``)
+        self._label: Callable[[str], str] = label or (lambda db: db)
         self.path = self.dir / STATE_FILE
         self._halts: dict[str, Halt] = {}
         self._skips: list[Skip] = []
@@ -80,7 +82,7 @@ class TargetState:
         self.offset_of: Callable[[int], int | None] | None = None
         self.reload()
         for db in self._halts:
-            metrics.TARGET_HALTED.labels(db=db).set(1)
+            metrics.TARGET_HALTED.labels(db=self._label(db)).set(1)
 
     def reload(self) -> None:
         """Read the file again (changes other processes made)."""
@@ -140,7 +142,7 @@ class TargetState:
             offset = self.offset_of(event_id) if self.offset_of is not None else None
             halt = Halt(db, event_id, event_type, obj, cause, _now(), offset)
             self._halts[db] = halt
-        metrics.TARGET_HALTED.labels(db=db).set(1)
+        metrics.TARGET_HALTED.labels(db=self._label(db)).set(1)
         return halt
 
     def retry(self, db: str) -> Halt | None:
@@ -149,7 +151,7 @@ class TargetState:
             halt = self._halts.pop(db, None)
             if halt is not None and halt.offset is not None:
                 self._replay_from[db] = halt.offset
-        metrics.TARGET_HALTED.labels(db=db).set(0)
+        metrics.TARGET_HALTED.labels(db=self._label(db)).set(0)
         return halt
 
     def skip(self, db: str, event_id: int) -> Skip:
@@ -169,7 +171,7 @@ class TargetState:
                 self._replay_from[db] = halt.offset
             self._skips.append(skip)
             self._applied[db] = max(self._applied.get(db, 0), event_id)
-        metrics.TARGET_HALTED.labels(db=db).set(0)
+        metrics.TARGET_HALTED.labels(db=self._label(db)).set(0)
         return skip
 
     def record_applied(self, db: str, event_id: int) -> None:

@@ -263,6 +263,7 @@ def test_status_cli_over_kerberos(kdc: Kdc, secure_hms: EmbeddedMetastore, tmp_p
                                                                         LAST_ID_PARAM: "42"}))
     env = {k: v for k, v in os.environ.items() if k != CLIENT_KEYTAB_ENV}
     env["KRB5CCNAME"] = f"FILE:{tmp_path}/cli.cc"  # empty: the keytab is the only credential
+    (tmp_path / "state").mkdir()
     flags = ["status", "--hms-uri", _uri(secure_hms), "--state-dir", str(tmp_path / "state"),
              "--output", "json"]
     done = _streamer(*flags, "--hms-auth", "kerberos", "--hms-kerberos-principal", CLIENT_TEMPLATE,

@@ -26,13 +26,17 @@ def _commands(tmp_path: Path, address: str) -> dict[str, list[str]]:
                        "--bootstrap-servers", address],
         "status": ["status", "--hms-uri", "thrift://127.0.0.1:1", "--state-dir", str(tmp_path / "state"),
                    "--bootstrap-servers", address],
+        "target run": ["target", "run", "--source-id", "s1", "--bootstrap-servers", address,
+                       "--hms-uri", "thrift://127.0.0.1:1", "--warehouse-root", str(tmp_path / "wh"),
+                       "--state-dir", str(tmp_path / "state")],
     }
 
 
-@pytest.mark.parametrize("command", ["source run", "status"])
+@pytest.mark.parametrize("command", ["source run", "status", "target run"])
 def test_a_closed_port_fails_fast_with_one_line_naming_it(tmp_path: Path, command: str) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = {**os.environ, "STREAMER_KAFKA_CONNECT_TIMEOUT": "5"}
+    (tmp_path / "state").mkdir()  # status validates its state dir before any work
     started = time.monotonic()
     done = run([STREAMER, *_commands(tmp_path, address)[command]], capture_output=True, text=True,
                timeout=60, env=env, cwd=tmp_path)

@@ -1,10 +1,15 @@
 """The source's metastore database is read-only to streamer: writes through the readers' connections
 fail on sqlite, PostgreSQL and MariaDB; a wrong URL is one clear error that creates nothing."""
 
+import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +102,25 @@ def test_an_unknown_scheme_masks_the_password() -> None:
     with pytest.raises(SourceDatabaseError) as err:
         connect(f"postgress://hive:{SECRET}@db/metastore")
     assert SECRET not in str(err.value) and "unknown scheme" in str(err.value)
+
+
+def test_source_run_on_a_missing_sqlite_file_creates_nothing(broker: Any, tmp_path: Path) -> None:
+    """The issue's case: a typo'd --notification-db used to be created empty, the topic created, then a
+    traceback; now one line, exit 2, no file and no topic."""
+    from confluent_kafka.admin import AdminClient
+
+    from streamer.kafka.naming import default_topic
+
+    streamer = shutil.which("streamer", path=str(Path(sys.executable).parent)) or "streamer"
+    source_id = f"ro-{uuid.uuid4().hex[:8]}"
+    missing = tmp_path / "typo.sqlite"
+    done = subprocess.run([streamer, "source", "run", "--source-id", source_id, "--bootstrap-servers",
+                           broker.bootstrap_servers, "--notification-db", str(missing), "--once"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert "Traceback" not in output
+    assert len([line for line in output.splitlines() if line.startswith("error:")]) == 1, output
+    assert not missing.exists()
+    topics = AdminClient(broker.client_settings()).list_topics(timeout=10).topics
+    assert default_topic(source_id) not in topics

@@ -123,6 +123,7 @@ def _exit_code(argv: list[str]) -> int:
 )
 def test_kerberos_without_principal_exits_2(argv: list[str], tmp_path: Path, capsys: Any) -> None:
     if argv[0] in ("status", "target"):
+        (tmp_path / "state").mkdir()
         argv = [*argv, "--state-dir", str(tmp_path / "state")]
     assert _exit_code(argv) == 2
     assert "principal" in capsys.readouterr().err
@@ -139,6 +140,7 @@ def test_source_kerberos_applies_to_thrift_only(tmp_path: Path, capsys: Any) -> 
 def test_config_file_keys_and_env_twins(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "streamer.yaml"
     config.write_text("status:\n  hms-auth: kerberos\n  hms-client-keytab: /k.keytab\n")
+    (tmp_path / "s").mkdir()
     argv = ["--config", str(config), "status", "--hms-uri", "thrift://127.0.0.1:1",
             "--state-dir", str(tmp_path / "s")]
     assert _exit_code(argv) == 2

@@ -125,3 +125,21 @@ def test_a_partition_of_a_table_replicated_by_state_is_synced_when_its_statistic
     alter = b.event(4, EventType.ALTER_PARTITION, AlterPartitionPayload(t, p, counted), "ds4", "t")
     assert env.run([alter]) == [4]
     assert env.files() == {"ds4.db/t/dt=1/part-0.parquet": b"zero"}
+
+
+def test_a_dropped_database_takes_its_tables_replicated_by_state_along(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Re-created under the same name, the database counts only its new tables, and warns anew."""
+    from streamer.target.apply.by_state import REGISTRY
+
+    t = _datasource(env, "ds9")
+    assert env.run([b.create_db(1, "ds9"), b.create_table(2, t)]) == [1, 2]
+    assert REGISTRY.tables("ds9") == {"t"}
+    assert env.run([b.drop_table(3, t), b.drop_db(4, "ds9")]) == [3, 4]
+    assert REGISTRY.tables("ds9") == frozenset()
+    assert _gauge("ds9") is None  # the series went with the database
+    caplog.clear()
+    assert env.run([b.create_db(5, "ds9"), b.create_table(6, t)]) == [5, 6]
+    assert _gauge("ds9") == 1
+    assert [r for r in caplog.records if "replicated by state" in r.getMessage()]

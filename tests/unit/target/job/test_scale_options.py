@@ -16,6 +16,7 @@ from streamer.target.state.status import read_mode, write_mode
 def test_state_dir_takes_a_file_url_and_refuses_other_schemes(tmp_path: Path) -> None:
     runner = CliRunner()
     state = tmp_path / "state dir"
+    state.mkdir()
     done = runner.invoke(cli, ["target", "retry", "--state-dir", state.as_uri(), "--db", "a"])
     assert "database 'a' is not halted" in done.output, done.output
     refused = runner.invoke(cli, ["target", "retry", "--state-dir", "s3://bucket/state", "--db", "a"])
