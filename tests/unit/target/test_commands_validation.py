@@ -86,3 +86,32 @@ def test_verify_refuses_an_unknown_source_id_instead_of_reporting_no_drift(
     assert code == 2
     assert lines == ["error: --source-id source: no database on this target is replicated from source "
                      "'source' (sources found: a, b)"]
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--against-source"], "--against-source needs --source-hms-uri or --source-notification-db"),
+    (["--source-hms-uri", "thrift://127.0.0.1:1"], "apply with --against-source"),
+])
+def test_verify_against_the_source_needs_its_source_and_only_then(
+    flags: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """`verify --against-source` without a source, or a source without the flag, is a usage error before
+    the target or the topic is read (the source-id check is what would read first)."""
+    import streamer.target.commands as commands
+
+    monkeypatch.setattr(commands, "_check_source_id", lambda *a: None)
+    (tmp_path / "state").mkdir()
+    code, lines = _run(capsys, "verify", "--hms-uri", "thrift://127.0.0.1:1", "--state-dir",
+                       str(tmp_path / "state"), "--bootstrap-servers", "127.0.0.1:1", *flags)
+    assert code == 2
+    assert any(says in line for line in lines), lines
+
+
+def test_target_run_takes_the_source_check_only_with_verify_every(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = _run(capsys, "target", "run", "--source-id", "s", "--bootstrap-servers", "127.0.0.1:1",
+                       "--hms-uri", "thrift://127.0.0.1:1", "--warehouse-root", str(tmp_path / "wh"),
+                       "--state-dir", str(tmp_path / "state"), "--verify-source-hms-uri", "thrift://h:1")
+    assert code == 2
+    assert any("need --verify-every" in line for line in lines), lines
