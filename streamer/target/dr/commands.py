@@ -51,13 +51,21 @@ def failover(
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
     already = fo.read_record(state_dir)
     head: int | None = None
-    if bootstrap_servers and (already is None or already.state != "done"):
-        from streamer.target.state.status import source_head_from_options
-
-        found = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
-        head = found[0] if found else None
-    reader = ThriftNotificationReader(hms_uri, auth=auth)
     catalog = HmsCatalog(hms_uri, auth=auth)
+    try:
+        if already is None:  # a typo'd --source-id is refused before the topic is read or anything changes
+            from streamer.target.state.status import check_source_id
+
+            check_source_id(catalog, source_id)
+        if bootstrap_servers and (already is None or already.state != "done"):
+            from streamer.target.state.status import source_head_from_options
+
+            found = source_head_from_options(bootstrap_servers, kafka_setting, topic, source_id)
+            head = found[0] if found else None
+    except BaseException:
+        catalog.close()
+        raise
+    reader = ThriftNotificationReader(hms_uri, auth=auth)
     try:
         record = fo.failover(state_dir, catalog, source_id=source_id, source_head=head,
                              new_primary_head=reader.head_event_id, wait_seconds=wait_seconds)
