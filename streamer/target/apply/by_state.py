@@ -4,12 +4,14 @@ Spark writes a datasource table (``CREATE TABLE ... USING parquet``: ``spark.sql
 in its parameters) with its own writer, and a Hive Parquet/ORC table too under its defaults
 (``spark.sql.hive.convertMetastoreParquet/Orc=true``): the metastore logs no INSERT for either, so
 their data would never reach a replica. Such tables are recognised from their parameters (a
-datasource provider; a Parquet/ORC Hive table Spark created, ``spark.sql.create.version``) or from an
-ALTER that changes ``numFiles``/``totalSize``/``transient_lastDdlTime`` of a Parquet/ORC Hive table,
-and marked on the target with their source location (``SOURCE_LOCATION_PARAM``, on the table and its
-partitions), so that their directories can be synced (``dir_sync``) when such an ALTER arrives and on
-the external sync's timer. ``streamer_target_tables_synced_by_state`` counts them per database and
-one warning per table says so. Costs and guarantees: docs/features.md, "Writers".
+datasource provider; a Parquet/ORC Hive table Spark created, ``spark.sql.create.version``) and marked
+on the target with their source location (``SOURCE_LOCATION_PARAM``, on the table and its
+partitions), so that their directories can be synced (``dir_sync``) when an ALTER of their file
+statistics arrives and on the external sync's timer. An ALTER of the statistics alone never marks a
+table: Hive's own writes (which log their INSERTs) alter them too, and syncing such a table from the
+source's present state would show a replica ahead of its events.
+``streamer_target_tables_synced_by_state`` counts them per database and one warning per table says
+so. Costs and guarantees: docs/features.md, "Writers".
 """
 
 from __future__ import annotations
@@ -38,9 +40,8 @@ def file_format(table: TableSnapshot) -> str | None:
     return next((f for f in _CONVERTED_FORMATS if f in text), None)
 
 
-def state_sync_reason(table: TableSnapshot, *, stats_changed: bool = False) -> str | None:
-    """Why ``table`` (a source snapshot) is replicated by state, or ``None`` when events carry it.
-    ``stats_changed``: an ALTER of it changed its file statistics."""
+def state_sync_reason(table: TableSnapshot) -> str | None:
+    """Why ``table`` (a source snapshot) is replicated by state, or ``None`` when events carry it."""
     if table.table_type != "MANAGED_TABLE" or table.is_transactional:
         return None  # external tables have their own sync; views hold no data; ACID writes log events
     provider = table.parameters.get(PROVIDER_PARAM, "")
@@ -52,8 +53,6 @@ def state_sync_reason(table: TableSnapshot, *, stats_changed: bool = False) -> s
     setting = f"spark.sql.hive.convertMetastore{fmt.capitalize()}"
     if SPARK_CREATED_PARAM in table.parameters:
         return f"a Hive {fmt} table created by Spark, which writes it logging no INSERT under {setting}=true"
-    if stats_changed:
-        return f"a Hive {fmt} table whose file statistics an ALTER changed (Spark's writes, {setting}=true)"
     return None
 
 

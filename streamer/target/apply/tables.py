@@ -24,17 +24,17 @@ from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES
 from streamer.target.apply.state_sync import sync_by_state
 from streamer.target.state.visibility import table_key
 
-_MARKED = "a table replicated by state since an ALTER changed its file statistics"
+_MARKED = "a table replicated by state (marked so on this target)"
 
 
 def target_table(
-    ctx: ApplyContext, snap: TableSnapshot, current: TableSnapshot | None, *, stats: bool = False
+    ctx: ApplyContext, snap: TableSnapshot, current: TableSnapshot | None
 ) -> TableSnapshot:
     """The target's table for source snapshot ``snap``: names mapped, locations derived, every
     location-bearing parameter moved along (``locations``), and, for a table replicated by state
     (``by_state``; ``current``, the target's table, may already say so), its source location."""
     desired = table_locations(ctx.paths, ctx.target_table(snap), snap.sd.location)
-    reason = state_sync_reason(snap, stats_changed=stats)
+    reason = state_sync_reason(snap)
     if reason is None and current is not None and source_location(current) and is_managed(desired):
         reason = _MARKED
     if reason is None:
@@ -70,7 +70,7 @@ def alter_table(ctx: ApplyContext, event: Event) -> None:
     if current is None:
         raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
     stats = stats_changed(payload.before.parameters, payload.after.parameters)
-    desired = target_table(ctx, payload.after, current, stats=stats)
+    desired = target_table(ctx, payload.after, current)
     if current != desired:
         ctx.catalog.alter_table(desired.db, desired.name, desired)
     ctx.memory.remember_table(desired)
