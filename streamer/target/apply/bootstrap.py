@@ -14,13 +14,9 @@ A table is created afresh by its TABLE record: a leftover table of that name is 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +45,8 @@ from streamer.target.apply.data import insert
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.plan import Step
 from streamer.target.apply.tables import create_table, drop_table
+from streamer.target.state.files import StateFileError, read_json, write_json
+from streamer.target.state.lock import state_lock
 from streamer.target.state.visibility import table_key
 
 log = logging.getLogger(__name__)
@@ -57,13 +55,12 @@ PROGRESS_FILE = "bootstrap-progress.json"
 
 
 class BootstrapProgress:
-    """Last applied record per bootstrap id, in one small JSON file replaced atomically."""
+    """Last applied record per bootstrap id, in one small JSON file of the state dir, changed under
+    the state dir's lock (re-read, merged, written atomically) like every other state file."""
 
     def __init__(self, state_dir: str | Path | None) -> None:
         self.path = Path(state_dir) / PROGRESS_FILE if state_dir is not None else None
-        self.done: dict[int, int] = {}
-        if self.path is not None and self.path.exists():
-            self.done = {int(k): int(v) for k, v in json.loads(self.path.read_text(encoding="utf-8")).items()}
+        self.done: dict[int, int] = _read_progress(self.path) if self.path is not None else {}
 
     def applied_through(self, bootstrap_id: int) -> int:
         return self.done.get(bootstrap_id, 0)
@@ -75,17 +72,27 @@ class BootstrapProgress:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{PROGRESS_FILE}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({str(k): v for k, v in sorted(self.done.items())}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with state_lock(self.path.parent):
+            merged = _read_progress(self.path)
+            for key, value in self.done.items():
+                merged[key] = max(value, merged.get(key, 0))
+            self.done = merged
+            write_json(self.path, {str(k): v for k, v in sorted(merged.items())})
+
+
+def _read_progress(path: Path) -> dict[int, int]:
+    body = read_json(path)
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise StateFileError(f"{path}: must be an object of bootstrap id -> record sequence, "
+                             f"not {type(body).__name__}")
+    out: dict[int, int] = {}
+    for key, value in body.items():
+        if not str(key).isdigit() or isinstance(value, bool) or not isinstance(value, int):
+            raise StateFileError(f"{path}: entry {key!r}: {value!r} must map a bootstrap id to an integer")
+        out[int(key)] = value
+    return out
 
 
 class BootstrapApplier:
