@@ -26,9 +26,7 @@ from streamer.metastore.transport import HmsAuth
 from streamer.replay.state import table_meta
 from streamer.source.bootstrap import SourceCatalog, Vanished
 from streamer.source.reader import NotificationReader
-from streamer.target.apply.files import FileCopier
 from streamer.target.apply.guard import check_write
-from streamer.target.apply.paths import TargetPaths
 from streamer.target.dr.drift import (
     DATABASE,
     KINDS,
@@ -47,7 +45,7 @@ from streamer.target.dr.source_drift import (
     counts,
     is_removal,
 )
-from streamer.target.dr.verify import Guard, VerifySettings, replica_positions, target_name
+from streamer.target.dr.verify import Guard, VerifySettings, repair_copier, replica_positions, target_name
 from streamer.target.state.visibility import is_acid_replica, source_parameters
 
 log = logging.getLogger(__name__)
@@ -198,10 +196,7 @@ class _SourceCheck:
     # --- repair ---------------------------------------------------------------------------------
     def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
         """Re-copy diverged files from the source (verified by its sha256 now), remove stray ones."""
-        if not self.settings.warehouse_root:
-            raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
-        paths = TargetPaths(self.settings.warehouse_root, self.settings.external_base_dir)
-        copier = FileCopier(max_workers=4, roots=paths.roots, sources=self.settings.source_rules)
+        copier = repair_copier(self.settings)
         done = []
         with guard():
             if replica_positions(self.settings, self.catalog).get(result.db) != result.event_id:
@@ -212,7 +207,7 @@ class _SourceCheck:
                     continue
                 fix = d.repair
                 if is_removal(d):
-                    check_write(fix.ref.uri, fix.directory, paths.roots)
+                    check_write(fix.ref.uri, fix.directory, copier.roots)
                     fs, path = url_to_fs(fix.ref.uri)
                     fs.rm(path)
                 else:

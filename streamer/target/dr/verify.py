@@ -113,6 +113,14 @@ def target_name(settings: VerifySettings) -> Callable[[str], str]:
     return lambda db: mapping.get(db.lower(), db.lower())
 
 
+def repair_copier(settings: VerifySettings) -> FileCopier:
+    """The copier a repair writes with: only inside the target's roots, reading by the source rules."""
+    if not settings.warehouse_root:
+        raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
+    paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
+    return FileCopier(max_workers=4, roots=paths.roots, sources=settings.source_rules)
+
+
 def replica_positions(settings: VerifySettings, catalog: Catalog) -> dict[str, int]:
     """Source database -> ``repl.last.id`` of its replica, for the databases ``settings`` selects."""
     return _Verifier(settings, catalog, lambda: iter(())).positions()
@@ -262,10 +270,7 @@ class _Verifier:
     # --- repair ---------------------------------------------------------------------------------
     def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
         """Re-copy drifted files of existing partitions, verified against the event's checksum."""
-        if not self.settings.warehouse_root:
-            raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
-        paths = TargetPaths(self.settings.warehouse_root, self.settings.external_base_dir)
-        copier = FileCopier(max_workers=4, roots=paths.roots, sources=self.settings.source_rules)
+        copier = repair_copier(self.settings)
         done = []
         with guard():
             if self._cut(result.db) != result.event_id:
