@@ -7,9 +7,11 @@ process-wide (``configure`` once at start-up). How each scheme is served: docs/d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,3 +194,26 @@ def same_store(scheme: str) -> str:
     """The scheme a store is known by: ``s3a`` and ``s3`` are one store."""
     scheme = scheme.lower()
     return _ALIASES.get(scheme, scheme)
+
+
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Replace local file ``path`` with ``data``: unique temp file, fsync, rename, fsync of the directory
+    (a crash leaves the old file or the new one, never a torn one; state and work files use it)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

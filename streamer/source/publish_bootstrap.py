@@ -9,9 +9,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import struct
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from streamer.events.model import (
     ProgressPayload,
     Source,
 )
+from streamer.filesystems import atomic_write
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.record_size import producer_settings, record_size, too_large
 from streamer.kafka.settings import with_overrides
@@ -154,7 +153,7 @@ class BootstrapWork:
             value = serializer(event, ctx)
             blob += struct.pack(">I", len(value)) + value
         self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.records_path, bytes(blob))
+        atomic_write(self.records_path, bytes(blob))
         self._write_state(records[-1].event_id, len(records), head, policy, finished=False)
 
     def mark_finished(self) -> None:
@@ -210,7 +209,7 @@ class BootstrapWork:
         self, bootstrap_id: int, records: int, head: int, policy: str, *, finished: bool
     ) -> None:
         state = _State(self.source_id, self.topic, bootstrap_id, records, head, policy, finished)
-        _write_atomically(self.state_path, json.dumps(dataclasses.asdict(state), indent=1).encode())
+        atomic_write(self.state_path, json.dumps(dataclasses.asdict(state), indent=1).encode())
 
 
 @dataclass(frozen=True)
@@ -222,20 +221,6 @@ class _State:
     head: int
     policy: str
     finished: bool
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True)

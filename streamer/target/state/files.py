@@ -8,41 +8,17 @@ wrong shape, is a ``StateFileError`` naming the file and what is wrong (never a 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from streamer.errors import StreamerError
+from streamer.filesystems import atomic_write
 
 
 class StateFileError(StreamerError):
     """A state file is unreadable, not JSON, or JSON of the wrong shape; the message names it."""
-
-
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: unique temp file, fsync, rename, fsync of the directory."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def write_json(path: str | Path, body: Any) -> None:

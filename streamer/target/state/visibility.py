@@ -22,8 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from streamer import metrics
 from streamer.errors import StreamerError
-from streamer.filesystems import url_to_fs
-from streamer.target.state.files import atomic_write
+from streamer.filesystems import atomic_write, url_to_fs
 
 VISIBILITY_PATH = "_streamer/acid/visible.json"
 ACID_PARAM = "streamer.acid.transactional"
