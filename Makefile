@@ -33,7 +33,7 @@ demo: setup
 test: setup-dev
 	$(VENV)/bin/ruff check streamer tests bench
 	$(VENV)/bin/mypy
-	PYSPARK_PYTHON=$(abspath $(VENV))/bin/python $(VENV)/bin/pytest $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(VENV))/bin/python $(VENV)/bin/pytest --durations=30 $(PYTEST_ARGS)
 
 test-all: setup-dev
 	$(MAKE) test PYTEST_ARGS=

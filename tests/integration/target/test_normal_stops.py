@@ -11,7 +11,7 @@ from streamer.kafka.broker import EmbeddedBroker
 from streamer.target.dr.failover import FailoverRecord, write_record
 from tests.integration.target.helpers import Source, TargetProcess, TargetStack, mixed_workload
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _quiet(log: str) -> None:

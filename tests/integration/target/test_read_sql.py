@@ -29,7 +29,7 @@ from tests.integration.target.helpers import Source, TargetProcess, TargetStack,
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 COLS = [Column("id", "int"), Column("amount", "bigint")]
 
