@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.kafka.client_log import with_client_log
 from streamer.kafka.topics import ensure_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -41,7 +42,7 @@ class Collector:
 def _produce(
     config: dict[str, Any], topic: str, values: list[bytes], txn_id: str, commit: bool = True
 ) -> None:
-    producer = Producer({**config, "enable.idempotence": True, "transactional.id": txn_id})
+    producer = Producer(with_client_log({**config, "enable.idempotence": True, "transactional.id": txn_id}))
     producer.init_transactions(10)
     producer.begin_transaction()
     for value in values:
@@ -117,7 +118,8 @@ def test_continuous_query_picks_up_new_records_quickly(
         deadline = time.monotonic() + 60
         while not query.recentProgress and time.monotonic() < deadline:
             time.sleep(0.1)
-        plain = Producer(kafka_config)  # one multi-record batch: Tansu under-reports its high mark
+        # one multi-record batch: Tansu under-reports its high mark
+        plain = Producer(with_client_log(kafka_config))
         plain.produce(topic, b"live-1")
         plain.produce(topic, b"live-2")
         plain.flush(10)

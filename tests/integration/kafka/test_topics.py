@@ -7,6 +7,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import BrokerError
 from streamer.kafka.topics import end_offsets, ensure_topic, probe_end, read_tail
 
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 def _txn_producer(config: dict[str, Any], txn_id: str) -> Producer:
-    producer = Producer({**config, "enable.idempotence": True, "transactional.id": txn_id})
+    producer = Producer(with_client_log({**config, "enable.idempotence": True, "transactional.id": txn_id}))
     producer.init_transactions(10)
     return producer
 
@@ -61,12 +62,12 @@ def test_read_tail_widens_past_many_markers(kafka_config: dict[str, Any], topic:
 
 def test_tail_of_a_multi_record_batch_is_found(kafka_config: dict[str, Any], topic: str) -> None:
     """Tansu reports the high watermark as last batch base + 1; the helpers must see past it."""
-    producer = Producer(kafka_config)
+    producer = Producer(with_client_log(kafka_config))
     for i in range(5):
         producer.produce(topic, f"plain-{i}".encode())
     producer.flush(10)
     assert [r.value for r in read_tail(kafka_config, topic)] == [b"plain-4"]
-    consumer = Consumer({**kafka_config, "group.id": "probe"})
+    consumer = Consumer(with_client_log({**kafka_config, "group.id": "probe"}))
     try:
         reported = end_offsets(kafka_config, topic)[0]
         assert probe_end(consumer, topic, 0, reported, wait=5.0) == 5

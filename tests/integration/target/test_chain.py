@@ -20,6 +20,7 @@ from streamer import metrics
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.errors import EventChainError
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.kafka.client_log import with_client_log
 from streamer.kafka.topics import ensure_topic, watermarks
 from streamer.source.agent import SourceAgent
 from streamer.source.reader import SqlNotificationReader
@@ -42,7 +43,7 @@ def _settings(broker: EmbeddedBroker, source: Source, stack: TargetStack, hms: E
 
 
 def _high(kafka: dict[str, object], topic: str) -> int:
-    consumer = Consumer({**kafka, "group.id": "chain-test"})
+    consumer = Consumer(with_client_log({**kafka, "group.id": "chain-test"}))
     try:
         marks = watermarks(consumer, topic, 0)
         return 0 if marks is None else marks[1]

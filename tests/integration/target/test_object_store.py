@@ -20,6 +20,7 @@ from streamer.events.codec import EventSerializer
 from streamer.events.model import Column, Event, EventType, InsertPayload
 from streamer.events.model import Source as EventSource
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.kafka.client_log import with_client_log
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.target.apply.files import TMP_PREFIX
 from streamer.warehouse.files import path_of
@@ -166,7 +167,7 @@ def _escaping_insert(source: Source, db: str, table: str, event_id: int) -> Even
     ref = dataclasses.replace(real, uri=uri)
     event = Event(EventSource(source.source_id, event_id, int(time.time())), EventType.INSERT,
                   InsertPayload(snap, None, [], False, [ref]), db=db, table=table)
-    producer = Producer(source.agent.config.kafka)
+    producer = Producer(with_client_log(source.agent.config.kafka))
     producer.produce(source.topic, value=EventSerializer()(event), key=db.encode(), partition=0)
     assert producer.flush(30) == 0
     return event
