@@ -46,11 +46,21 @@ def _source_phase(wh: Any, r: int, n: int, bursts: int, k: int) -> tuple[range, 
     return single, range(first, wh.current_event_id() + 1)
 
 
-def _apply(applier: Any, records: list[tuple[int, bytes]], batch: int) -> float:
+_applier_calls = {"calls": 0, "events": 0}  # metastore calls the applier made, over the measured phases
+
+
+def _apply(applier: Any, records: list[tuple[int, bytes]], batch: int, *, measured: bool = True) -> float:
+    from streamer.metastore.thrift_calls import CALLS
+
+    CALLS.reset()
     started = time.perf_counter()
     for i in range(0, len(records), batch):
         applier.process(records[i : i + batch])
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    if measured:
+        _applier_calls["calls"] += CALLS.reset()
+        _applier_calls["events"] += len(records)
+    return elapsed
 
 
 def _raw_single(catalog: Any, tbl: Any, ptbl: Any, root: Path, r: int, n: int) -> float:
@@ -138,7 +148,7 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
         )
         applier = BatchApplier(settings, target)
         setup = [records[i] for i in range(1, phases[0][0].start)]
-        _apply(applier, setup, batch)
+        _apply(applier, setup, batch, measured=False)
         db = wh.database("app")
         raw.create_database(dataclasses.replace(db, name="raw", location=(root / "raw.db").as_uri()))
         tbl = wh.table("app", "t0_0")
@@ -146,7 +156,8 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
         for r, (single_ids, burst_ids) in enumerate(phases):
             say(f"repeat {r + 1}/{repeats}: {len(single_ids)} single-object events, {bursts} bursts of {k}")
             if r > 0:  # the tables of this repeat (created between the phases' ranges)
-                _apply(applier, [records[i] for i in range(phases[r - 1][1].stop, single_ids.start)], batch)
+                setup_ids = range(phases[r - 1][1].stop, single_ids.start)
+                _apply(applier, [records[i] for i in setup_ids], batch, measured=False)
             ptbl = _raw_table(raw, wh.table("app", f"p{r}"), f"p{r}", root)
             btbl = _raw_table(raw, wh.table("app", f"b{r}"), f"b{r}", root)
             single.append(len(single_ids) / _apply(applier, [records[i] for i in single_ids], batch))
@@ -163,6 +174,7 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
         "burst_eps": burst_eps,
         "raw_burst_eps": raw_burst_eps,
         "ratio_burst": ratio(burst_eps, raw_burst_eps),
+        "metastore_calls_per_event": _applier_calls["calls"] / max(1, _applier_calls["events"]),
         # each repeat's applier run next to its raw run: the machine's drift between repeats cancels
         "ratio_single_paired": median(a / b for a, b in zip(single, raw_single, strict=True)),
         "ratio_burst_paired": median(a / b for a, b in zip(burst, raw_burst, strict=True)),

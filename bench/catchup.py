@@ -93,6 +93,7 @@ def _wait_published(p: Pipeline, last: int) -> None:
 def run_catchup(
     work: Path, *, events: int, warmup_events: int, live_events: int, timeout: float, per_trigger: int
 ) -> dict[str, Any]:
+    from streamer.metastore.thrift_calls import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work) as p:
@@ -105,9 +106,11 @@ def run_catchup(
 
         say(f"live: {live_events} events with the target following")
         t0 = time.time()
+        CALLS.reset()
         live_first, live_last, live_source_s = _write(p, workload, live_events)
         if not p.wait_applied(live_last, timeout):
             raise click.ClickException(f"the target did not follow the live phase in {timeout:.0f} s")
+        live_calls = CALLS.reset()
         live_eps = (live_last - live_first + 1) / (p.stages.applied.get(live_last, time.time()) - t0)
 
         say(f"target stopped; the source writes {events} events")
@@ -120,9 +123,11 @@ def run_catchup(
         reset_peak_rss(jvm)
         say(f"target restarted: catching up on {backlog} events")
         with RssSampler({"driver": "self", "jvm": jvm}) as rss:
+            CALLS.reset()
             t_restart = time.time()
             p.start_target(max_events_per_trigger=per_trigger)
             caught_up = p.wait_applied(last, timeout)
+        catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
         t_done = p.stages.applied.get(last, time.time())
         applied = sorted(t for i, t in p.stages.applied.items() if first <= i <= last)
         quarter = applied[len(applied) // 4] if applied else t_done
@@ -135,6 +140,8 @@ def run_catchup(
             "catchup_eps": catchup_eps,
             "live_eps": live_eps,
             "ratio": ratio(catchup_eps, live_eps),
+            "metastore_calls_per_event": catchup_calls / backlog,
+            "metastore_calls_per_event_live": live_calls / (live_last - live_first + 1),
             "peak_rss_bytes": rss.peak("driver"),
             "rss_growth_ratio": ratio(rss.peak("driver"), rss.peak("driver", until=quarter)),
             "jvm_peak_rss_bytes": rss.peak("jvm"),

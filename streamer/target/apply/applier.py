@@ -8,22 +8,22 @@ how a crash converges on replay: docs/design/apply.md.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Generic, TypeVar, overload
 
 from streamer import metrics
 from streamer.errors import ApplyError, EventError
 from streamer.events.codec import check_envelope
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, EventType
-from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.target.apply import bootstrap  # called through the module: tests stand in for it
 from streamer.target.apply.bootstrap import BootstrapApplier
 from streamer.target.apply.context import ApplyContext, last_id, object_name, touched_databases
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.handlers import apply_event
+from streamer.target.apply.markers import DeferredMarkers, changed_objects, write_marker
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Step, StepKind
@@ -92,6 +92,8 @@ class Applier:
             state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
+        # markers per batch (``batch``): shared with the lanes' copies, like ``progress``
+        self.markers = DeferredMarkers()
         self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
 
     def __copy__(self) -> Applier:
@@ -115,6 +117,8 @@ class Applier:
         if self.state is not None:
             for src, event_id in self.state.applied().items():
                 progress[src] = max(progress.get(src, event_id), event_id)
+            # steps applied in a batch whose markers were not written (the job died mid-batch)
+            self.markers.recover(self.state.dir, progress)
         self.progress = progress
         for src in in_catalog:  # databases that exist: a dropped one's progress is no series
             metrics.TARGET_LAST_APPLIED.labels(db=self.target_db(src)).set(progress[src])
@@ -134,6 +138,18 @@ class Applier:
         each batch so). Outside, every step reads what it changes."""
         return self.ctx.memory.remembering()
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One micro-batch: snapshots reused and, with a state dir, one ``repl.last.id`` write per
+        database when it ends normally, each step journaled meanwhile (``markers.DeferredMarkers``)."""
+        with self.ctx.memory.remembering():
+            self.markers.deferring = self.state is not None
+            try:
+                yield
+                self.markers.flush(self.ctx, self.progress)
+            finally:
+                self.markers.deferring = False
+
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
         ctx = self.ctx
@@ -149,6 +165,8 @@ class Applier:
                     ctx.memory.forget_tables()
                 return
             db = ctx.check_owned(name) if step.db != GLOBAL_DB else None
+            if self.markers.deferring:
+                self.markers.journal_in(ctx).before_step(changed_objects(step))
             if step.kind is StepKind.ADD_PARTITIONS:
                 add_partitions(ctx, list(step.events))
             elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
@@ -178,31 +196,15 @@ class Applier:
         _count_applied(step, ctx.clock())
 
     def _advance(self, step: Step, db: DatabaseSnapshot | None = None) -> None:
-        """Write the step's last id as ``repl.last.id``; ``db`` spares re-reading an unchanged database."""
-        ctx = self.ctx
+        """Advance the step's database to its last id: in a deferring batch a journal line (the
+        marker comes at the batch's end), else ``repl.last.id`` now; ``db`` spares re-reading an
+        unchanged database."""
         last = step.last_event_id
         self.progress[step.db] = max(self.progress.get(step.db, last), last)
-        if step.db == GLOBAL_DB:  # no database, so no series: the global watermark shows its progress
-            _record_off_catalog(self.state, step.db, last)
+        if self.markers.deferring:
+            self.markers.record(self.ctx, step.db, last, db)
             return
-        name = ctx.target_db(step.db)
-        db = db if db is not None else ctx.catalog.get_database(name)
-        if db is None:  # dropped by this step (or collapsed create..drop): keep progress in the state
-            ctx.memory.forget(name)
-            _record_off_catalog(self.state, step.db, last)
-            metrics.forget_database(name)
-            return
-        metrics.database_created(name)  # it exists, whichever step created it
-        metrics.TARGET_LAST_APPLIED.labels(db=name).set(self.progress[step.db])
-        marker = last_id(db)
-        params = {**db.parameters, LAST_ID_PARAM: str(max(marker or 0, last)), **ctx.replica_marks()}
-        if marker is not None and marker >= last and params == db.parameters:
-            ctx.memory.remember(name, db)
-            return
-        advanced = dataclasses.replace(db, parameters=params)
-        # db was read in this batch (this step or an earlier one), so it is there: no second read
-        ctx.catalog.alter_database(name, advanced, exists=True)
-        ctx.memory.remember(name, advanced)
+        write_marker(self.ctx, step.db, last, self.progress[step.db], db)
 
 
 def _check_events(ctx: ApplyContext, step: Step) -> None:
@@ -233,13 +235,6 @@ def _catalog_progress(ctx: ApplyContext) -> dict[str, int]:
         if marker is not None:
             progress[reverse.get(name.lower(), name.lower())] = marker
     return progress
-
-
-def _record_off_catalog(state: TargetState | None, db: str, event_id: int) -> None:
-    """Progress of a database without a catalog object to hold it (dropped, or ``GLOBAL_DB``)."""
-    if state is None:
-        raise ApplyError(f"no state dir to record progress of {db!r}", event_id=event_id, obj=db)
-    state.record_applied(db, event_id)
 
 
 def _count_applied(step: Step, now: float) -> None:
@@ -281,10 +276,19 @@ def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
         )
 
 
+# Events whose handlers never write a table object (files and partitions only): the table they read
+# stays exact. (Column statistics are not among them: the metastore rewrites the table's parameters.)
+_TABLE_UNCHANGED = frozenset({
+    EventType.INSERT, EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.ALTER_PARTITIONS,
+    EventType.DROP_PARTITION,
+})
+
+
 def _keeps_known_tables(event: Event) -> bool:
     """Whether the tables remembered in a batch are still exact after ``event``: it is a create or a
-    plain alter, whose handler remembers what it wrote (a rename moves a table away from its key)."""
-    if event.event_type is EventType.CREATE_TABLE:
+    plain alter, whose handler remembers what it wrote (a rename moves a table away from its key),
+    or an event that changes no table object."""
+    if event.event_type is EventType.CREATE_TABLE or event.event_type in _TABLE_UNCHANGED:
         return True
     return (
         event.event_type is EventType.ALTER_TABLE

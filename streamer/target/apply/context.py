@@ -48,9 +48,10 @@ class BatchMemory:
     Databases: target db -> its snapshot as the applier last read or wrote it. Nothing else writes
     a replicated database while a batch runs (the job's lock; a failover needs the job stopped), so
     re-reading it per step would only repeat what the last step wrote. Tables: (target db, table) ->
-    the table as a create or alter step of this batch left it, for the next create/alter of it (a
-    canary bumped every 100 ms is one get_table less per event). Any other kind of step forgets the
-    tables: only these two handlers' results are known exactly. Both are None outside a batch.
+    the table as a create or alter step of this batch left it, or as a data or partition step read
+    it (``table_for``), for the next step of it (a canary bumped every 100 ms is one get_table less
+    per event; a backlog of INSERTs reads its table once). Any other kind of step forgets the tables:
+    only these handlers leave the table object exactly as known. Both are None outside a batch.
     """
 
     def __init__(self) -> None:
@@ -205,9 +206,10 @@ class ApplyContext:
         """(target table, source snapshot if the event carried one); the table must exist on the target."""
         db = self.target_db(snap.db if snap else event.db or "")
         name = (snap.name if snap else event.table or "").lower()
-        current = self.existing_table(db, name)
+        current = self.known_table(db, name)  # a batch reads a table once for its data events
         if current is None:
             raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+        self.memory.remember_table(current)
         return current, snap
 
     def partition_dir(self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot) -> str:

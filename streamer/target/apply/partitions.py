@@ -116,12 +116,11 @@ def alter_partition_list(
 ) -> None:
     """Make existing partitions of ``table`` equal to ``partitions``; ``truncate`` also clears their files."""
     desired = [target_partition(ctx, table, source, p) for p in partitions]
-    missing = [
-        p.values for p in desired if ctx.catalog.get_partition(table.db, table.name, p.values) is None
-    ]
+    current = [ctx.catalog.get_partition(table.db, table.name, p.values) for p in desired]  # one read each
+    missing = [p.values for p, got in zip(desired, current, strict=True) if got is None]
     if missing:
         raise ApplyError(f"partitions {missing} are missing on the target", obj=table.qualified_name)
-    changed = [p for p in desired if ctx.catalog.get_partition(table.db, table.name, p.values) != p]
+    changed = [p for p, got in zip(desired, current, strict=True) if got != p]
     if changed:
         ctx.catalog.alter_partitions(table.db, table.name, changed)
     if truncate and is_managed(table):

@@ -1,0 +1,87 @@
+"""The progress journal: the job's own record of each applied step while a batch defers its markers.
+
+With markers per batch (``Applier.batch``) a database's ``repl.last.id`` is written once, after the
+batch's last step of it; the journal records every step as it is applied (one appended line, in the
+state dir), so a job killed mid-batch restarts after its last applied step exactly as it did when
+every step wrote its marker. Lines are flushed to the OS per step (a killed process loses none);
+they reach the disk (``fdatasync``) before a step changes an object that an unsynced step changed
+(only there could re-applying that step after a host crash show an older state), and before the
+batch's markers. Design: docs/design/apply.md ("Progress per batch").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+JOURNAL_FILE = "applied-journal.log"
+
+ObjectKey = tuple[str, str]
+ANY_OBJECT: ObjectKey = ("*", "*")  # a step whose objects are not known one by one
+
+
+class ProgressJournal:
+    """Append-only ``<db>\\t<event id>`` lines; ``read`` gives the newest id per database."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.path = Path(state_dir) / JOURNAL_FILE
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        self._unsynced: set[ObjectKey] = set()  # objects changed by steps not yet on disk
+
+    def before_step(self, objects: Iterable[ObjectKey]) -> None:
+        """Sync first when the step changes an object an unsynced step changed (or any object)."""
+        keys = set(objects)
+        with self._lock:
+            if self._unsynced and (
+                ANY_OBJECT in keys or ANY_OBJECT in self._unsynced or keys & self._unsynced
+            ):
+                self._sync_locked()
+            self._unsynced |= keys
+
+    def record(self, db: str, event_id: int) -> None:
+        """``db``'s step through ``event_id`` is applied (flushed to the OS, not yet to the disk)."""
+        with self._lock:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open per batch)
+            self._file.write(f"{db}\t{event_id}\n")
+            self._file.flush()
+
+    def sync(self) -> None:
+        with self._lock:
+            self._sync_locked()
+
+    def _sync_locked(self) -> None:
+        if self._file is not None:
+            os.fdatasync(self._file.fileno())
+        self._unsynced.clear()
+
+    def read(self) -> dict[str, int]:
+        """Newest recorded id per database; a torn last line (no newline: a crash mid-write) is ignored."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        out: dict[str, int] = {}
+        for line in text.split("\n")[:-1]:
+            db, sep, raw = line.rpartition("\t")
+            if not sep or not raw.isdigit():
+                continue
+            out[db] = max(out.get(db, 0), int(raw))
+        return out
+
+    def clear(self) -> None:
+        """Every recorded step is covered by a marker (or the state file): start empty."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            self._unsynced.clear()
+            if self.path.exists():
+                with open(self.path, "w", encoding="utf-8") as f:
+                    f.flush()
+                    os.fsync(f.fileno())
