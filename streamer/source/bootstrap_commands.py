@@ -69,6 +69,13 @@ log = logging.getLogger(__name__)
 @click.option("--exclude-external-data", is_flag=True, **env("EXCLUDE_EXTERNAL_DATA"),
               help="Dump external tables without their data files (Hive's "
                    "hive.repl.include.external.tables=false); managed tables keep theirs.")
+@click.option("--open-txn-timeout", type=click.FloatRange(0), default=None, **env("OPEN_TXN_TIMEOUT"),
+              help="With --hms-uri: seconds to wait for the transactions open when the dump reaches its "
+                   "first transactional table (Hive's hive.repl.bootstrap.dump.open.txn.timeout); then the "
+                   "command fails naming them, or aborts them with --abort-open-txns. Default: 3600.")
+@click.option("--abort-open-txns", is_flag=True, **env("ABORT_OPEN_TXNS"),
+              help="With --hms-uri: abort, through the metastore, the transactions still open after "
+                   "--open-txn-timeout instead of failing (their writers fail; logged as a warning).")
 @click.option("--max-rounds", default=20, show_default=True, type=click.IntRange(1), **env("MAX_ROUNDS"),
               help="Re-reads of tables that changed while being read before giving up.")
 @options.with_source_options
@@ -84,6 +91,8 @@ def bootstrap(
     max_rounds: int,
     metadata_only: bool,
     exclude_external_data: bool,
+    open_txn_timeout: float | None,
+    abort_open_txns: bool,
 ) -> None:
     """Dump every object of the policy as of one event id E1 into the topic, then a marker.
 
@@ -95,6 +104,7 @@ def bootstrap(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from streamer.source.hms_source_catalog import HmsSourceCatalog
+    from streamer.source.open_txns import DEFAULT_TIMEOUT_S, OpenTxnPolicy
     from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
@@ -107,6 +117,12 @@ def bootstrap(
     if notification_db and not hms_uri:
         raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
                                "notification log is read from --warehouse)")
+    if (open_txn_timeout is not None or abort_open_txns) and not hms_uri:
+        raise click.UsageError("--open-txn-timeout and --abort-open-txns go with --hms-uri (a dump of the "
+                               "bundled warehouse copies the write ids committed at its event id and never "
+                               "waits)")
+    txn_policy = OpenTxnPolicy(DEFAULT_TIMEOUT_S if open_txn_timeout is None else open_txn_timeout,
+                               abort_open_txns)
     auth = opts.auth()
     scope = opts.policy()
     config = opts.agent_config()
@@ -135,7 +151,7 @@ def bootstrap(
             else:
                 reader = ThriftNotificationReader(str(hms_uri), auth=auth)
                 resources.callback(reader.close)
-            hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth)
+            hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth, open_txns=txn_policy)
             resources.callback(hms.close)
             source_catalog = hms
         from streamer.kafka.reachability import check_reachable

@@ -1,14 +1,19 @@
 """``SourceCatalog`` over a real Hive Metastore: what a bootstrap dump of a Hive source reads.
 
 Metadata through the metastore's Thrift API, data files by listing each location with fsspec (no
-checksums: enrichment computes them). Objects dropped while being read raise ``Vanished``;
-transactional tables are refused (Hive 2.x's Thrift API serves no committed write-id list).
+checksums: enrichment computes them). Objects dropped while being read raise ``Vanished``.
+Transactional tables: Hive 2.x's write ids are its transaction ids, so their committed set comes from
+the metastore's open and aborted transactions (one snapshot per dump, taken once the transactions
+open at its start have ended: ``streamer.source.open_txns``), and only the base/delta directories
+Hive's reader would choose are dumped (``streamer.source.acid_dirs``).
 """
 
 from __future__ import annotations
 
 import logging
+import posixpath
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from streamer.events.model import (
     ColumnStatistic,
@@ -21,9 +26,13 @@ from streamer.events.model import (
 )
 from streamer.hive.files import partition_name
 from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift_txns import ThriftTxns, TxnSnapshot
 from streamer.metastore.transport import HmsAuth
+from streamer.source.acid_dirs import choose
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
+from streamer.source.listing import filesystem_of
 from streamer.source.listing import list_files as list_files  # re-exported
+from streamer.source.open_txns import OpenTxnPolicy, TxnSource, settled_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +51,32 @@ def _present(found: T | None, what: str) -> T:
 
 
 class HmsSourceCatalog:
-    """Reads of a Hive Metastore (through ``HmsCatalog``) and of its tables' filesystems."""
+    """Reads of a Hive Metastore (through ``HmsCatalog``) and of its tables' filesystems.
 
-    def __init__(self, catalog: HmsCatalog) -> None:
+    ``open_txns`` says how the first transactional table's read waits for the transactions open
+    then (``txns``: the metastore's transaction calls, by default through the same connection)."""
+
+    def __init__(self, catalog: HmsCatalog, *, open_txns: OpenTxnPolicy | None = None,
+                 txns: TxnSource | None = None) -> None:
         self.hms = catalog
+        self.open_txns = open_txns or OpenTxnPolicy()
+        self.txns: TxnSource = txns or ThriftTxns(catalog)
+        self._snapshot: TxnSnapshot | None = None
+        self._acid: dict[tuple[str, str], tuple[list[FileRef], list[int]]] = {}
 
     @classmethod
-    def connect(cls, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None) -> HmsSourceCatalog:
-        return cls(HmsCatalog(uri, timeout_s=timeout_s, auth=auth))
+    def connect(cls, uri: str, *, timeout_s: float = 60.0, auth: HmsAuth | None = None,
+                open_txns: OpenTxnPolicy | None = None) -> HmsSourceCatalog:
+        return cls(HmsCatalog(uri, timeout_s=timeout_s, auth=auth), open_txns=open_txns)
+
+    def txn_snapshot(self) -> TxnSnapshot:
+        """The dump's one view of the source's transactions (waited for on first use)."""
+        if self._snapshot is None:
+            self._snapshot = settled_snapshot(self.txns, self.open_txns)
+            log.info("bootstrap: transactional tables as of transaction high water mark %d (%d open, %d "
+                     "aborted left out)", self._snapshot.high_water_mark, len(self._snapshot.open),
+                     len(self._snapshot.aborted))
+        return self._snapshot
 
     def close(self) -> None:
         self.hms.close()
@@ -80,6 +107,10 @@ class HmsSourceCatalog:
         t = self.table(db, table)
         if t.table_type in VIEW_TYPES:
             return []
+        if t.is_transactional:
+            files, ids = self._acid_read(t)
+            self._acid[(db.lower(), table.lower())] = (files, ids)
+            return files
         if not t.partition_keys:
             found = list_files(t.sd.location)
         else:
@@ -92,13 +123,44 @@ class HmsSourceCatalog:
         return found
 
     def write_ids(self, db: str, table: str) -> list[int]:
-        raise UnsupportedSourceObjectError(
-            f"transactional table {db}.{table}: its committed write ids cannot be read through the "
-            "metastore's Hive 2.x Thrift API, so its files cannot be dumped consistently (a bootstrap or "
-            "a policy change that includes it); exclude it from the policy (" + db + ".['.*'].['" + table
-            + "']) and replicate it by other means (e.g. Hive's REPL DUMP) until streamer reads ACID "
-            "tables over Thrift"
-        )
+        """The transaction ids the dumped directories stand for (those of the last ``files`` read)."""
+        kept = self._acid.pop((db.lower(), table.lower()), None)
+        if kept is None:
+            kept = self._acid_read(self.table(db, table))
+        return kept[1]
+
+    def _acid_read(self, t: TableSnapshot) -> tuple[list[FileRef], list[int]]:
+        """Files of the directories Hive's reader would read at the dump's snapshot, and their ids."""
+        snap = self.txn_snapshot()
+        places: list[tuple[str | None, str | None]] = [(t.sd.location, None)]
+        if t.partition_keys:
+            keys = [k.name for k in t.partition_keys]
+            places = [(p.sd.location, partition_name(keys, list(p.values)))
+                      for p in self.partitions(t.db, t.name)]
+        files: list[FileRef] = []
+        ids: set[int] = set()
+        for location, part in places:
+            if not location:
+                continue
+            names = _first_level_dirs(location)
+            choice = choose(names, snap)
+            what = f"{t.db}.{t.name}" + (f" partition {part}" if part else "")
+            for warning in choice.warnings:
+                log.warning("bootstrap: transactional table %s: %s", what, warning)
+            deletes = [n for n in choice.chosen if n.startswith("delete_delta_")]
+            if deletes:
+                raise UnsupportedSourceObjectError(
+                    f"transactional table {what}: {deletes[0]} holds deleted rows (an UPDATE/DELETE), which "
+                    "targets cannot apply; run a major compaction on the source (ALTER TABLE ... COMPACT "
+                    "'major') and bootstrap again, or exclude the table from the policy"
+                )
+            chosen = set(choice.chosen)
+            ids |= choice.write_ids
+            for ref in list_files(location, part):
+                top = _top_dir(location, ref.uri)
+                if top in chosen:
+                    files.append(ref)
+        return sorted(files, key=lambda f: f.uri), sorted(ids)
 
     def functions(self, db: str) -> list[str]:
         self.database(db)
@@ -129,3 +191,23 @@ class HmsSourceCatalog:
             chunk = partition_names[start : start + 100]
             out.update(self.hms.get_partitions_column_statistics(db, table, chunk, columns))
         return {k: v for k, v in out.items() if v}
+
+
+def _first_level_dirs(location: str) -> list[str]:
+    """Names of the directories right under ``location`` (none when it does not exist)."""
+    fs, root = filesystem_of(location)
+    try:
+        entries = fs.ls(root.rstrip("/") or "/", detail=True)
+    except FileNotFoundError:
+        return []
+    return [posixpath.basename(str(e["name"]).rstrip("/")) for e in entries if e.get("type") == "directory"]
+
+
+def _top_dir(location: str, uri: str) -> str | None:
+    """The first directory of ``uri`` below ``location`` (None for a file right in it)."""
+    base = urlsplit(location).path.rstrip("/") + "/"
+    path = urlsplit(uri).path
+    if not path.startswith(base):
+        return None
+    rest = path[len(base):]
+    return rest.split("/", 1)[0] if "/" in rest else None
