@@ -21,6 +21,10 @@ PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK = "phantom", "prefix", "cut", "monoto
 PASSED = "passed"
 CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK, PASSED)
 EVERYTHING: IdSet = ((-(2**62), 2**62),)
+# How many changes of a database's tables may show ahead of its repl.last.id: the target writes the
+# marker once per micro-batch (streamer.target.apply.markers), so up to one batch of them (the target
+# job's default --max-events-per-trigger; pass the job's own when it sets another)
+BATCH_EVENTS = 5000
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,16 @@ def check(
     samples: Iterable[Sample],
     *,
     max_in_flight: int = 1,
+    batch_events: int | None = BATCH_EVENTS,
     scope: str = "global",
     skipped: Mapping[str, Collection[int]] | None = None,
 ) -> Report:
     """Run every check over ``samples`` (any order; monotonicity follows each reader's wall times);
     ``scope`` is ``global`` or ``database`` (see docs/design/consistency.md). ``skipped`` maps a
     database to the event ids an operator skipped (``streamer target skip``): the only events its
-    progress may pass without applying them."""
+    progress may pass without applying them. A database's tables may be ahead of its
+    ``repl.last.id`` by ``max_in_flight`` steps, or by at most ``batch_events`` changes of them (one
+    micro-batch whose markers are written at its end); ``batch_events=None``: steps only."""
     if scope not in ("global", "database"):
         raise ValueError(f"scope must be 'global' or 'database', not {scope!r}")
     skips = _skips(history, skipped or {})
@@ -96,7 +103,7 @@ def check(
         _passed(history, index, sample, per_table, skips, report.violations)
         cuts.append(cut)
         if cut is not None:
-            _watermark(history, index, sample, per_table, max_in_flight, report.violations)
+            _watermark(history, index, sample, per_table, (max_in_flight, batch_events), report.violations)
         _staleness(history, sample, cut, report)
     _monotonic(samples, cuts, report.violations)
     return report
@@ -181,9 +188,12 @@ def _watermark(
     index: int,
     sample: Sample,
     per_table: dict[str, IdSet],
-    max_in_flight: int,
+    bounds: tuple[int, int | None],
     out: list[Violation],
 ) -> None:
+    """``repl.last.id`` never ahead of the tables' state; behind it by at most ``max_in_flight``
+    steps or one batch (``batch_events`` changes of the tables shown): see ``check``."""
+    max_in_flight, batch_events = bounds
     for db, applied in sorted(sample.applied_event_ids.items()):
         keys = [k for k in per_table if k.startswith(db.lower() + ".")]
         if not keys:
@@ -197,12 +207,13 @@ def _watermark(
         if first is not None:
             pending = [e for e in history.change_ids(keys) if applied < e <= first]
             steps = {history.step_of(e) for e in pending}
-            if len(steps) <= max_in_flight:
+            if len(steps) <= max_in_flight or (batch_events is not None and len(pending) <= batch_events):
                 continue
+            batch = f" or {batch_events} changes of one batch" if batch_events is not None else ""
             text = (
                 f"repl.last.id of {db} is {applied} but its tables show event {first} or later: "
                 f"{len(pending)} changes in {len(steps)} steps ahead of the watermark (at most "
-                f"{max_in_flight} step may be in flight)"
+                f"{max_in_flight} step{batch} may be in flight)"
             )
         else:
             text = (

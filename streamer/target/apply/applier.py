@@ -118,7 +118,8 @@ class Applier:
             for src, event_id in self.state.applied().items():
                 progress[src] = max(progress.get(src, event_id), event_id)
             # steps applied in a batch whose markers were not written (the job died mid-batch)
-            self.markers.recover(self.state.dir, progress)
+            if self.markers.recover(self.state.dir, progress) and not self.markers.deferring:
+                self.markers.flush(self.ctx, progress)  # the markers catch up before any new step
         self.progress = progress
         for src in in_catalog:  # databases that exist: a dropped one's progress is no series
             metrics.TARGET_LAST_APPLIED.labels(db=self.target_db(src)).set(progress[src])

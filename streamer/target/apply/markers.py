@@ -71,13 +71,16 @@ class DeferredMarkers:
             write_marker(ctx, src, last, max(progress.get(src, last), last))
         journal.clear()
 
-    def recover(self, state_dir: Path, progress: MutableMapping[str, int]) -> None:
+    def recover(self, state_dir: Path, progress: MutableMapping[str, int]) -> bool:
         """Steps a killed job journaled but whose markers it never wrote: into ``progress``, and
-        owed again (the next batch's end writes them)."""
+        owed again; True when there were any (the caller writes them at once)."""
+        found = False
         for src, event_id in self._journal_at(state_dir).read().items():
             if event_id > progress.get(src, -1):
                 progress[src] = event_id
                 self.note(src, event_id)
+                found = True
+        return found
 
 
 def changed_objects(step: Step) -> set[ObjectKey]:

@@ -86,14 +86,19 @@ def test_watermark_ahead_or_far_behind(run: Run) -> None:
     )
     far_behind = dataclasses.replace(middle, applied_event_ids={d: 0 for d in middle.applied_event_ids})
     assert WATERMARK in check(h, [ahead]).by_check()
-    assert WATERMARK in check(h, [far_behind]).by_check()
+    assert WATERMARK in check(h, [ahead], batch_events=10**9).by_check()  # never ahead, whatever the batch
+    assert WATERMARK in check(h, [far_behind], batch_events=None).by_check()
+    # markers per batch: behind by the changes of one batch is allowed, by more is not
+    pending = len([e for e in h.change_ids(keys) if 0 < e <= applied])
+    assert WATERMARK not in check(h, [far_behind], batch_events=pending + len(keys)).by_check()
+    assert WATERMARK in check(h, [far_behind], batch_events=1).by_check()
     # the event in flight: state after `applied`, watermark still at the previous change
     changes = [e for e in h.change_ids(keys) if e <= applied]
     one_behind = dataclasses.replace(
         middle, applied_event_ids={d: changes[-1] - 1 for d in middle.applied_event_ids}
     )
     assert check(h, [one_behind]).ok
-    assert WATERMARK in check(h, [one_behind], max_in_flight=0).by_check()
+    assert WATERMARK in check(h, [one_behind], max_in_flight=0, batch_events=None).by_check()
 
 
 def test_staleness_is_the_age_of_the_oldest_unapplied_event(run: Run) -> None:
@@ -143,7 +148,8 @@ def test_a_step_of_several_events_may_be_in_flight_but_not_two() -> None:
              b.alter_table(4, t, other), b.alter_table(5, other, t), b.add_partition(6, t, [parts[1]]),
              b.add_partition(7, t, [parts[2]])]
     history = History.build(split)
-    report = check(history, [sample])
+    report = check(history, [sample], batch_events=None)  # per-step markers
+    assert check(history, [sample]).ok  # per-batch markers: the three may be one batch's
     assert WATERMARK in report.by_check(), report.summary()
     assert check(history, [dataclasses.replace(sample, applied_event_ids={"a": 5})]).ok
 

@@ -518,6 +518,7 @@ def test_a_batch_journals_each_step_and_a_restart_resumes_after_the_last_applied
     paths = env.applier.paths
     restarted = Applier(env.catalog, FileCopier(max_workers=2), paths, b.SOURCE_ID, state=env.state)
     assert restarted.load_progress()["a"] == 3
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "3"  # caught up before any new step
     again = plan([b.create_table(2 + i, t) for i, t in enumerate(tables)], restarted.progress, {})
     assert again.event_ids == (4,)
     assert run_plan(restarted, again, env.state).applied == [4]
