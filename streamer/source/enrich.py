@@ -11,6 +11,15 @@ published as a replace by a listing of its object's directory, and one whose mes
 snapshot (Hive 2.3's never do) gets its table and partition, both as the metastore has them when the
 agent publishes (``--hms-uri``).
 
+The change-manager fallback (``--cmroot``, for references that name no cmroot) is named as the
+source's change manager names its copy. A reference that records a checksum but no cmroot is Hive
+2.3's encoding (``uri#checksum``; Hive 3+ writes ``uri#checksum#cmroot#subdir``), and Hive
+2.3's ``ReplChangeManager.getCMPath`` names the copy by the checksum alone: ``<cmroot>/<checksum>``,
+the checksum being the hex of ``FileSystem.getFileChecksum``'s bytes, as after the ``#`` (cut to 254
+characters when longer than the 255 of ``dfs.namenode.fs-limits.max-component-length``). One with a
+subdir (Hive 3+'s ACID writes), or a checksum the agent computed (sha256: the bundled warehouse),
+names ``<name>_<checksum>``, as Hive 3+ and that warehouse's change manager do.
+
 The traversal and the per-file rules are pure; file I/O sits behind ``FileInspector``.
 """
 
@@ -36,6 +45,7 @@ from streamer.source.renames import Renames
 log = logging.getLogger(__name__)
 
 COMPUTED_ALGORITHM = "sha256"
+MAX_COMPONENT_LENGTH = 255  # dfs.namenode.fs-limits.max-component-length's default, as getCMPath reads it
 LISTING_ATTEMPTS = 3  # a listing whose files vanish before they are read is made again, this often
 T = TypeVar("T")
 _FROM_READER: Any = object()
@@ -109,12 +119,22 @@ def enrich_ref(ref: FileRef, settings: EnrichSettings, files: FileInspector) -> 
     # a size read now describes the file as it is now: only trustworthy with a checksum read now too
     size = ref.size if ref.size is not None or ref.checksum else files.size(ref.uri)
     cm_uri = ref.cm_uri
-    # the change manager names copies by the source filesystem's checksum: a sha256 computed here
-    # names them only when that is the source's algorithm
-    own = ref.checksum or (checksum if settings.checksum_algorithm == COMPUTED_ALGORITHM else None)
-    if cm_uri is None and settings.cmroot and own:
-        cm_uri = cm_path(settings.cmroot, ref.uri, own)
+    if cm_uri is None and settings.cmroot:
+        if ref.checksum and ref.subdir is None:  # Hive 2.3's `uri#checksum`
+            cm_uri = hive2_cm_path(settings.cmroot, ref.checksum)
+        elif ref.checksum:  # `uri#checksum##subdir`: only Hive 3+ writes a subdir
+            cm_uri = cm_path(settings.cmroot, ref.uri, ref.checksum)
+        elif checksum and settings.checksum_algorithm == COMPUTED_ALGORITHM:
+            # a sha256 computed here names a copy only when that is the source's own algorithm
+            cm_uri = cm_path(settings.cmroot, ref.uri, checksum)
     return dataclasses.replace(ref, checksum=checksum, checksum_algorithm=algorithm, size=size, cm_uri=cm_uri)
+
+
+def hive2_cm_path(cmroot: str, checksum: str) -> str:
+    """Where Hive 2.3's change manager keeps a file whose checksum string is ``checksum``
+    (``ReplChangeManager.getCMPath``: the checksum alone, cut to fit one HDFS path component)."""
+    name = checksum if len(checksum) <= MAX_COMPONENT_LENGTH else checksum[: MAX_COMPONENT_LENGTH - 1]
+    return f"{cmroot.rstrip('/')}/{name}"
 
 
 def map_refs(value: T, fn: Callable[[FileRef], FileRef]) -> T:

@@ -10,6 +10,10 @@ does, checked here on real files:
   is the MD5 of the bytes (streamer's local filesystem gives it, Hadoop's gives none);
 - INSERT OVERWRITE keeps nothing there, whether Spark writes the table itself (Parquet) or through
   Hive 2.3's ``Hive.loadTable`` (text): the writer deletes the old files, the metastore never sees them.
+
+The agent's fallback for references that name no cmroot (``--cmroot``, Hive 2.3's ``uri#checksum``)
+must point where Hive keeps the file: checked against ``ReplChangeManager.getCMPath`` itself (through
+py4j) and against the files this metastore recycled.
 """
 
 from __future__ import annotations
@@ -25,9 +29,23 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from streamer.embedded_metastore.cm import CHECKSUM, CHECKSUM_KEY, cmroot_uri
+from streamer.embedded_metastore.launch import local_fs_classes, pyspark_jars_dir
+from streamer.embedded_metastore.localfs import FS_CLASS
+from streamer.events.model import EventType, FileRef
+from streamer.hive.decode import decode_row
+from streamer.source.enrich import (
+    EnrichSettings,
+    FsspecInspector,
+    enrich_event,
+    enrich_ref,
+    hive2_cm_path,
+    map_refs,
+)
 from streamer.source.thrift_reader import ThriftNotificationReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(500)]
@@ -38,12 +56,16 @@ SPARK_WRITES = textwrap.dedent(
     """
     import hashlib, json, os, sys
     from pyspark.sql import SparkSession
-    uri, warehouse, cmroot = sys.argv[1:4]
+    uri, warehouse, cmroot, classes = sys.argv[1:5]
     db = "%(db)s"
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("streamer-cmroot-check")
         .config("spark.sql.catalogImplementation", "hive")
+        .config("spark.driver.extraClassPath", classes)  # checksums in INSERT events, as on HDFS
+        .config("spark.hadoop.fs.file.impl", "%(fs)s")
+        .config("spark.hadoop.%(checksum_key)s", "%(checksum)s")
+        .config("spark.hadoop.hive.metastore.dml.events", "true")
         .config("spark.hadoop.hive.metastore.uris", uri)
         .config("spark.sql.warehouse.dir", warehouse)
         .config("spark.ui.enabled", "false")
@@ -69,9 +91,11 @@ SPARK_WRITES = textwrap.dedent(
             spark.sql(f"insert overwrite table {db}.{table} values (3, 'c')")
             out[f"{table}_after"] = files(table)
             out[f"cm_after_{table}_overwrite"] = cm()
+        spark.sql("set spark.sql.hive.convertMetastoreParquet=false")  # Hive's writer: INSERT events
         spark.sql(f"create table {db}.p (id int) partitioned by (dt string) stored as parquet")
         spark.sql(f"insert into {db}.p partition (dt='x') values (1)")
         spark.sql(f"insert into {db}.p partition (dt='y') values (2)")
+        spark.sql(f"insert into {db}.p partition (dt='x') values (3)")  # an INSERT naming its files
         out["p_x"] = files("p/dt=x")
         spark.sql(f"alter table {db}.p drop partition (dt='x')")
         out["cm_after_drop_partition"] = cm()
@@ -81,7 +105,7 @@ SPARK_WRITES = textwrap.dedent(
     finally:
         spark.stop()
     """
-) % {"db": DB}
+) % {"db": DB, "fs": FS_CLASS, "checksum_key": CHECKSUM_KEY, "checksum": CHECKSUM}
 
 
 @pytest.fixture
@@ -116,7 +140,8 @@ def _spark_writes(uri: str, warehouse: Path, cmroot: Path, tmp_path: Path) -> di
     script = tmp_path / "spark_writes.py"
     script.write_text(SPARK_WRITES)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, str(script), uri, str(warehouse), str(cmroot)],
+    classes = local_fs_classes(pyspark_jars_dir(), required_by="the writer's checksums")
+    done = subprocess.run([sys.executable, str(script), uri, str(warehouse), str(cmroot), str(classes)],
                           capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
@@ -165,3 +190,58 @@ def test_dropped_files_are_kept_in_the_cmroot_by_checksum_overwritten_ones_are_n
         reader.close()
     drops = [(r.event_type, r.table_name) for r in rows if r.db_name == DB and "DROP" in r.event_type]
     assert ("DROP_PARTITION", "p") in drops and ("DROP_TABLE", "pq") in drops
+
+    # the agent's cmroot fallback for the files INSERT events named (Hive 2.3's `uri#checksum`: the
+    # writer computes the checksum, here with streamer's filesystem as a writer on HDFS would) finds
+    # each file the metastore recycled, with the bytes its checksum describes
+    settings = EnrichSettings("md5", cmroot=cmroot_uri(cmroot))
+    named: dict[str, FileRef] = {}
+    for row in rows:
+        if row.db_name == DB and row.table_name == "p" and row.event_type == EventType.INSERT.value:
+            map_refs(enrich_event(decode_row(row), settings, FsspecInspector()),
+                     lambda ref: named.setdefault(ref.uri, ref))
+    in_x = [ref for uri, ref in named.items() if "/dt=x/part-" in uri]
+    assert in_x and {ref.checksum for ref in in_x} <= set(result["p_x"].values()), named
+    for ref in in_x:
+        assert ref.cm_uri is not None and ref.checksum is not None, ref
+        kept = Path(urlsplit(ref.cm_uri).path)
+        assert kept.parent == cmroot.resolve() and kept.is_file(), ref
+        assert hashlib.md5(kept.read_bytes()).hexdigest() == ref.checksum, ref
+
+
+def test_the_agents_cm_fallback_is_hive_2_3s_get_cm_path(tmp_path: Path) -> None:
+    """``ReplChangeManager.getCMPath`` of Hive 2.3.10 (the jar pyspark ships) is the oracle: for the
+    checksum strings Hive records (an MD5, HDFS's MD5-of-MD5-of-CRC, one longer than an HDFS path
+    component may be) the agent's fallback names the same file."""
+    from pyspark.java_gateway import launch_gateway
+
+    gateway = launch_gateway()
+    try:
+        jvm = gateway.jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path
+        rcm = jvm.org.apache.hadoop.hive.metastore.ReplChangeManager
+        conf = jvm.org.apache.hadoop.conf.Configuration()
+        cmroot = cmroot_uri(tmp_path / "cmroot")
+        rcm.setCmRoot(hadoop_path(cmroot))
+        data = tmp_path / "part-00000-1a2b.c000"
+        data.write_bytes(b"some rows")
+        uri = f"file:{data}"
+        checksums = [(hashlib.md5(b"some rows").hexdigest(), "md5"),
+                     ("00000200" + "0000000000000000" + "21c8590a52605e01296312f9dccf3904",
+                      "hdfs-md5-of-md5-of-crc32c")]
+        for checksum, algorithm in checksums:
+            hive = rcm.getCMPath(hadoop_path(uri), conf, checksum).toString()
+            ref = enrich_ref(FileRef(uri, checksum=checksum), EnrichSettings(algorithm, cmroot=cmroot),
+                             FsspecInspector())
+            assert ref.cm_uri is not None
+            assert hadoop_path(ref.cm_uri).toString() == hive, checksum
+            # what Hive 2.3 writes into a message for the file: `uri#checksum`
+            assert rcm.encodeFileUri(uri, checksum) == f"{uri}#{checksum}"
+        for length in (255, 256, 400):  # longer than a path component: cut as Hive cuts it
+            checksum = ("0123456789abcdef" * 26)[:length]
+            hive = rcm.getCMPath(hadoop_path(uri), conf, checksum).toString()
+            assert hadoop_path(hive2_cm_path(cmroot, checksum)).toString() == hive, length
+    finally:
+        gateway.shutdown()
+        gateway.proc.kill()  # the JVM pyspark launched for the gateway
+        gateway.proc.wait(30)

@@ -2,6 +2,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamer.errors import DecodeError
 from streamer.events.model import (
@@ -15,7 +17,15 @@ from streamer.events.model import (
     Source,
     TableSnapshot,
 )
-from streamer.source.enrich import Enricher, EnrichSettings, FsspecInspector, enrich_ref, map_refs
+from streamer.source.enrich import (
+    MAX_COMPONENT_LENGTH,
+    Enricher,
+    EnrichSettings,
+    FsspecInspector,
+    enrich_ref,
+    hive2_cm_path,
+    map_refs,
+)
 from streamer.source.reader import SqlNotificationReader
 from tests.unit.source.logdb import sqlite_logdb
 
@@ -44,10 +54,28 @@ def test_recorded_checksum_is_kept_and_labelled_with_the_source_algorithm(tmp_pa
     ref = enrich_ref(FileRef(uri, checksum=recorded), settings, FsspecInspector())
     # the size of the file as it is now may not be the size of the file the checksum describes
     assert (ref.checksum, ref.checksum_algorithm, ref.size) == (recorded, "hdfs-md5-of-md5-of-crc32c", None)
-    assert ref.cm_uri == f"hdfs://nn/cm/f_{recorded}"
+    # Hive 2.3's `uri#checksum`: its change manager names the copy by the checksum alone
+    assert ref.cm_uri == f"hdfs://nn/cm/{recorded}"
     # a computed sha256 never names a cm copy of a source whose checksums are something else
     computed = enrich_ref(FileRef(uri), settings, FsspecInspector())
     assert computed.checksum_algorithm == "sha256" and computed.cm_uri is None
+
+
+def test_a_recorded_checksum_names_hive_2_3s_cm_copy_and_a_named_cmroot_wins(tmp_path: Path) -> None:
+    uri = _file(tmp_path, "part-00000", b"abc")
+    md5 = hashlib.md5(b"abc").hexdigest()
+    settings, files = EnrichSettings("md5", cmroot="file:///cm/"), FsspecInspector()
+    assert enrich_ref(FileRef(uri, checksum=md5), settings, files).cm_uri == f"file:///cm/{md5}"
+    named = FileRef(uri, checksum=md5, cm_uri=f"hdfs://nn/cmroot/part-00000_{md5}")  # Hive 3's encoding
+    assert enrich_ref(named, settings, files).cm_uri == named.cm_uri
+    assert enrich_ref(FileRef(uri, checksum=md5), EnrichSettings("md5"), files).cm_uri is None
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=1, max_size=600))
+def test_hive2_cm_names_fit_one_path_component(checksum: str) -> None:
+    name = hive2_cm_path("hdfs://nn/cm", checksum).removeprefix("hdfs://nn/cm/")
+    assert len(name) <= MAX_COMPONENT_LENGTH and checksum.startswith(name) and "/" not in name
+    assert (name == checksum) == (len(checksum) <= MAX_COMPONENT_LENGTH)
 
 
 def test_a_checksum_the_algorithm_cannot_produce_stops_the_agent_at_its_event(tmp_path: Path) -> None:
