@@ -34,6 +34,10 @@ from streamer.target.state.visibility import VisibilityStore
 T = TypeVar("T")
 
 # Events that change the database object itself (and so its parameters, where repl.last.id lives).
+# Batches of fewer events (live traffic) write repl.last.id after every step as before: a reader's
+# bracket (streamer.read.sql) then sees every step complete, and a marker per step costs little there
+DEFER_MIN_EVENTS = 8
+
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
 
 
@@ -140,11 +144,12 @@ class Applier:
         return self.ctx.memory.remembering()
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """One micro-batch: snapshots reused and, with a state dir, one ``repl.last.id`` write per
-        database when it ends normally, each step journaled meanwhile (``markers.DeferredMarkers``)."""
+    def batch(self, events: int = DEFER_MIN_EVENTS) -> Iterator[None]:
+        """One micro-batch of ``events`` planned events: snapshots reused and, with a state dir and at
+        least ``DEFER_MIN_EVENTS`` events (a backlog), one ``repl.last.id`` write per database when it
+        ends normally, each step journaled meanwhile (``markers.DeferredMarkers``)."""
         with self.ctx.memory.remembering():
-            self.markers.deferring = self.state is not None
+            self.markers.deferring = self.state is not None and events >= DEFER_MIN_EVENTS
             try:
                 yield
                 self.markers.flush(self.ctx, self.progress)

@@ -59,7 +59,7 @@ class LaneRunner:
         # the lanes share one batch's database and table snapshots: one database is one lane, so no
         # lane reads what another writes (streamer.target.apply.applier.Applier.reusing_snapshots);
         # and its deferred markers, written after every lane has finished (Applier.batch)
-        with applier.batch():
+        with applier.batch(len(plan.event_ids)):
             report = self._run(applier, the_schedule, state, RunReport(held=list(plan.held)), one_halt)
         if plan.source_head is not None:
             metrics.TARGET_SOURCE_HEAD.set(plan.source_head)

@@ -23,8 +23,9 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier
+from streamer.target.apply.applier import DEFER_MIN_EVENTS, Applier
 from streamer.target.apply.files import TMP_PREFIX, FileCopier
+from streamer.target.apply.journal import JOURNAL_FILE
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
@@ -405,25 +406,33 @@ def test_a_batch_reads_each_database_once_and_writes_its_marker_once(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert env.run([b.create_db(1, "a"), b.create_db(2, "b")]) == [1, 2]
-    tables = [env.table(f"t{i}", db="ab"[i % 2]) for i in range(4)]
-    the_plan = plan([b.create_table(3 + i, t) for i, t in enumerate(tables)], env.applier.load_progress(), {})
+    tables = [env.table(f"t{i}", db="ab"[i % 2]) for i in range(DEFER_MIN_EVENTS)]
+    events = [b.create_table(3 + i, t) for i, t in enumerate(tables)]
+    the_plan = plan(events, env.applier.load_progress(), {})
     reads: list[str] = []
     read = env.catalog.get_database
     monkeypatch.setattr(env.catalog, "get_database", lambda name: reads.append(name) or read(name))
     calls = len(env.catalog.calls)
-    assert run_plan(env.applier, the_plan, env.state).applied == [3, 4, 5, 6]
-    assert sorted(reads) == ["a", "b"]  # steps 5 and 6 reuse what steps 3 and 4 wrote
+    assert run_plan(env.applier, the_plan, env.state).applied == [e.event_id for e in events]
+    assert sorted(reads) == ["a", "b"]  # later steps reuse what the first step of each read
     assert env.catalog.calls[calls:].count("alter_database") == 2  # repl.last.id once per database
     marks = {name: env.catalog.databases[name].parameters[LAST_ID_PARAM] for name in "ab"}
-    assert marks == {"a": "5", "b": "6"}
+    assert marks == {"a": str(events[-2].event_id), "b": str(events[-1].event_id)}
+    assert not (env.state.dir / JOURNAL_FILE).read_text()  # covered by the markers
+
+    # a small batch (live traffic) writes the marker after every step
+    calls = len(env.catalog.calls)
+    small = [b.create_table(20 + i, env.table(f"s{i}")) for i in range(3)]
+    assert env.run(small) == [20, 21, 22]
+    assert env.catalog.calls[calls:].count("alter_database") == 3
 
     # nothing is kept from one batch to the next: a change made between batches survives
     other = env.catalog.databases["a"]
     env.catalog.databases["a"] = dataclasses.replace(other, parameters={**other.parameters, "note": "x"})
     reads.clear()
-    assert env.run([b.create_table(7, env.table("t7", db="a"))]) == [7]
+    assert env.run([b.create_table(30, env.table("t30", db="a"))]) == [30]
     assert env.catalog.databases["a"].parameters["note"] == "x"
-    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "7"
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "30"
 
 
 def test_a_batch_reads_a_table_it_created_or_altered_only_once(
