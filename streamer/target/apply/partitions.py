@@ -153,12 +153,12 @@ def drop_partition(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, DropPartitionPayload)
     db = ctx.target_db(payload.table.db if payload.table else event.db or "")
     name = (payload.table.name if payload.table else event.table or "").lower()
-    table = ctx.existing_table(db, name)
+    table = ctx.known_table(db, name)  # a batch reads a table once for its partition events
     if table is None:
         return  # the table is gone (replay after a later drop): nothing to drop
-    present = [v for v in payload.partition_values if ctx.catalog.get_partition(db, name, v) is not None]
-    if present:
-        ctx.catalog.drop_partitions(db, name, present)
+    ctx.memory.remember_table(table)
+    if payload.partition_values:  # one call; partitions already gone (a replay) are no error
+        ctx.catalog.drop_partitions(db, name, [list(v) for v in payload.partition_values])
     if is_managed(table):
         keys = [c.name for c in table.partition_keys]
         for values in payload.partition_values:
