@@ -1,6 +1,7 @@
 """Functions, constraints and column statistics: catalog objects without data of their own (a
-function's resource jars are copied first), and the UNKNOWN event that halts its database.
-Design: docs/design/apply.md.
+function's resource jars are copied first, read only from the source's stores: the database's
+recorded source location decides them when no ``--source-prefix`` does), and the UNKNOWN event
+that halts its database. Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def create_function(ctx: ApplyContext, event: Event) -> None:
     fn = dataclasses.replace(
         payload.function, db=ctx.target_db(payload.function.db), name=payload.function.name.lower()
     )
-    fn = functions.copy_resources(fn, ctx.paths, ctx.copier, event.event_id)
+    if fn.resource_uris:
+        db_location = functions.database_source_location(ctx.check_owned(fn.db))
+        fn = functions.copy_resources(fn, ctx.paths, ctx.copier, event.event_id, db_location)
     current = ctx.catalog.get_function(fn.db, fn.name)
     if current == fn:
         return

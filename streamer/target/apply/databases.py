@@ -1,5 +1,7 @@
 """Database events: the target database is made equal to the source's snapshot, under its mapped
-name and derived location, keeping this stream's markers. Design: docs/design/apply.md.
+name and derived location, keeping this stream's markers and a record of where the source keeps it
+(``SOURCE_LOCATION_PARAM``, from the database's own events: the read rules derive from it where the
+database's function resources may be read, docs/security.md). Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from streamer.errors import ApplyError
 from streamer.events.model import AlterDatabasePayload, DatabasePayload, DatabaseSnapshot, Event
 from streamer.metastore.catalog import LAST_ID_PARAM, source_params
 from streamer.target.apply import by_state
+from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext, last_id, payload_of
 from streamer.target.apply.files import remove_tree
 
@@ -21,13 +24,24 @@ def _db_snapshot(
     name = ctx.target_db(snap.name)
     marker = max(last_id(current) or 0, event_id) if current is not None else event_id
     own = source_params(snap.parameters)  # never another stream's bookkeeping
+    own.pop(SOURCE_LOCATION_PARAM, None)  # nor another replica's record of where its source was
     return dataclasses.replace(
         snap,
         name=name,
         location=ctx.paths.database_location(name),
         managed_location=None,
-        parameters={**own, **ctx.replica_marks(), LAST_ID_PARAM: str(marker)},
+        parameters={**own, **source_location_params(snap, current), **ctx.replica_marks(),
+                    LAST_ID_PARAM: str(marker)},
     )
+
+
+def source_location_params(snap: DatabaseSnapshot, current: DatabaseSnapshot | None) -> dict[str, str]:
+    """The target database's record of where the source keeps it: ``snap``'s location, else the one
+    ``current`` (the target database) recorded before; empty when neither names one (a Hive 2.3
+    CREATE_DATABASE message carries no database object)."""
+    recorded = current.parameters.get(SOURCE_LOCATION_PARAM) if current is not None else None
+    location = snap.location or recorded
+    return {SOURCE_LOCATION_PARAM: location} if location else {}
 
 
 def create_database(ctx: ApplyContext, event: Event) -> None:

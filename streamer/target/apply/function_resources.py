@@ -6,7 +6,9 @@ able to read (or which may change later). As Hive's REPL LOAD does with
 ``<warehouse root>/_functions/<db>/<function>/`` and registers the function with those URIs. A
 managed database directory is always ``<name>.db``, so ``_functions`` never collides with one.
 Resource URIs carry no checksum in Hive's events: the copies are counted as unverified, and read only
-as the source rules allow resources (``streamer.target.apply.sources``: below a declared prefix).
+as the source rules allow resources (``streamer.target.apply.sources``: below a declared prefix, else
+below the stores derived from the source location the target recorded for the function's database,
+``database_source_location``). A refusal names the event, the function and the resource.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import dataclasses
 import posixpath
 from urllib.parse import urlsplit
 
-from streamer.errors import PathEscapeError
-from streamer.events.model import FileRef, FunctionSnapshot, ResourceUri
+from streamer.errors import PathEscapeError, UntrustedSourceError
+from streamer.events.model import DatabaseSnapshot, FileRef, FunctionSnapshot, ResourceUri
+from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.files import FileCopier, remove_tree
 from streamer.target.apply.paths import TargetPaths, check_name
 
@@ -34,10 +37,24 @@ def _file_name(uri: str) -> str:
     return name
 
 
+def database_source_location(db: DatabaseSnapshot | None) -> str | None:
+    """Where the source keeps target database ``db``, as the target recorded it from the database's
+    own events (``databases``: ``SOURCE_LOCATION_PARAM``); None when it recorded none."""
+    return db.parameters.get(SOURCE_LOCATION_PARAM) if db is not None else None
+
+
 def copy_resources(
-    fn: FunctionSnapshot, paths: TargetPaths, copier: FileCopier, event_id: int | None = None
+    fn: FunctionSnapshot,
+    paths: TargetPaths,
+    copier: FileCopier,
+    event_id: int | None = None,
+    db_location: str | None = None,
 ) -> FunctionSnapshot:
-    """Copy ``fn``'s resources into its target directory; returns ``fn`` naming the copies."""
+    """Copy ``fn``'s resources into its target directory; returns ``fn`` naming the copies.
+
+    ``db_location``: the source location recorded for ``fn``'s database
+    (``database_source_location``), from which the read rules derive where resources may be read
+    when no ``--source-prefix`` is declared."""
     if not fn.resource_uris:
         return fn
     dest = resource_dir(paths, fn.db, fn.name)
@@ -47,7 +64,14 @@ def copy_resources(
             f"function {fn.db}.{fn.name} has two resources named alike: {names}", obj=fn.name
         )
     refs = [FileRef(uri=r.uri) for r in fn.resource_uris]
-    copier.copy_all(refs, lambda _: dest, event_id=event_id, obj_dir=dest, resources=True)
+    try:
+        copier.copy_all(
+            refs, lambda _: dest, event_id=event_id, obj_dir=dest, source_location=db_location, resources=True
+        )
+    except UntrustedSourceError as exc:
+        raise UntrustedSourceError(
+            f"function {fn.db}.{fn.name}: {exc.cause}", event_id=exc.event_id, obj=exc.obj
+        ) from exc
     uris = [ResourceUri(r.resource_type, f"{dest}/{n}") for r, n in zip(fn.resource_uris, names, strict=True)]
     return dataclasses.replace(fn, resource_uris=uris)
 

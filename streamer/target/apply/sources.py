@@ -18,13 +18,17 @@ database halts. The rules (docs/security.md):
   (``<cmroot>/<name>_<checksum>``) on the file's own filesystem;
 - a data file carries a checksum, unless ``--allow-unverified-files``;
 - a function resource (Hive records no checksum for them, so none is asked for) lies below a
-  declared prefix; where none is declared, the function's own declaration is all there is.
+  declared prefix; where none is declared, strictly below a store derived from the source record
+  (``derived_resource_roots``): the source location of the function's database as this target
+  recorded it when it created the database (never the function's own event), that location's
+  warehouse root when it has Hive's ``<root>/<db>.db`` layout, and the declared cmroots. None of
+  them is a filesystem's root; a ``file:`` resource is read only when such a store is a ``file:`` one.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -40,6 +44,51 @@ STORE_SCHEMES = frozenset(
 every other protocol fsspec has) is read only below a prefix that names it."""
 
 _Refuse = Callable[[str], UntrustedSourceError]
+
+
+def url_problem(url: str, schemes: Iterable[str] = ()) -> str | None:
+    """Why ``url`` names no file on a source filesystem (None when it does): a scheme outside
+    ``STORE_SCHEMES`` and ``schemes``, a relative path, a query, fragment or ``::`` chaining, a host
+    in a ``file:`` URL, ``.``/``..`` segments (also percent-encoded)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if "::" in url:
+        return f"{url!r} chains filesystems ('::')"
+    if scheme not in STORE_SCHEMES and scheme not in set(schemes):
+        return f"{url!r}: {scheme}:// is not a source filesystem (declare a --source-prefix on it)"
+    if parts.query or parts.fragment or not parts.path.startswith("/"):
+        return f"{url!r} is not an absolute path without query or fragment"
+    if scheme in ("", "file") and parts.netloc not in ("", "localhost"):
+        return f"{url!r} names a host for a local file"
+    try:
+        check_segments(parts.path, url, strict=True)
+    except PathEscapeError as exc:
+        return exc.cause
+    return None
+
+
+def derived_resource_roots(db_location: str | None, cmroots: Sequence[Root] = ()) -> tuple[Root, ...]:
+    """The stores a function's resources may be read from when no ``--source-prefix`` is declared.
+
+    ``db_location`` is the source location of the function's database as the target recorded it
+    when it created (or last altered) the database, never one the function's event names: a
+    record can then reach only what an earlier database record already opened. Derived: that
+    location; its parent when it has Hive's default layout (``<warehouse root>/<name>.db``), where
+    Hive's tools and the bundled warehouse keep jars (``<root>/lib``); ``cmroots`` (declared by the
+    operator). A location that is not a source filesystem path, or is a filesystem's root, derives
+    nothing, nor does a warehouse root that is one.
+    """
+    roots = list(cmroots)
+    if not db_location or url_problem(db_location) is not None:
+        return tuple(roots)
+    location = Root.parse(db_location)
+    if location.path == "/":
+        return tuple(roots)
+    roots.append(location)
+    parent, name = posixpath.split(location.path)
+    if name.lower().endswith(".db") and len(name) > len(".db") and parent != "/":
+        roots.append(Root(location.scheme, location.netloc, parent))
+    return tuple(roots)
 
 
 def _declared(url: str, flag: str) -> Root:
@@ -73,7 +122,9 @@ class SourceRules:
         target_roots: Sequence[Root] = (),
     ) -> None:
         """Refuse ``ref`` unless every rule allows reading it; ``location`` is its object's source
-        location (None when the event names none), ``resource`` marks a function's resource file."""
+        location (None when the event names none); ``resource`` marks a function's resource file,
+        and then ``location`` is the source location the target recorded for the function's
+        database (``derived_resource_roots``), not one taken from the function's event."""
 
         def refuse(cause: str) -> UntrustedSourceError:
             return UntrustedSourceError(cause, event_id=event_id, obj=ref.uri)
@@ -83,8 +134,7 @@ class SourceRules:
                 raise refuse(f"{url} is inside a target root, not on the source")
         self._hygiene(ref.uri, refuse)
         if resource:
-            if self._prefixes and not self._in(self._prefixes, ref.uri):
-                raise refuse(f"function resource {ref.uri} is below no --source-prefix ({self._named()})")
+            self._check_resource(ref.uri, location, refuse)
             return
         if not self._in(self._prefixes, ref.uri):
             if self._prefixes:
@@ -100,21 +150,23 @@ class SourceRules:
 
     # --- the rules ----------------------------------------------------------------------------
     def _hygiene(self, url: str, refuse: _Refuse) -> None:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        declared = {r.scheme for r in (*self._prefixes, *self._cmroots)}
-        if "::" in url:
-            raise refuse(f"{url!r} chains filesystems ('::')")
-        if scheme not in STORE_SCHEMES and scheme not in declared:
-            raise refuse(f"{url!r}: {scheme}:// is not a source filesystem (declare a --source-prefix on it)")
-        if parts.query or parts.fragment or not parts.path.startswith("/"):
-            raise refuse(f"{url!r} is not an absolute path without query or fragment")
-        if scheme in ("", "file") and parts.netloc not in ("", "localhost"):
-            raise refuse(f"{url!r} names a host for a local file")
-        try:
-            check_segments(parts.path, url, strict=True)
-        except PathEscapeError as exc:
-            raise refuse(exc.cause) from exc
+        problem = url_problem(url, (r.scheme for r in (*self._prefixes, *self._cmroots)))
+        if problem is not None:
+            raise refuse(problem)
+
+    def _check_resource(self, url: str, db_location: str | None, refuse: _Refuse) -> None:
+        if self._prefixes:
+            if not self._in(self._prefixes, url):
+                raise refuse(f"function resource {url} is below no --source-prefix ({self._named()})")
+            return
+        derived = derived_resource_roots(db_location, self._cmroots)
+        if not self._in(derived, url):
+            stores = ", ".join(r.url(r.path) for r in derived)
+            stores = stores or "none: its database records no usable source location"
+            raise refuse(
+                f"function resource {url} is below none of the source's stores this target derived "
+                f"({stores}); declare --source-prefix for where the source keeps function resources"
+            )
 
     def _below_location(self, url: str, location: str | None, refuse: _Refuse) -> None:
         if not location:

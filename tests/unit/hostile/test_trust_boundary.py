@@ -10,8 +10,10 @@ is applied on its own (a refused one halts nothing that the next would need). In
 - no file or directory outside the target roots is created, changed or deleted, nor anything of
   the foreign database inside them (sentinel trees compared before and after);
 - no file is opened for reading outside the allowed sources: with ``--source-prefix``, only below
-  it; without, only below a location some event declared for its object (or a function resource
-  the event declared, or a cmroot copy named for its file), and never inside a target root;
+  it; without, only below a location some event declared for its object (or a cmroot copy named
+  for its file), and never inside a target root; a function's resource (a URI no event names as a
+  data file) only below a store derived from a database record (a database's location, its
+  ``<root>/<name>.db`` warehouse root), never from the function's own event;
 - no database this source did not create changes in the catalog (a foreign one, another source's).
 
 ``test_hostile_events_keep_the_trust_boundary`` runs 300 examples; the ``slow`` variant 10,000
@@ -41,6 +43,7 @@ from streamer.errors import StreamerError
 from streamer.events.model import (
     AcidWrite,
     AddConstraintsPayload,
+    AlterDatabasePayload,
     CommitTxnPayload,
     Constraint,
     CreateFunctionPayload,
@@ -193,7 +196,8 @@ def hostile_events(draw: st.DrawFn, box: Box) -> list[Event]:
     for event_id in range(10, 10 + draw(st.integers(1, 10))):
         kind = "create" if event_id == 10 else draw(st.sampled_from(
             ["create", "insert", "insert", "insert", "add_partition", "add_partition", "drop_table",
-             "drop_partition", "rename", "truncate", "drop_db", "txn", "constraint", "function"]))
+             "drop_partition", "rename", "truncate", "drop_db", "alter_db", "txn", "constraint", "function",
+             "function"]))
         snap = table("a" if draw(st.booleans()) else None, new=kind == "create")
         if kind == "create":
             event = b.create_table(event_id, snap, refs())
@@ -214,6 +218,11 @@ def hostile_events(draw: st.DrawFn, box: Box) -> list[Event]:
         elif kind == "drop_db":
             name = draw(st.sampled_from(DBS))
             event = b.event(event_id, EventType.DROP_DATABASE, DatabasePayload(DatabaseSnapshot(name)), name)
+        elif kind == "alter_db":  # moves the database's recorded source location: what resources derive from
+            name = draw(st.sampled_from(DBS))
+            after = DatabaseSnapshot(name, location=draw(location))
+            alter = AlterDatabasePayload(DatabaseSnapshot(name), after)
+            event = b.event(event_id, EventType.ALTER_DATABASE, alter, name)
         elif kind == "txn":
             write = AcidWrite(snap.db, snap.name, 1, refs(), table_snapshot=snap)
             event = b.event(event_id, EventType.COMMIT_TXN, CommitTxnPayload(event_id, [write]))
@@ -254,15 +263,19 @@ def recorded_reads() -> Iterator[list[str]]:
         yield reads
 
 
-def _declared(events: list[Event]) -> list[str]:
-    """Paths of every location and resource URI the events declare (the default mode's stores)."""
+def _declared(events: list[Event], kind: type = StorageDescriptor) -> list[str]:
+    """Paths (``/``-terminated) of every location the events declare for objects of ``kind``
+    (``StorageDescriptor``: tables and partitions, the default mode's stores for data files;
+    ``DatabaseSnapshot``: databases, and the parent of a ``<name>.db`` one, for resources)."""
     found: list[str] = []
 
     def walk(value: Any) -> None:
-        if isinstance(value, StorageDescriptor) and value.location:
-            found.append(urlsplit(value.location).path.rstrip("/") + "/")
-        elif isinstance(value, ResourceUri):
-            found.append(urlsplit(value.uri).path)
+        if isinstance(value, kind) and getattr(value, "location", None):
+            path = urlsplit(value.location).path.rstrip("/")
+            found.append(path + "/")
+            parent, _, name = path.rpartition("/")
+            if kind is DatabaseSnapshot and name.endswith(".db") and name != ".db" and parent:
+                found.append(parent + "/")
         elif isinstance(value, list):
             for item in value:
                 walk(item)
@@ -278,6 +291,10 @@ def _check_reads(box: Box, reads: list[str], events: list[Event], prefix_mode: b
     targets = (str(box.wh) + "/", str(box.ext) + "/")
     foreign = str(box.wh / "foreign.db") + "/"
     declared = _declared(events)
+    # the setup's database "a" is at {src}/a.db: resources may come from below it or {src}
+    derived = [str(box.src / "a.db") + "/", str(box.src) + "/", *_declared(events, DatabaseSnapshot)]
+    resources = {urlsplit(r.uri).path for r in _all(events, ResourceUri)}
+    only_resources = resources - {urlsplit(f.uri).path for f in _all(events, FileRef)}
     for url in reads:
         path = urlsplit(url).path if "://" in url or url.startswith("file:") else url
         scheme = urlsplit(url).scheme
@@ -289,7 +306,23 @@ def _check_reads(box: Box, reads: list[str], events: list[Event], prefix_mode: b
             assert path.startswith(str(box.src) + "/"), f"read outside --source-prefix: {url}"
         else:
             cm = CM_NAME.search(path) is not None
-            assert cm or any(path.startswith(p) or path == p for p in declared), f"read undeclared {url}"
+            as_resource = path in resources and any(path.startswith(p) for p in derived)
+            if path in only_resources:
+                assert as_resource, f"resource read from no derived store: {url}"
+            else:  # a data file (or a URI both a data file and a resource)
+                assert cm or as_resource or any(path.startswith(p) or path == p for p in declared), (
+                    f"read undeclared {url}")
+
+
+def _all(value: Any, kind: type) -> list[Any]:
+    """Every ``kind`` object inside ``value`` (events, payloads, snapshots)."""
+    if isinstance(value, kind):
+        return [value]
+    if isinstance(value, list):
+        return [x for item in value for x in _all(item, kind)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [x for f in dataclasses.fields(value) for x in _all(getattr(value, f.name), kind)]
+    return []
 
 
 FOREIGN = ("foreign", "other_src")  # a database not replicated, and one of another source
@@ -317,7 +350,9 @@ def _setup(box: Box, prefix_mode: bool, layout: str) -> tuple[Applier, MemoryCat
                       state=TargetState(box.state), sources=rules)
     t = b.table("a", "t", location=f"file://{box.src}/a.db/t")
     legit = FileRef(f"file://{box.src}/a.db/t/f1", _sha(LEGIT), "sha256")
-    for step in plan([b.create_db(1, "a"), b.create_table(2, t), b.insert(3, t, [legit])], {}).steps:
+    db = b.event(1, EventType.CREATE_DATABASE, DatabasePayload(DatabaseSnapshot("a", location=f"file://{box.src}/a.db")),
+                 "a")
+    for step in plan([db, b.create_table(2, t), b.insert(3, t, [legit])], {}).steps:
         applier.apply(step)
     return applier, catalog
 
@@ -386,3 +421,9 @@ def test_the_sandbox_sees_what_the_old_code_did(tmp_path: Path) -> None:
         _check_reads(box, reads, [], prefix_mode=True)
     with pytest.raises(AssertionError, match="read undeclared"):
         _check_reads(box, reads, [], prefix_mode=False)
+    # before the derived stores: a function's own event was all a resource needed
+    jar = ResourceUri("JAR", (box.sibling / "secret").as_uri())
+    fn = FunctionSnapshot("f", "a", "C", resource_uris=[jar])
+    function = b.event(9, EventType.CREATE_FUNCTION, CreateFunctionPayload(fn), "a")
+    with pytest.raises(AssertionError, match="resource read from no derived store"):
+        _check_reads(box, reads, [function], prefix_mode=False)

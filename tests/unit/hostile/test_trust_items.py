@@ -2,8 +2,8 @@
 
 Each test reproduces an attack that worked before the trust rules (docs/security.md): an external
 table located at a filesystem root swapping the whole external base dir away, a table's INSERT
-writing into another table's directory, event file URIs opened wherever they point, and an
-envelope naming one database while the payload drops another.
+writing into another table's directory, event file URIs opened wherever they point (a function's
+resources too), and an envelope naming one database while the payload drops another.
 """
 
 from __future__ import annotations
@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from streamer.events.model import DatabasePayload, DatabaseSnapshot, Event, EventType, FileRef, TableSnapshot
+from streamer.events.model import (
+    CreateFunctionPayload,
+    DatabasePayload,
+    DatabaseSnapshot,
+    Event,
+    EventType,
+    FileRef,
+    FunctionSnapshot,
+    ResourceUri,
+    TableSnapshot,
+)
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
@@ -150,6 +160,35 @@ def test_a_data_file_without_a_checksum_halts(box: Box) -> None:
     halt = box.state.halts()["a"]
     assert halt.event_id == 3 and "checksum" in halt.cause and ref.uri in (halt.object or "") + halt.cause
     assert not (box.wh / "a.db" / "t" / "f").exists()
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "{root}/home/.ssh/id_rsa"])
+def test_a_function_resource_outside_the_sources_stores_is_never_read(box: Box, target: str) -> None:
+    """Before: without --source-prefix a function's own declaration was all a resource needed, so a
+    crafted CREATE_FUNCTION copied any file of the target host into ``_functions``."""
+    secret = Path(target.format(root=box.root))
+    if not secret.exists():
+        secret.parent.mkdir(parents=True)
+        secret.write_bytes(b"PRIVATE KEY")
+    legit = box.src / "lib" / "u.jar"  # the database's warehouse root is {src}: its lib/ is the source's
+    legit.parent.mkdir(parents=True)
+    legit.write_bytes(b"a jar")
+    create_db = b.event(1, EventType.CREATE_DATABASE,
+                        DatabasePayload(DatabaseSnapshot("a", location=f"file://{box.src}/a.db")), "a")
+    crafted = FunctionSnapshot("f", "a", "C", resource_uris=[ResourceUri("JAR", legit.as_uri()),
+                                                             ResourceUri("FILE", secret.as_uri())])
+    box.run([create_db, b.event(2, EventType.CREATE_FUNCTION, CreateFunctionPayload(crafted), "a")])
+    assert not (box.wh / "_functions").exists(), "a resource was copied"
+    assert box.catalog.get_function("a", "f") is None
+    halt = box.state.halts()["a"]
+    assert halt.event_id == 2 and secret.as_uri() == halt.object
+    assert "function a.f" in halt.cause and "--source-prefix" in halt.cause
+    # skipped by the operator, the next function, with the source's own jar alone, replicates
+    box.state.skip("a", 2)
+    fine = FunctionSnapshot("g", "a", "C", resource_uris=[ResourceUri("JAR", legit.as_uri())])
+    assert box.run([b.event(3, EventType.CREATE_FUNCTION, CreateFunctionPayload(fine), "a")]) == [3]
+    assert (box.wh / "_functions" / "a" / "g" / "u.jar").read_bytes() == b"a jar"
+    assert not any(p.name in (secret.name,) for p in (box.wh / "_functions").rglob("*"))
 
 
 # --- item 3: envelope vs payload ------------------------------------------------------------------

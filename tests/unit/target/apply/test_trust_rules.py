@@ -7,13 +7,15 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streamer.errors import ConfigError, PathEscapeError, UntrustedSourceError
 from streamer.events.model import FileRef
 from streamer.target.apply.guard import check_write, object_root
 from streamer.target.apply.layout import MARKER, check_external_layout, recorded_layout
 from streamer.target.apply.paths import Root, TargetPaths
-from streamer.target.apply.sources import SourceRules
+from streamer.target.apply.sources import SourceRules, derived_resource_roots
 
 CHK = hashlib.sha256(b"x").hexdigest()
 LOC = "hdfs://nn:8020/wh/a.db/t"
@@ -69,7 +71,8 @@ def test_a_file_without_a_checksum_is_refused_unless_allowed() -> None:
     with pytest.raises(UntrustedSourceError, match="no checksum"):
         SourceRules().check(ref(f"{LOC}/f", None), LOC)
     SourceRules(allow_unverified=True).check(ref(f"{LOC}/f", None), LOC)
-    SourceRules().check(ref("hdfs://nn:8020/lib/u.jar", None), None, resource=True)  # Hive records none
+    # Hive records none for a function resource: none is asked for
+    SourceRules().check(ref("hdfs://nn:8020/wh/lib/u.jar", None), "hdfs://nn:8020/wh/a.db", resource=True)
 
 
 def test_cmroot_copies_are_named_for_their_file_or_below_a_declared_cmroot() -> None:
@@ -82,6 +85,100 @@ def test_cmroot_copies_are_named_for_their_file_or_below_a_declared_cmroot() -> 
     declared.check(ref(f"{LOC}/f", cm="hdfs://nn:8020/cmroot/anything"), LOC)
     with pytest.raises(UntrustedSourceError, match="no --source-cmroot"):
         declared.check(ref(f"{LOC}/f", cm=f"hdfs://nn:8020/elsewhere/f_{CHK}"), LOC)
+
+
+# --- function resources: below a declared prefix, else below stores derived from the source record ----
+
+DB_LOC = "hdfs://nn:8020/wh/a.db"  # the source location the target recorded for the function's database
+
+
+@pytest.mark.parametrize(
+    "uri", ["hdfs://nn:8020/wh/lib/u.jar", "hdfs://nn:8020/wh/a.db/jars/u.jar", "hdfs://nn:8020/wh/b.db/u.jar"]
+)
+def test_a_resource_is_read_below_its_databases_recorded_location_or_warehouse_root(uri: str) -> None:
+    SourceRules().check(ref(uri, None), DB_LOC, resource=True)
+
+
+@pytest.mark.parametrize(
+    ("uri", "location"),
+    [
+        ("file:///etc/passwd", DB_LOC),  # the target host's files: the source's stores are not file: ones
+        ("hdfs://nn:8020/lib/u.jar", DB_LOC),  # beside the warehouse root, not below it
+        ("hdfs://other:8020/wh/lib/u.jar", DB_LOC),  # another namenode
+        ("hdfs://nn:8020/wh", DB_LOC),  # the warehouse root itself
+        ("hdfs://nn:8020/wh/lib/u.jar", None),  # the database recorded no location
+        ("hdfs://nn:8020/x/u.jar", "hdfs://nn:8020/"),  # a filesystem's root derives nothing
+        ("hdfs://nn:8020/x/u.jar", "hdfs://nn:8020/a.db"),  # nor a warehouse root that is one
+        ("hdfs://nn:8020/data/u.jar", "hdfs://nn:8020/data/custom"),  # no <name>.db: no warehouse root
+        ("hdfs://nn:8020/wh/../etc/u.jar", DB_LOC),
+        ("hdfs://nn:8020/wh/lib/u.jar", "hdfs://nn:8020/wh/../x/a.db"),  # a bad record derives nothing
+        ("http://nn/wh/lib/u.jar", "http://nn/wh/a.db"),
+    ],
+)
+def test_a_resource_elsewhere_is_refused_naming_what_to_declare(uri: str, location: str | None) -> None:
+    with pytest.raises(UntrustedSourceError) as raised:
+        SourceRules().check(ref(uri, None), location, resource=True, event_id=9)
+    error = raised.value
+    assert (error.event_id, error.obj) == (9, uri)
+    assert any(why in error.cause for why in ("--source-prefix", "not a source filesystem", "segment"))
+
+
+def test_local_resources_are_read_when_the_sources_stores_are_local() -> None:
+    """The demo and the bundled warehouse: ``file:`` databases, jars in ``<root>/lib``."""
+    SourceRules().check(ref("file:/srv/wh/lib/udfs.jar", None), "file:/srv/wh/sales.db", resource=True)
+    SourceRules().check(ref("file:///srv/wh/lib/udfs.jar", None), "/srv/wh/sales.db", resource=True)
+    with pytest.raises(UntrustedSourceError):
+        SourceRules().check(ref("file:///etc/passwd", None), "file:/srv/wh/sales.db", resource=True)
+
+
+def test_declared_cmroots_are_resource_stores_and_prefixes_replace_the_derived_ones() -> None:
+    cmroot = SourceRules(cmroots=("hdfs://nn:8020/cm",))
+    cmroot.check(ref("hdfs://nn:8020/cm/u.jar", None), None, resource=True)
+    with pytest.raises(UntrustedSourceError, match="no --source-prefix"):
+        SourceRules(("hdfs://nn:8020/jars",)).check(ref("hdfs://nn:8020/wh/lib/u.jar", None), DB_LOC,
+                                                    resource=True)
+    assert derived_resource_roots(DB_LOC) == (Root.parse(DB_LOC), Root.parse("hdfs://nn:8020/wh"))
+    assert derived_resource_roots("hdfs://nn:8020/wh/a.db/x.db") == (
+        Root.parse("hdfs://nn:8020/wh/a.db/x.db"), Root.parse("hdfs://nn:8020/wh/a.db"))
+
+
+_SEGMENTS = st.sampled_from(["wh", "lib", "a.db", "b.db", ".db", "data", "etc", "..", "%2e%2e", "x"])
+_STORES = st.sampled_from(["hdfs://nn:8020", "hdfs://other", "s3a://bucket", "file://", "file:", "", "http://h"])
+
+
+@st.composite
+def _urls(draw: st.DrawFn) -> str:
+    return draw(_STORES) + "/" + "/".join(draw(st.lists(_SEGMENTS, max_size=4)))
+
+
+def _oracle(uri: str, location: str) -> bool:
+    """Accepted iff a well-formed store URL strictly below the location, or below its parent when the
+    location is ``<parent>/<name>.db`` and the parent is no filesystem root (same filesystem)."""
+    def split(url: str) -> tuple[str, str]:
+        for store in ("hdfs://nn:8020", "hdfs://other", "s3a://bucket", "file://", "file:", "http://h", ""):
+            if url.startswith(store + "/"):
+                return ("file" if store in ("file://", "file:", "") else store), url[len(store):]
+        raise AssertionError(url)
+
+    (fs_u, path_u), (fs_l, path_l) = split(uri), split(location)
+    segments = path_u.split("/")[1:] + path_l.split("/")[1:]
+    if fs_u != fs_l or "http://h" in (fs_u, fs_l) or {"..", "%2e%2e"} & set(segments) or "" in segments:
+        return False
+    bases = [path_l] if path_l != "/" else []
+    parent, _, name = path_l.rpartition("/")
+    if bases and name.endswith(".db") and name != ".db" and parent:
+        bases.append(parent)
+    return any(path_u.startswith(base + "/") for base in bases)
+
+
+@given(uri=_urls(), location=_urls())
+def test_no_resource_outside_the_derived_stores_is_ever_read(uri: str, location: str) -> None:
+    try:
+        SourceRules().check(ref(uri, None), location, resource=True)
+        accepted = True
+    except UntrustedSourceError:
+        accepted = False
+    assert accepted == _oracle(uri, location), (uri, location)
 
 
 def test_nothing_is_read_from_inside_a_target_root() -> None:
