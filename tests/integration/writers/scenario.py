@@ -236,7 +236,7 @@ def _equal(result: dict[str, Any]) -> bool:
 @dataclass
 class Outcome:
     """What a run found: per final table its comparison, the INSERT events (id, table, with files),
-    the published INSERT payloads, the seconds of each paced step."""
+    the published INSERT payloads, the seconds of each paced step (unpaced: written, applied, compared)."""
 
     tables: dict[str, dict[str, Any]]
     inserts: list[tuple[int, str, bool]]
@@ -244,6 +244,8 @@ class Outcome:
     seconds: list[float]
     diverged: list[str]
     by_state: float = 0.0  # the job's streamer_target_tables_synced_by_state for the database
+    halts: dict[str, Any] = field(default_factory=dict)  # database: its Halt (event id, object, cause)
+    cm_fallbacks: float = 0.0  # the job's streamer_target_cm_fallbacks_total
 
 
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,

@@ -18,13 +18,21 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from streamer.embedded_metastore.cm import CHECKSUM_KEY
+from streamer.embedded_metastore.launch import local_fs_classes, pyspark_jars_dir
+from streamer.embedded_metastore.localfs import FS_CLASS
+
 _SCRIPT = textwrap.dedent(
     """
     import json, sys
     from pyspark.sql import SparkSession
-    uri, warehouse = sys.argv[1:3]
+    uri, warehouse, classes, fs, checksum_key = sys.argv[1:6]
+    builder = SparkSession.builder
+    if classes:  # streamer's local filesystem: MD5 checksums, recorded in INSERT events as on HDFS
+        builder = (builder.config("spark.driver.extraClassPath", classes)
+                   .config("spark.hadoop.fs.file.impl", fs).config("spark.hadoop." + checksum_key, "MD5"))
     spark = (
-        SparkSession.builder.master("local[1]").appName("streamer-test-writer")
+        builder.master("local[1]").appName("streamer-test-writer")
         .enableHiveSupport()
         .config("hive.metastore.uris", uri)
         .config("spark.hadoop.hive.metastore.uris", uri)
@@ -63,11 +71,14 @@ class WriterError(AssertionError):
 class SparkWriter:
     """``sql(statement)`` runs one statement in the writer's Spark session and returns its rows."""
 
-    def __init__(self, hms_uri: str, warehouse: Path, log_path: Path) -> None:
+    def __init__(self, hms_uri: str, warehouse: Path, log_path: Path, *, checksums: bool = False) -> None:
+        """``checksums``: write through streamer's local filesystem, whose files have MD5 checksums,
+        so the INSERT events carry them (``uri#checksum``) as a writer's on HDFS do."""
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        classes = local_fs_classes(pyspark_jars_dir(), required_by="checksums") if checksums else ""
         self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the writer
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SCRIPT, hms_uri, str(warehouse)],
+            [sys.executable, "-c", _SCRIPT, hms_uri, str(warehouse), str(classes), FS_CLASS, CHECKSUM_KEY],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
             start_new_session=True,
         )
