@@ -1,14 +1,20 @@
 """The Hive source catalog's file listing (a local directory tree) and ``streamer bootstrap``'s choice of
-source: exactly one of --warehouse and --hms-uri."""
+source: exactly one of --warehouse and --hms-uri; a transactional table's dump (the directories Hive's
+reader chooses, on a local tree, with the metastore's answers given)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
+import pytest
 from click.testing import CliRunner
 
 from streamer.cli import cli
-from streamer.source.hms_source_catalog import list_files
+from streamer.events.model import Column, PartitionSnapshot, StorageDescriptor, TableSnapshot
+from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.source.hms_source_catalog import HmsSourceCatalog, UnsupportedSourceObjectError, list_files
 
 
 def test_listing_skips_hidden_and_staging_names_at_every_level(tmp_path: Path) -> None:
@@ -54,3 +60,74 @@ def test_bootstrap_help_names_both_sources() -> None:
              "STREAMER_NOTIFICATION_DB", "STREAMER_WORK_DIR")
     for flag in flags:
         assert flag in result.output
+
+
+# --- transactional tables: only the directories Hive's reader chooses --------------------------
+
+
+class _Metastore:
+    """The two reads ``HmsSourceCatalog`` makes of a transactional table, from snapshots in memory."""
+
+    def __init__(self, table: TableSnapshot, parts: list[PartitionSnapshot]) -> None:
+        self.table, self.parts = table, parts
+
+    def get_table(self, db: str, name: str) -> TableSnapshot | None:
+        return self.table if (db, name) == (self.table.db, self.table.name) else None
+
+    def list_partitions(self, db: str, name: str) -> list[PartitionSnapshot]:
+        return self.parts
+
+
+class _Txns:
+    def __init__(self, snap: TxnSnapshot) -> None:
+        self.snap, self.calls = snap, 0
+
+    def snapshot(self) -> TxnSnapshot:
+        self.calls += 1
+        return self.snap
+
+    def abort(self, txn_ids: Iterable[int]) -> None:
+        raise AssertionError("nothing to abort")
+
+
+def _acid_dirs(root: Path, names: list[str]) -> None:
+    for name in names:
+        (root / name).mkdir(parents=True)
+        (root / name / "bucket_00000").write_bytes(name.encode())
+    (root / "_tmp.delta_0000009_0000009_0000").mkdir()  # a writer's temp dir: hidden
+
+
+def test_a_transactional_tables_dump_holds_the_chosen_directories_of_each_partition(tmp_path: Path) -> None:
+    sd = StorageDescriptor(location=f"file://{tmp_path}/t")
+    table = TableSnapshot("t", "db", sd=sd, partition_keys=[Column("dt", "string")],
+                          parameters={"transactional": "true"})
+    parts = [PartitionSnapshot([d], "db", "t", StorageDescriptor(location=f"file://{tmp_path}/t/dt={d}"))
+             for d in ("a", "b")]
+    _acid_dirs(tmp_path / "t" / "dt=a", ["base_0000002", "delta_0000001_0000001_0000",
+                                         "delta_0000003_0000003_0000", "delta_0000004_0000004_0000"])
+    _acid_dirs(tmp_path / "t" / "dt=b", ["delta_0000005_0000005_0000", "delta_0000006_0000006_0000"])
+    txns = _Txns(TxnSnapshot(5, aborted=frozenset({4})))  # 6 began after the snapshot
+    source = HmsSourceCatalog(cast(Any, _Metastore(table, parts)), txns=txns)
+
+    files = source.files("db", "t")
+    ids = source.write_ids("db", "t")
+
+    rel = sorted((f.partition, f.uri.split("/t/", 1)[1]) for f in files)
+    assert rel == [
+        ("dt=a", "dt=a/base_0000002/bucket_00000"),
+        ("dt=a", "dt=a/delta_0000003_0000003_0000/bucket_00000"),
+        ("dt=b", "dt=b/delta_0000005_0000005_0000/bucket_00000"),
+    ]
+    assert ids == [2, 3, 5]
+    assert txns.calls == 1  # one snapshot for the whole dump
+    source.files("db", "t")
+    assert txns.calls == 1
+
+
+def test_a_delete_delta_the_dump_would_copy_is_refused_naming_the_table(tmp_path: Path) -> None:
+    table = TableSnapshot("t", "db", sd=StorageDescriptor(location=f"file://{tmp_path}/t"),
+                          parameters={"transactional": "true"})
+    _acid_dirs(tmp_path / "t", ["delta_0000001_0000001_0000", "delete_delta_0000002_0000002_0000"])
+    source = HmsSourceCatalog(cast(Any, _Metastore(table, [])), txns=_Txns(TxnSnapshot(2)))
+    with pytest.raises(UnsupportedSourceObjectError, match=r"db\.t: delete_delta_0000002.*COMPACT 'major'"):
+        source.files("db", "t")
