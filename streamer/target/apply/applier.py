@@ -183,8 +183,8 @@ class Applier:
             unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
             if not unchanged:
                 ctx.memory.forget(name)
-            if not all(_keeps_known_tables(e) for e in step.events):
-                ctx.memory.forget_tables()
+            for event in step.events:
+                _forget_changed_tables(ctx, event)
             self._advance(step, db if unchanged else None)
         except EventError as exc:
             ctx.memory.forget(name)  # a failed step may have left it in any state
@@ -290,14 +290,32 @@ _TABLE_UNCHANGED = frozenset({
 })
 
 
-def _keeps_known_tables(event: Event) -> bool:
-    """Whether the tables remembered in a batch are still exact after ``event``: it is a create or a
-    plain alter, whose handler remembers what it wrote (a rename moves a table away from its key),
-    or an event that changes no table object."""
-    if event.event_type is EventType.CREATE_TABLE or event.event_type in _TABLE_UNCHANGED:
-        return True
-    return (
-        event.event_type is EventType.ALTER_TABLE
-        and isinstance(event.payload, AlterTablePayload)
-        and not event.payload.is_rename
-    )
+# Events that change no table object at all: the tables a batch knows stay exact.
+_NO_TABLE = frozenset({
+    EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.CREATE_FUNCTION, EventType.DROP_FUNCTION,
+})
+# Events that change only the table their envelope names (the metastore rewrites its parameters, or
+# drops it): that one is forgotten.
+_OWN_TABLE = frozenset({
+    EventType.DROP_TABLE, EventType.UPDATE_TABLE_COLUMN_STAT, EventType.DELETE_TABLE_COLUMN_STAT,
+    EventType.UPDATE_PARTITION_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT,
+})
+
+
+def _forget_changed_tables(ctx: ApplyContext, event: Event) -> None:
+    """Forget the tables a batch knows that ``event`` may have changed: none after a create or a
+    plain alter (whose handler remembers what it wrote) or an event that writes no table object,
+    the renamed names after a rename, the event's own table after a drop or a statistics change,
+    and every table after anything else (a database drop, a transaction, a constraint, ...)."""
+    kind, payload = event.event_type, event.payload
+    if kind is EventType.CREATE_TABLE or kind in _TABLE_UNCHANGED or kind in _NO_TABLE:
+        return
+    if kind is EventType.ALTER_TABLE and isinstance(payload, AlterTablePayload):
+        if payload.is_rename:
+            for snap in (payload.before, payload.after):
+                ctx.memory.forget_table(ctx.target_db(snap.db), snap.name.lower())
+        return
+    if kind in _OWN_TABLE and event.db and event.table:
+        ctx.memory.forget_table(ctx.target_db(event.db), event.table.lower())
+        return
+    ctx.memory.forget_tables()
