@@ -36,7 +36,9 @@ class MemoryParts(MemoryStore):
         for p in partitions:
             existing[tuple(p.values)] = p
 
-    def drop_partitions(self, db: str, table: str, values: list[list[str]]) -> None:
+    def drop_partitions(
+        self, db: str, table: str, values: list[list[str]], keys: list[str] | None = None
+    ) -> None:
         self.calls.append("drop_partitions")
         existing = self.partitions.get((db.lower(), table.lower()), {})
         for v in values:

@@ -47,14 +47,18 @@ class PartitionCalls(DatabaseTableCalls):
         obj = f"{db}.{table} partitions {[p.values for p in partitions]}"
         self._must(obj, lambda c: c.alter_partitions_with_environment_context(db, table, parts, KEEP_STATS))
 
-    def drop_partitions(self, db: str, table: str, values: list[list[str]]) -> None:
-        """Drop the partitions that exist, in one metastore transaction; files stay."""
+    def drop_partitions(
+        self, db: str, table: str, values: list[list[str]], keys: list[str] | None = None
+    ) -> None:
+        """Drop the partitions that exist, in one metastore transaction; files stay. ``keys`` (the
+        table's partition key names, when the caller read the table) spares a ``get_table``."""
         if not values:
             return
-        t = self.get_table(db, table)
-        if t is None:
-            return
-        keys = [k.name for k in t.partition_keys]
+        if keys is None:
+            t = self.get_table(db, table)
+            if t is None:
+                return
+            keys = [k.name for k in t.partition_keys]
         names = [partition_name(keys, v) for v in values]
         request = tt.DropPartitionsRequest(
             dbName=db,

@@ -157,10 +157,10 @@ def drop_partition(ctx: ApplyContext, event: Event) -> None:
     if table is None:
         return  # the table is gone (replay after a later drop): nothing to drop
     ctx.memory.remember_table(table)
+    keys = [c.name for c in table.partition_keys]
     if payload.partition_values:  # one call; partitions already gone (a replay) are no error
-        ctx.catalog.drop_partitions(db, name, [list(v) for v in payload.partition_values])
+        ctx.catalog.drop_partitions(db, name, [list(v) for v in payload.partition_values], keys)
     if is_managed(table):
-        keys = [c.name for c in table.partition_keys]
         for values in payload.partition_values:
             remove_tree(
                 ctx.paths.partition_location(db, name, keys, values),

@@ -171,6 +171,7 @@ def test_coalesced_plan_ends_in_the_state_of_applying_every_event(events: list[E
     assert len(coalesced_calls) <= len(every_calls)
 
 
+@settings(deadline=None)  # pure, but a loaded machine must not fail it
 @given(changes())
 def test_kept_events_are_a_subsequence_ending_each_run_with_its_last(events: list[Event]) -> None:
     result = plan(events, {DB: FIRST - 1})
