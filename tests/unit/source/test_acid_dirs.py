@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streamer.metastore.thrift_txns import TxnSnapshot
 from streamer.source.acid_dirs import choose, range_validity
+from streamer.target.table_reader import visible_dirs
 from streamer.warehouse.acid import parse_dir
 
 
@@ -154,3 +155,12 @@ def test_every_committed_write_is_read_exactly_once(h: History) -> None:
     for lo, hi in ranges:
         assert lo > base, (lo, hi, base)
     assert got.write_ids == ({base} if base else set()) | {t for lo, hi in ranges for t in range(lo, hi + 1)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_a_target_reads_exactly_the_dumped_directories(h: History) -> None:
+    """What the target's reader makes of the dump (only the chosen directories copied, the record's
+    write ids committed) is the dump: nothing dropped, nothing else."""
+    got = choose(sorted(h.dirs), _snapshot(h))
+    assert sorted(visible_dirs(got.chosen, got.write_ids)) == sorted(got.chosen)
