@@ -260,7 +260,9 @@ def against_source_options(f: Any) -> Any:
         "--against-source", is_flag=True,
         help="Compare with the source's metastore and storage now (file lists, sizes, sha256), for objects "
              "the source has not changed since the replica's position: finds what the events themselves "
-             "carry. With --repair, diverged files are re-synced from the source.",
+             "carry. With --repair, diverged files are re-synced from the source and tables and "
+             "partitions the replica lacks are created from it (objects only the replica has are "
+             "reported, never removed).",
     )(f)
 
 

@@ -3,8 +3,12 @@
 The I/O around :mod:`streamer.target.dr.source_drift`: the source is read through the catalog a
 bootstrap reads (Thrift, or the bundled warehouse), its notification log after each replica's
 position names the objects it changed since (not judged), and both sides' files are listed and
-hashed (sha256). ``repair`` re-copies diverged files, verified, through the target's write guard.
-Design: docs/dr.md ("Against the live source").
+hashed (sha256). ``repair`` re-copies diverged files, verified, through the target's write guard,
+and creates the tables and partitions the replica lacks (:func:`~streamer.target.dr.source_drift.
+missing_on_replica`) through the apply path's own handlers (``tables.create_table``,
+``partitions.add_partitions``: locations and location-bearing parameters rewritten to the target's,
+files copied and verified by the same copier), from the source's metastore and files now. Objects
+only the replica has are reported, never removed. Design: docs/dr.md ("Against the live source").
 """
 
 from __future__ import annotations
@@ -17,8 +21,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streamer import metrics
-from streamer.errors import ConfigError
-from streamer.events.model import FileRef
+from streamer.errors import ConfigError, StreamerError
+from streamer.events.model import (
+    AddPartitionPayload,
+    CreateTablePayload,
+    Event,
+    EventType,
+    FileRef,
+    Source,
+    TableSnapshot,
+)
 from streamer.filesystems import url_to_fs
 from streamer.hive.notification import NotificationRow
 from streamer.metastore.catalog import Catalog
@@ -26,7 +38,12 @@ from streamer.metastore.transport import HmsAuth
 from streamer.replay.state import table_meta
 from streamer.source.bootstrap import SourceCatalog, Vanished
 from streamer.source.reader import NotificationReader
+from streamer.target.apply import partitions as partition_handlers
+from streamer.target.apply import tables as table_handlers
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.files import FileCopier
 from streamer.target.apply.guard import check_write
+from streamer.target.apply.paths import TargetPaths, partition_name
 from streamer.target.dr.drift import (
     DATABASE,
     KINDS,
@@ -36,14 +53,16 @@ from streamer.target.dr.drift import (
     ObservedTable,
     VerifyReport,
 )
-from streamer.target.dr.observe import digest, observe_listed, observe_table
+from streamer.target.dr.observe import digest, listing, observe_listed, observe_table
 from streamer.target.dr.source_drift import (
     REPAIRABLE,
+    Creation,
     TablePair,
     changed_since,
     compare_tables,
     counts,
     is_removal,
+    missing_on_replica,
 )
 from streamer.target.dr.verify import Guard, VerifySettings, repair_copier, replica_positions, target_name
 from streamer.target.state.visibility import is_acid_replica, source_parameters
@@ -134,6 +153,7 @@ class _SourceCheck:
         self.source = source
         self.reader = reader
         self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+        self.creations: dict[str, list[Creation]] = {}  # per database, what its last check found missing
 
     def run(self, guard: Guard, repair: bool) -> VerifyReport:
         report = VerifyReport()
@@ -141,7 +161,8 @@ class _SourceCheck:
             positions = replica_positions(self.settings, self.catalog)
         for db in sorted(positions):
             result = self._database(db, positions[db])
-            if repair and any(d.kind in REPAIRABLE and d.repair for d in result.drifts):
+            fixable = any(d.kind in REPAIRABLE and d.repair for d in result.drifts)
+            if repair and (fixable or self.creations.get(db)):
                 done = self._repair(result, guard)
                 report.repaired.extend(done)
                 if done:
@@ -174,6 +195,9 @@ class _SourceCheck:
             pairs.append(_hashed(TablePair(table, src, rep), self.settings.chunk_size))
         after, later = self._moved(db, position)
         drifts = compare_tables(db, pairs, before | after)
+        self.creations[db], skipped = missing_on_replica(pairs, before | after)
+        for why in skipped:
+            log.info("%s.%s", db, why)
         return DatabaseReport(db, position, tuple(drifts), counts(pairs, before | after), later)
 
     def _source_table(self, db: str, table: str) -> ObservedTable | None:
@@ -195,13 +219,17 @@ class _SourceCheck:
 
     # --- repair ---------------------------------------------------------------------------------
     def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
-        """Re-copy diverged files from the source (verified by its sha256 now), remove stray ones."""
+        """Create missing tables and partitions, re-copy diverged files from the source (verified by
+        its sha256 now), remove stray files."""
         copier = repair_copier(self.settings)
         done = []
         with guard():
             if replica_positions(self.settings, self.catalog).get(result.db) != result.event_id:
                 log.warning("%s moved since it was checked; not repairing it now", result.db)
                 return []
+            creator = _Creator(self.settings, self.source, self.catalog, copier)
+            for creation in self.creations.get(result.db, []):
+                done.extend(creator.create(result.db, result.event_id, creation))
             for d in result.drifts:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
@@ -224,6 +252,68 @@ class _SourceCheck:
         return done
 
 
+class _Creator:
+    """Creates what the replica lacks (``Creation``) from the source, through the apply handlers."""
+
+    def __init__(self, settings: VerifySettings, source: SourceCatalog, catalog: Catalog,
+                 copier: FileCopier) -> None:
+        self.settings, self.source, self.catalog, self.copier = settings, source, catalog, copier
+
+    def create(self, db: str, position: int, creation: Creation) -> list[str]:
+        """The table (with its partitions) or partitions of ``creation`` as the source has them now,
+        applied as a CREATE_TABLE / ADD_PARTITION at the replica's position would be."""
+        obj = f"{db}.{creation.table}"
+        try:
+            snap = self.source.table(db, creation.table)
+            parts = self.source.partitions(db, creation.table) if snap.partition_keys else []
+        except Vanished:
+            log.warning("%s vanished on the source; not created", obj)
+            return []
+        keys = [k.name for k in snap.partition_keys]
+        named = {partition_name(keys, list(p.values)): p for p in parts}
+        wanted = {n: named[n] for n in creation.partitions if n in named} if creation.partitions else named
+        paths = TargetPaths(str(self.settings.warehouse_root), self.settings.external_base_dir)
+        ctx = ApplyContext(self.catalog, self.copier, paths, self.settings.source_id,
+                           db_map=self.settings.db_map, sources=self.settings.source_rules)
+        made = []
+        try:
+            if not creation.partitions:
+                files = [] if keys else self._source_files(snap.sd.location, None)
+                table_handlers.create_table(ctx, self._event(position, EventType.CREATE_TABLE,
+                                                             CreateTablePayload(snap, files), db, snap))
+                made.append(obj)
+            if wanted:
+                files = [f for name, p in wanted.items() for f in self._source_files(p.sd.location, name)]
+                payload = AddPartitionPayload(snap, list(wanted.values()), files)
+                partition_handlers.add_partitions(ctx, [self._event(position, EventType.ADD_PARTITION,
+                                                                    payload, db, snap)])
+                if creation.partitions:
+                    made.extend(f"{obj}/{name}" for name in wanted)
+        except StreamerError as exc:
+            log.warning("%s not created on the replica: %s", obj, exc)
+            return made
+        log.info("created %s on the replica from the source (%d partitions)", obj, len(wanted))
+        return made
+
+    def _source_files(self, location: str | None, part: str | None) -> list[FileRef]:
+        """The visible files below ``location`` now, each with the sha256 its copy is verified by."""
+        refs = []
+        for f in listing(location, None).values():
+            found = digest(f.url, "sha256", self.settings.chunk_size)
+            if found is None:
+                log.warning("%s vanished on the source; not copied", f.url)
+                continue
+            refs.append(FileRef(f.url, checksum=found, checksum_algorithm="sha256", size=f.size,
+                                partition=part))
+        return refs
+
+    def _event(self, position: int, kind: EventType, payload: CreateTablePayload | AddPartitionPayload,
+               db: str, snap: TableSnapshot) -> Event:
+        """The event the handlers apply: at the replica's position, so its errors name that id."""
+        return Event(Source(self.settings.source_id, position, int(time.time())), kind, payload, db=db,
+                     table=snap.name)
+
+
 def _into(directory: str) -> Callable[[FileRef], str]:
     return lambda _ref: directory
 
@@ -238,7 +328,8 @@ def _hashed(pair: TablePair, chunk: int) -> TablePair:
         have = pair.replica.partitions.get(part, {})
         same = {p for p in set(want) & set(have) if want[p].size == have[p].size}
         src_parts[part] = {p: _with_digest(f, chunk) if p in same else f for p, f in want.items()}
-        rep_parts[part] = {p: _with_digest(f, chunk) if p in same else f for p, f in have.items()}
+        if part in pair.replica.partitions:  # a partition only the source has stays missing
+            rep_parts[part] = {p: _with_digest(f, chunk) if p in same else f for p, f in have.items()}
     for part, have in pair.replica.partitions.items():
         rep_parts.setdefault(part, have)
     return TablePair(pair.name, dataclasses.replace(pair.source, partitions=src_parts),

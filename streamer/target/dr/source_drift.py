@@ -4,6 +4,7 @@ The topic-based ``verify`` cannot see a divergence the events themselves carry (
 table's directory without an event, as Spark's datasource writes do). This compares the replica with
 the source's metastore and storage as they are now, for the objects the source has not changed since
 the replica's position (:func:`changed_since`), so a source that moved on raises no false alarm.
+:func:`missing_on_replica` plans what ``--repair`` creates: tables and partitions the replica lacks.
 """
 
 from __future__ import annotations
@@ -144,6 +145,48 @@ def _compare_files(
             text = f"content differs: replica {s.algorithm} {r.digest}, source {s.digest}"
             out.append(Drift(db, CHECKSUM, f"{where}/{path}", text, fix(path)))
     return out
+
+
+@dataclass(frozen=True)
+class Creation:
+    """A table (``partitions`` empty: the whole table, its partitions with it) or some partitions of
+    an existing table that the replica lacks and the source has, unchanged since the replica's
+    position: ``--repair`` creates them from the source's metastore and copies their files."""
+
+    table: str
+    partitions: tuple[str, ...] = ()
+
+
+def missing_on_replica(pairs: Iterable[TablePair], moved: frozenset[str]) -> tuple[list[Creation], list[str]]:
+    """(what to create, why the rest of the missing objects is not created), for tables not in
+    ``moved``. A missing table is judged only when the database as a whole has not moved, as in
+    :func:`compare_tables`; transactional tables are left out (their files are judged by write ids,
+    which only the events carry), as are partitions of a table whose partition keys differ."""
+    plan: list[Creation] = []
+    skipped: list[str] = []
+    for pair in sorted(pairs, key=lambda p: p.name):
+        if pair.name in moved or pair.source is None:
+            continue
+        if pair.source.meta.transactional:
+            if pair.replica is None or set(pair.source.partitions) - set(pair.replica.partitions):
+                skipped.append(f"{pair.name}: transactional, not created (its write ids come with events)")
+            continue
+        if pair.replica is None:
+            if WHOLE_DATABASE not in moved:
+                plan.append(Creation(pair.name))
+            continue
+        if pair.source.meta.is_view or pair.source.meta.partition_keys != pair.replica.meta.partition_keys:
+            continue
+        missing = tuple(sorted(p for p in set(pair.source.partitions) - set(pair.replica.partitions)
+                               if p != UNPARTITIONED))
+        if missing:
+            plan.append(Creation(pair.name, missing))
+    return plan, skipped
+
+
+def is_creation(drift: Drift) -> bool:
+    """A drift ``--repair`` fixes by creating the object (table or partition) from the source."""
+    return drift.kind in (TABLE, PARTITION) and drift.detail.endswith("missing on the replica")
 
 
 def is_removal(drift: Drift) -> bool:

@@ -22,11 +22,14 @@ from streamer.target.dr.drift import (
 )
 from streamer.target.dr.source_drift import (
     WHOLE_DATABASE,
+    Creation,
     TablePair,
     changed_since,
     compare_tables,
     counts,
+    is_creation,
     is_removal,
+    missing_on_replica,
 )
 
 META = TableMeta(table_type="MANAGED_TABLE", columns=(("id", "int"),), partition_keys=(("dt", "string"),),
@@ -121,3 +124,44 @@ def test_tables_missing_on_either_side_and_schema_differences() -> None:
     assert any(k == SCHEMA and o == "a.s" and "columns differ" in d for k, o, d in drifts)
     # a database-level event after the position: its table set is not judged
     assert {d.kind for d in compare_tables("a", pairs, frozenset({WHOLE_DATABASE}))} == {SCHEMA}
+
+
+@given(tables, tables, st.booleans())
+def test_repair_creates_exactly_the_partitions_and_tables_the_replica_lacks(
+    source: dict[str, dict[str, int]], replica: dict[str, dict[str, int]], whole_moved: bool
+) -> None:
+    pairs = [TablePair("t", table(source, "src"), table(replica, "rep")),
+             TablePair("gone", table(source, "x"), None), TablePair("stray", None, table(replica, "rep"))]
+    moved = frozenset({WHOLE_DATABASE}) if whole_moved else frozenset()
+    plan, skipped = missing_on_replica(pairs, moved)
+    want = [] if whole_moved else [Creation("gone")]
+    if set(source) - set(replica):
+        want.append(Creation("t", tuple(sorted(set(source) - set(replica)))))
+    assert sorted(plan, key=lambda c: c.table) == sorted(want, key=lambda c: c.table) and skipped == []
+    # every creation answers a drift the check reports, and only those ("on the replica, not on the
+    # source" objects are reported, never created nor removed)
+    created = {f"a.{c.table}" for c in plan if not c.partitions} | {
+        f"a.{c.table}/{p}" for c in plan for p in c.partitions}
+    assert {d.obj for d in compare_tables("a", pairs, moved) if is_creation(d)} == created
+    assert missing_on_replica(pairs, moved | {"t", "gone"})[0] == []
+
+
+def test_transactional_tables_and_moved_partition_keys_are_not_created() -> None:
+    acid_meta = dataclasses.replace(META, parameters=(("transactional", "true"),))
+    acid = dataclasses.replace(table({"dt=1": {"f": 1}}, "src"), meta=acid_meta)
+    other_keys = dataclasses.replace(table({}, "rep"), meta=dataclasses.replace(META, partition_keys=()))
+    rekeyed = TablePair("rekeyed", table({"dt=1": {"f": 1}}, "src"), other_keys)
+    pairs = [TablePair("acid", acid, None), rekeyed]
+    plan, skipped = missing_on_replica(pairs, frozenset())
+    assert plan == [] and len(skipped) == 1 and skipped[0].startswith("acid: transactional")
+
+
+def test_a_partition_only_the_source_has_stays_missing_after_hashing() -> None:
+    from streamer.target.dr.source_check import _hashed
+
+    source = table({"dt=1": {"f": 1}, "dt=2": {"g": 2}}, "src")
+    pair = TablePair("t", source, table({"dt=2": {"g": 3}}, "rep"))
+    hashed = _hashed(pair, 1 << 20)  # sizes differ: nothing is read
+    assert hashed.replica is not None and set(hashed.replica.partitions) == {"dt=2"}
+    assert [(d.kind, d.obj) for d in compare_tables("a", [hashed], frozenset())] == [
+        (PARTITION, "a.t/dt=1"), (SIZE, "a.t/dt=2/g")]
