@@ -53,7 +53,8 @@ def source_trust_options(repair: bool = False) -> Callable[[F], F]:
                 "hdfs://nn:8020/warehouse, s3a://bucket/wh); repeatable, or space-separated in the env "
                 "var. Given any, every file is read only from below one of them. [default: each file "
                 "only from below its own table's or partition's location, as the event names it; "
-                "function resources from anywhere on a filesystem scheme]",
+                "function resources only from below their database's recorded source location, its "
+                "<root>/<db>.db warehouse root or a --source-cmroot]",
             ),
             click.option(
                 "--source-cmroot", multiple=True, metavar="URL",

@@ -39,9 +39,11 @@ from streamer.events.model import (
     Payload,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
+from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.catalog_objects import add_constraints, create_function
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.data import insert
+from streamer.target.apply.databases import source_location_params
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.plan import Step
 from streamer.target.apply.tables import create_table, drop_table
@@ -173,7 +175,10 @@ def _database(ctx: ApplyContext, snap: DatabaseSnapshot, scope: BootstrapScope) 
                 "replace its content)",
                 obj=name,
             )
-    params = {**source_params(snap.parameters), REPL_SOURCE_PARAM: ctx.source_id}
+    own = source_params(snap.parameters)
+    own.pop(SOURCE_LOCATION_PARAM, None)  # another replica's record, never this target's
+    # where the source keeps the database: the root its functions' resources may be read below
+    params = {**own, **source_location_params(snap, current), REPL_SOURCE_PARAM: ctx.source_id}
     if current is not None and LAST_ID_PARAM in current.parameters:
         params[LAST_ID_PARAM] = current.parameters[LAST_ID_PARAM]  # never moves back; the marker sets E1
     desired = DatabaseSnapshot(

@@ -72,7 +72,6 @@ def test_statistics_constraints_functions_and_views_read_back_equal(
     target_jobs: list[TargetProcess],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
-    tmp_path: Path,
 ) -> None:
     source.warehouse.stats_autogather = True
     wh = source.publishing()
@@ -92,8 +91,8 @@ def test_statistics_constraints_functions_and_views_read_back_equal(
     wh.add_foreign_key(db, "orders", f"{db}_fk", ["id"], "customers")
     wh.add_primary_key(db, "orders", f"{db}_pk2", ["id", "name"])
     wh.drop_constraint(db, "orders", f"{db}_pk2")
-    jar = tmp_path / "udfs" / "upper.jar"
-    jar.parent.mkdir()
+    jar = source.warehouse.root / "lib" / "upper.jar"  # the source's jars: below its warehouse root
+    jar.parent.mkdir(parents=True, exist_ok=True)
     jar.write_bytes(b"PK\x05\x06" + bytes(18))
     wh.create_function(db, "up", "com.example.Upper", [ResourceUri("JAR", f"file:{jar}")])
     wh.create_function(db, "gone", "com.example.Gone", [ResourceUri("JAR", f"file:{jar}")])
