@@ -4,6 +4,7 @@ warehouse (its metastore and files), for divergences the events themselves carry
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -25,6 +26,16 @@ from tests.integration.target.test_verify import find_victim, local, make_victim
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TAMPER = b"tampered\n"
+
+
+def _droppable(source: Source, db: str) -> str:
+    """A table of ``db`` other than the victim with data files, neither a view nor transactional."""
+    for name in sorted(source.warehouse.tables(db)):
+        snap = source.warehouse.table(db, name)
+        if name != "victim" and snap.sd.location and snap.table_type != "VIRTUAL_VIEW" and (
+                snap.parameters.get("transactional", "").lower() != "true"):
+            return name
+    raise AssertionError(f"no plain table in {db}")
 
 
 def gauge(db: str, kind: str) -> float:
@@ -99,4 +110,45 @@ def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_table
         b"written without an event\n")
     assert not victim.files[1].read_bytes().endswith(TAMPER) and not stray.exists()
     assert gauge(db, "file") == 0 and gauge(db, "size") == 0
+
+    # behind streamer's back: the replica loses a partition and a whole table (metadata and files);
+    # the source has not changed them since the replica's position, so --repair creates them again
+    # from the source's metastore, locations the target's, files copied verified
+    lost = _droppable(source, db)
+    with stack.catalog() as catalog:
+        lost_dir = local(catalog.get_table(db, lost).sd.location or "/none")  # type: ignore[union-attr]
+        gone_part = catalog.get_partition(db, "victim", ["2024-03-01"])
+        assert gone_part is not None and gone_part.sd.location
+        catalog.drop_partitions(db, "victim", [["2024-03-01"]], keys=["dt"])
+        catalog.drop_table(db, lost)
+        assert catalog.get_partition(db, "victim", ["2024-03-01"]) is None, "the partition was not dropped"
+        assert catalog.get_table(db, lost) is None
+    shutil.rmtree(local(gone_part.sd.location), ignore_errors=True)
+    shutil.rmtree(lost_dir, ignore_errors=True)
+    missing = check_against_source(settings, conn)
+    assert {(d.kind, d.obj, d.detail) for d in missing.drifts} == {
+        ("partition", f"{db}.victim/dt=2024-03-01", "partition missing on the replica"),
+        ("table", f"{db}.{lost}", "table missing on the replica"),
+    }, missing.render()
+    created = check_against_source(settings, conn, repair=True)
+    want = sorted([f"{db}.victim/dt=2024-03-01", f"{db}.{lost}"])
+    assert sorted(created.repaired) == want, created.render()
+    assert created.ok, created.render()
+    with stack.catalog() as catalog:
+        back = catalog.get_partition(db, "victim", ["2024-03-01"])
+        table = catalog.get_table(db, lost)
+    assert back is not None and back.sd.location == gone_part.sd.location
+    assert table is not None and table.sd.location
+    table_dir = local(table.sd.location)
+    assert table_dir.is_relative_to(stack.warehouse_root) or table_dir.is_relative_to(stack.external_base)
+    source_dir = local(source.warehouse.table(db, lost).sd.location or "/none")
+
+    def visible(d: Path) -> list[str]:
+        return sorted(str(p.relative_to(d)) for p in d.rglob("*")
+                      if p.is_file() and not p.name.startswith((".", "_")))
+
+    assert visible(table_dir) == visible(source_dir)
+    assert sorted(p.name for p in local(back.sd.location or "/none").iterdir() if p.is_file()) == sorted(
+        p.name for p in local(parts[("2024-03-01",)].sd.location or "/none").iterdir()
+        if p.is_file() and not p.name.startswith((".", "_")))
     print(f"\nverify against the source end to end: {time.monotonic() - started:.1f} s")
