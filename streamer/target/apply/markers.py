@@ -66,9 +66,14 @@ class DeferredMarkers:
         if not pending:
             return
         journal = self.journal_in(ctx)
-        journal.sync()
-        for src, last in sorted(pending.items()):
-            write_marker(ctx, src, last, max(progress.get(src, last), last))
+        try:
+            journal.sync()
+            for src, last in sorted(pending.items()):
+                write_marker(ctx, src, last, max(progress.get(src, last), last))
+        except BaseException:  # a metastore failure: still owed (and journaled), by the next batch
+            for src, last in pending.items():
+                self.note(src, last)
+            raise
         journal.clear()
 
     def recover(self, state_dir: Path, progress: MutableMapping[str, int]) -> bool:

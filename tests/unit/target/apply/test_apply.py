@@ -551,3 +551,17 @@ def test_the_journal_syncs_before_a_step_changes_an_object_an_unsynced_step_chan
     journal.record("a", 7)
     (tmp_path / j.JOURNAL_FILE).open("a").write("a\t9")  # a torn line: no newline
     assert journal.read() == {"a": 7}
+
+
+def test_markers_a_failed_write_left_owed_are_written_by_the_next_batch(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert env.run([b.create_db(1, "a")]) == [1]
+    events = [b.create_table(2 + i, env.table(f"t{i}")) for i in range(DEFER_MIN_EVENTS)]
+    real = env.catalog.alter_database
+    monkeypatch.setattr(env.catalog, "alter_database", lambda *a, **k: (_ for _ in ()).throw(OSError("down")))
+    with pytest.raises(OSError):
+        run_plan(env.applier, plan(events, env.applier.load_progress(), {}), env.state)
+    monkeypatch.setattr(env.catalog, "alter_database", real)
+    assert run_plan(env.applier, plan([], env.applier.progress, {}), env.state).applied == []
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == str(events[-1].event_id)
