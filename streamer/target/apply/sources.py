@@ -15,7 +15,7 @@ database halts. The rules (docs/security.md):
   which may not be a filesystem's root;
 - its change-manager copy (``cm_uri``) lies below a declared ``--source-cmroot`` (or prefix); where
   no cmroot is declared, it is named as Hive's change manager names a copy of this very file
-  (``<cmroot>/<name>_<checksum>``) on the file's own filesystem;
+  (``<cmroot>/<name>_<checksum>``, Hive 2.3's ``<cmroot>/<checksum>``) on the file's own filesystem;
 - a data file carries a checksum, unless ``--allow-unverified-files``;
 - a function resource (Hive records no checksum for them, so none is asked for) lies below a
   declared prefix; where none is declared, strictly below a store derived from the source record
@@ -188,11 +188,11 @@ class SourceRules:
         if self._cmroots:
             raise refuse(f"cmroot copy {cm} is below no --source-cmroot ({', '.join(self.cmroots)})")
         name = posixpath.basename(urlsplit(ref.uri).path.rstrip("/"))
-        named = posixpath.basename(urlsplit(cm).path) == f"{name}_{ref.checksum}"
+        named = posixpath.basename(urlsplit(cm).path) in cm_names(name, ref.checksum or "")
         if not (ref.checksum and named and same_filesystem(cm, ref.uri)):
             raise refuse(
-                f"cmroot copy {cm} is not named <cmroot>/{name}_<checksum> on the file's filesystem "
-                "(declare --source-cmroot)"
+                f"cmroot copy {cm} is not named <cmroot>/{name}_<checksum> (Hive 3+) or "
+                "<cmroot>/<checksum> (Hive 2.3) on the file's filesystem (declare --source-cmroot)"
             )
 
     @staticmethod
@@ -201,3 +201,16 @@ class SourceRules:
 
     def _named(self) -> str:
         return ", ".join(self.prefixes)
+
+
+MAX_COMPONENT_LENGTH = 255  # HDFS's dfs.namenode.fs-limits.max-component-length default
+
+
+def cm_names(name: str, checksum: str) -> tuple[str, ...]:
+    """The names a source's change manager gives its copy of file ``name``: Hive 3+ (and the bundled
+    warehouse) ``<name>_<checksum>``; Hive 2.3 the checksum alone, cut to fit one path component
+    (``ReplChangeManager.getCMPath``)."""
+    if not checksum:
+        return ()
+    alone = checksum if len(checksum) <= MAX_COMPONENT_LENGTH else checksum[: MAX_COMPONENT_LENGTH - 1]
+    return (f"{name}_{checksum}", alone)

@@ -87,6 +87,18 @@ def test_cmroot_copies_are_named_for_their_file_or_below_a_declared_cmroot() -> 
         declared.check(ref(f"{LOC}/f", cm=f"hdfs://nn:8020/elsewhere/f_{CHK}"), LOC)
 
 
+def test_hive_2_cmroot_copies_are_named_by_their_checksum_alone() -> None:
+    """Hive 2.3's ReplChangeManager.getCMPath names a copy by the checksum string alone, cut to one
+    HDFS path component (255 characters) when longer."""
+    SourceRules().check(ref(f"{LOC}/f", cm=f"hdfs://nn:8020/cmroot/{CHK}"), LOC)
+    long = "ab" * 200
+    SourceRules().check(ref(f"{LOC}/f", long, cm=f"hdfs://nn:8020/cmroot/{long[:254]}"), LOC)
+    for cm in (f"hdfs://nn:8020/cmroot/{long}", f"hdfs://other/cmroot/{CHK}", f"file:///etc/{CHK}",
+               f"hdfs://nn:8020/cmroot/{CHK}0"):
+        with pytest.raises(UntrustedSourceError, match="cmroot copy"):
+            SourceRules().check(ref(f"{LOC}/f", long if long in cm else CHK, cm=cm), LOC)
+
+
 # --- function resources: below a declared prefix, else below stores derived from the source record ----
 
 DB_LOC = "hdfs://nn:8020/wh/a.db"  # the source location the target recorded for the function's database
