@@ -202,6 +202,14 @@ def target() -> None:
     help="Apply source events up to this id, then stop (a later run continues with the next one).",
 )
 @click.option(
+    "--markers-per-batch",
+    is_flag=True,
+    help="Write a database's repl.last.id once per micro-batch of 8 or more events (a backlog), not "
+    "after every step: fewer metastore calls while catching up, each step journaled in the state dir. "
+    "Plain SQL readers (streamer.read.bracket) then cannot see steps inside a batch; "
+    "streamer.read.snapshot readers stay exact (docs/design/consistency.md). [default: off]",
+)
+@click.option(
     "--mark-readonly",
     is_flag=True,
     help="Also set readonly=true on replicated databases (Hive's EnforceReadOnlyDatabaseHook refuses "
@@ -256,6 +264,7 @@ def run_cmd(
     verify_source_hms_uri: str | None,
     verify_source_notification_db: str | None,
     until_event: int | None,
+    markers_per_batch: bool,
     mark_readonly: bool,
     watermark_db: str | None,
     metrics_port: int,
@@ -307,6 +316,7 @@ def run_cmd(
         verify_source_auth=auth,
         until_event=until_event,
         mark_readonly=mark_readonly,
+        markers_per_batch=markers_per_batch,
         watermark_db=watermark_db,
     )
     if (verify_source_hms_uri or verify_source_notification_db) and not verify_every:

@@ -21,9 +21,10 @@ PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK = "phantom", "prefix", "cut", "monoto
 PASSED = "passed"
 CHECKS = (PHANTOM, PREFIX, CUT, MONOTONIC, WATERMARK, PASSED)
 EVERYTHING: IdSet = ((-(2**62), 2**62),)
-# How many changes of a database's tables may show ahead of its repl.last.id: the target writes the
-# marker once per micro-batch (streamer.target.apply.markers), so up to one batch of them (the target
-# job's default --max-events-per-trigger; pass the job's own when it sets another)
+# How many changes of a database's tables may show ahead of its repl.last.id when the target writes
+# the marker once per micro-batch (`target run --markers-per-batch`, streamer.target.apply.markers):
+# up to one batch of them (the job's default --max-events-per-trigger; pass the job's own when it
+# sets another). Without that flag markers follow every step: ``check(batch_events=None)``.
 BATCH_EVENTS = 5000
 
 
@@ -81,7 +82,7 @@ def check(
     samples: Iterable[Sample],
     *,
     max_in_flight: int = 1,
-    batch_events: int | None = BATCH_EVENTS,
+    batch_events: int | None = None,
     scope: str = "global",
     skipped: Mapping[str, Collection[int]] | None = None,
 ) -> Report:

@@ -23,7 +23,7 @@ from streamer.target.apply.bootstrap import BootstrapApplier
 from streamer.target.apply.context import ApplyContext, last_id, object_name, touched_databases
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.handlers import apply_event
-from streamer.target.apply.markers import DeferredMarkers, changed_objects, write_marker
+from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers, changed_objects, write_marker
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Step, StepKind
@@ -34,10 +34,6 @@ from streamer.target.state.visibility import VisibilityStore
 T = TypeVar("T")
 
 # Events that change the database object itself (and so its parameters, where repl.last.id lives).
-# Batches of fewer events (live traffic) write repl.last.id after every step as before: a reader's
-# bracket (streamer.read.sql) then sees every step complete, and a marker per step costs little there
-DEFER_MIN_EVENTS = 8
-
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
 
 
@@ -90,14 +86,14 @@ class Applier:
         acid: VisibilityStore | None = None,
         mark_readonly: bool = False,
         sources: SourceRules | None = None,
+        markers_per_batch: bool = False,
     ) -> None:
         self.ctx = ApplyContext(
             catalog, copier, paths, source_id, db_map=db_map, allow_existing_db=allow_existing_db,
             state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
-        # markers per batch (``batch``): shared with the lanes' copies, like ``progress``
-        self.markers = DeferredMarkers()
+        self.markers = DeferredMarkers(markers_per_batch)  # shared with the lanes' copies, like progress
         self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
 
     def __copy__(self) -> Applier:
@@ -149,7 +145,7 @@ class Applier:
         least ``DEFER_MIN_EVENTS`` events (a backlog), one ``repl.last.id`` write per database when it
         ends normally, each step journaled meanwhile (``markers.DeferredMarkers``)."""
         with self.ctx.memory.remembering():
-            self.markers.deferring = self.state is not None and events >= DEFER_MIN_EVENTS
+            self.markers.defer_for(events, self.state is not None)
             try:
                 yield
                 self.markers.flush(self.ctx, self.progress)

@@ -24,10 +24,17 @@ from streamer.target.state.state_file import TargetState
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
 
 
+# With --markers-per-batch, batches of fewer events (live traffic) still write repl.last.id after every
+# step: a reader's bracket (streamer.read.sql) then sees every step, and a marker per step costs little
+DEFER_MIN_EVENTS = 8
+
+
 class DeferredMarkers:
     """The markers a batch owes: source db -> last applied id (lanes note theirs concurrently)."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_batch: bool = False) -> None:
+        # --markers-per-batch: off, every step writes its marker (SQL brackets see each step)
+        self.per_batch = per_batch
         self.deferring = False
         self.journal: ProgressJournal | None = None
         self._pending: dict[str, int] = {}
@@ -36,6 +43,10 @@ class DeferredMarkers:
     def note(self, src: str, event_id: int) -> None:
         with self._lock:
             self._pending[src] = max(self._pending.get(src, event_id), event_id)
+
+    def defer_for(self, events: int, has_state: bool) -> None:
+        """Whether this batch defers: only per batch, with a state dir (the journal), for a backlog."""
+        self.deferring = self.per_batch and has_state and events >= DEFER_MIN_EVENTS
 
     def take(self) -> dict[str, int]:
         with self._lock:

@@ -39,6 +39,7 @@ class TargetSettings:
     verify_source_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the source HMS
     until_event: int | None = None  # apply events up to this id, then stop (streamer.target.job.bounded)
     mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
+    markers_per_batch: bool = False  # a backlog's repl.last.id once per database per batch (Applier.batch)
     # database whose parameters publish the watermark (streamer.target.job.watermark); "" = metrics only,
     # None = streamer_watermark_<source id>
     watermark_db: str | None = None

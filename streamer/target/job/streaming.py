@@ -229,6 +229,7 @@ def _applier(
         state=state,
         mark_readonly=settings.mark_readonly,
         sources=settings.source_rules(),
+        markers_per_batch=settings.markers_per_batch,
     )
 
 

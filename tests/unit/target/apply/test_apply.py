@@ -405,6 +405,7 @@ def test_a_halt_is_reported_before_any_later_step_is_applied(env: Env) -> None:
 def test_a_batch_reads_each_database_once_and_writes_its_marker_once(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    env.applier.markers.per_batch = True  # target run --markers-per-batch
     assert env.run([b.create_db(1, "a"), b.create_db(2, "b")]) == [1, 2]
     tables = [env.table(f"t{i}", db="ab"[i % 2]) for i in range(DEFER_MIN_EVENTS)]
     events = [b.create_table(3 + i, t) for i, t in enumerate(tables)]
@@ -512,6 +513,7 @@ def test_a_table_moved_or_dropped_in_a_batch_is_created_again_for_real(env: Env,
 def test_a_batch_journals_each_step_and_a_restart_resumes_after_the_last_applied_one(env: Env) -> None:
     """Markers per batch: a job killed mid-batch left its steps in the journal, not in repl.last.id;
     the next applier starts after the last applied step (no step is applied twice)."""
+    env.applier.markers.per_batch = True  # target run --markers-per-batch
     from streamer.target.apply.journal import ProgressJournal
 
     assert env.run([b.create_db(1, "a")]) == [1]
@@ -556,6 +558,7 @@ def test_the_journal_syncs_before_a_step_changes_an_object_an_unsynced_step_chan
 def test_markers_a_failed_write_left_owed_are_written_by_the_next_batch(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    env.applier.markers.per_batch = True  # target run --markers-per-batch
     assert env.run([b.create_db(1, "a")]) == [1]
     events = [b.create_table(2 + i, env.table(f"t{i}")) for i in range(DEFER_MIN_EVENTS)]
     real = env.catalog.alter_database

@@ -41,7 +41,7 @@ def test_a_kill_after_any_step_resumes_after_it_and_ends_in_the_same_state(
         root = Path(tmp) / "target"
         expected, expected_files, _ = final_state(root, [one_by_one(setup), one_by_one(events)])
         shutil.rmtree(root)
-        env = make_env(root, sources=SourceRules((SRC.as_uri(),)))
+        env = make_env(root, sources=SourceRules((SRC.as_uri(),)), markers_per_batch=True)
         run_plan(env.applier, one_by_one(setup), env.state)
         first = plan(events, env.applier.load_progress())
         kill_after = data.draw(st.integers(0, len(first.steps) - 1))
@@ -56,7 +56,7 @@ def test_a_kill_after_any_step_resumes_after_it_and_ends_in_the_same_state(
         assert marker == str(FIRST - 1)  # the killed batch wrote no marker
         done = first.steps[kill_after].last_event_id
         restarted = Applier(env.catalog, FileCopier(max_workers=2), env.applier.paths, b.SOURCE_ID,
-                            state=env.state, sources=SourceRules((SRC.as_uri(),)))
+                            state=env.state, sources=SourceRules((SRC.as_uri(),)), markers_per_batch=True)
         assert restarted.load_progress()[DB] == done  # the journal: no step applied twice
         assert env.catalog.databases[DB].parameters[LAST_ID_PARAM] == str(done)  # caught up at once
         calls = len(env.catalog.calls)

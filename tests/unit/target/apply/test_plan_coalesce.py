@@ -34,6 +34,7 @@ from streamer.target.apply.plan import Plan, Step, StepKind, _full_state_key, pl
 from streamer.target.apply.runner import run_plan
 from streamer.target.apply.sources import SourceRules
 from streamer.testing import History, Sample, SourceStateMachine, check, table_key
+from streamer.testing.checker import BATCH_EVENTS
 from tests.unit.target import builders as b
 
 from .test_apply import Env, make_env
@@ -309,7 +310,7 @@ def test_mid_step_a_coalesced_run_is_one_step_in_flight_but_not_two() -> None:
     def mid(watermark: int) -> Sample:
         return Sample("r", 1.0, {DB: watermark}, {key: machine.state(key)})
 
-    assert check(history, [mid(f + 1)]).violations == []
+    assert check(history, [mid(f + 1)], batch_events=BATCH_EVENTS).violations == []
     # with a marker per step (a small batch); a batch's markers may trail by the batch (the default)
     assert [v.check for v in check(history, [mid(f - 1)], batch_events=None).violations] == ["watermark"]
-    assert check(history, [mid(f - 1)]).violations == []
+    assert check(history, [mid(f - 1)], batch_events=BATCH_EVENTS).violations == []
