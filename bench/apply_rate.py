@@ -145,6 +145,7 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
             checkpoint_dir=str(work / "ckpt"),
             source_id="bench",
             max_events_per_trigger=batch,
+            markers_per_batch=True,  # a DR target's catch-up setting (issue 26)
         )
         applier = BatchApplier(settings, target)
         setup = [records[i] for i in range(1, phases[0][0].start)]

@@ -378,6 +378,7 @@ class Pipeline:
     ) -> Any:
         from streamer.target.job.settings import TargetSettings
 
+        more.setdefault("markers_per_batch", True)  # a DR target's catch-up setting (issue 26)
         return TargetSettings(
             bootstrap_servers=self.broker.bootstrap_servers,
             topic=self.agent.config.topic_name,
