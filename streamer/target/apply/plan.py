@@ -59,8 +59,8 @@ class StepKind(StrEnum):
     COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
     COALESCED = "coalesced"  # full after-states of one object: only the last event is applied
     BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.apply.bootstrap)
-    # INSERTs of one table or partition, then the event that overwrites or drops it: only that one is
-    # applied (``Step.skip``: the INSERTs, voided)
+    # an INSERT .. the later event of its database that replaces or drops what it wrote: every event
+    # applied in order but the INSERTs of that object (``Step.skip``), one step (one marker)
     RUN = "run"
 
 
@@ -370,22 +370,21 @@ def _moves(event: Event, table: tuple[str, str]) -> bool:
 
 
 def _voiding_run(events: list[Event], start: int) -> Step | None:
-    """INSERTs of one object followed by the event that replaces or drops it, as one step that applies
-    only that event (``Step.skip``: the INSERTs): their files are in no state after it, and on a
-    Hive 2.3 source an overwrite deletes them before a lagging target copies them."""
+    """A run from an INSERT to the later event of its database that replaces or drops the object it
+    wrote, as one step whose INSERTs of that object are left out (``Step.skip``): their files matter
+    to no state a reader can see (the step's marker passes the run at once), and on a Hive 2.3 source
+    an overwrite deletes them before a lagging target copies them."""
     obj = _insert_object(events[start])
     if obj is None:
         return None
     db = step_db(events[start])
     for end in range(start + 1, len(events)):
         event = events[end]
-        if step_db(event) != db or _is_bootstrap(event) or _moves(event, obj[:2]):
+        if step_db(event) != db or _is_bootstrap(event):
             return None
         if _voids(event, obj):
-            skip = tuple(e.event_id for e in events[start:end])
+            skip = tuple(e.event_id for e in events[start:end] if _insert_object(e) == obj)
             return Step(StepKind.RUN, tuple(events[start : end + 1]), db, skip=skip)
-        if _insert_object(event) != obj:
-            # only the voided INSERTs lie between: the step is then one event (the last), and a
-            # reader never sees a state between them (any other event would show one no log had)
+        if _moves(event, obj[:2]):
             return None
     return None

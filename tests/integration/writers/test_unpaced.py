@@ -40,7 +40,7 @@ def test_unpaced_spark_sql_writes_with_change_management_end_equal(
                  if e > halt.event_id and getattr(p, "replace", False)]
         assert later, (db, halt, "no later overwrite explains the missing file")
     if outcome.halts:
-        pytest.xfail(f"halted with the documented cause (overwrite with other events between; docs/dr.md): "
+        pytest.xfail(f"halted with the documented cause (no INSERT..OVERWRITE run in the planner yet): "
                      f"{ {db: (h.event_id, h.object) for db, h in outcome.halts.items()} }")
     assert not outcome.diverged, outcome.diverged
     assert set(outcome.tables) == set(FINAL_TABLES)

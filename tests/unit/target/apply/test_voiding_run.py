@@ -42,28 +42,26 @@ def insert(
     return b.insert(event_id, _table(name), [file or source_file(event_id)], values=[part], replace=replace)
 
 
-def test_inserts_and_their_later_overwrite_are_one_step_of_the_overwrite() -> None:
+def test_an_insert_and_its_later_overwrite_are_one_step_without_the_insert() -> None:
     events = [
         insert(FIRST, "t", "1"),
-        insert(FIRST + 1, "t", "1"),
-        insert(FIRST + 2, "t", "1", replace=True),
-        insert(FIRST + 3, "t", "1"),  # after the overwrite: its own step
+        stats(FIRST + 1, "t", ("id",), 1, "1"),
+        insert(FIRST + 2, "t", "2"),  # another partition: applied
+        insert(FIRST + 3, "t", "1"),
+        insert(FIRST + 4, "t", "1", replace=True),
+        insert(FIRST + 5, "t", "1"),  # after the overwrite: its own step
     ]
     result = plan(events, {DB: FIRST - 1})
     run, last = result.steps
-    assert run.kind is StepKind.RUN and run.event_ids == (FIRST, FIRST + 1, FIRST + 2)
-    assert run.skip == (FIRST, FIRST + 1) == result.coalesced
-    assert [e.event_id for e in run.executed] == [FIRST + 2]
-    assert last.event_ids == (FIRST + 3,)
+    assert run.kind is StepKind.RUN and run.event_ids == tuple(range(FIRST, FIRST + 5))
+    assert run.skip == (FIRST, FIRST + 3) == result.coalesced
+    assert [e.event_id for e in run.executed] == [FIRST + 1, FIRST + 2, FIRST + 4]
+    assert last.event_ids == (FIRST + 5,)
 
 
 def test_no_run_across_a_rename_another_database_or_without_a_voiding_event() -> None:
     cases = [
         [insert(FIRST, "t", "1"), rename(FIRST + 1, "t", "v"), insert(FIRST + 2, "v", "1", replace=True)],
-        # any other event between would be applied before the overwrite: a state no log had
-        [insert(FIRST, "t", "1"), stats(FIRST + 1, "t", ("id",), 1, "1"),
-         insert(FIRST + 2, "t", "1", replace=True)],
-        [insert(FIRST, "t", "1"), insert(FIRST + 1, "t", "2"), insert(FIRST + 2, "t", "1", replace=True)],
         [insert(FIRST, "t", "1"), b.create_db(FIRST + 1, "other"), insert(FIRST + 2, "t", "1", replace=True)],
         [insert(FIRST, "t", "1"), insert(FIRST + 1, "t", "2", replace=True)],  # another partition
         [insert(FIRST, "t", "1"), insert(FIRST + 1, "u", "1", replace=True)],
