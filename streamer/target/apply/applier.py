@@ -169,7 +169,12 @@ class Applier:
             db = ctx.check_owned(name) if step.db != GLOBAL_DB else None
             if self.markers.deferring:
                 self.markers.journal_in(ctx).before_step(changed_objects(step))
-            _apply_step(ctx, step)
+            if step.kind is StepKind.ADD_PARTITIONS:
+                add_partitions(ctx, list(step.events))
+            elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
+                apply_event(ctx, step.last)
+            else:
+                apply_event(ctx, step.first)
             # the snapshot read before the step is still current unless the step changed the database
             unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
             if not unchanged:
@@ -180,10 +185,7 @@ class Applier:
         except EventError as exc:
             ctx.memory.forget(name)  # a failed step may have left it in any state
             ctx.memory.forget_tables()
-            error = _step_error(exc, step)
-            if error is exc:
-                raise
-            raise error from exc
+            raise _with_event(exc, step.first, _run_note(step)) from exc
         except Exception as exc:  # a catalog or filesystem failure: halt this database, do not crash
             ctx.memory.forget(name)
             ctx.memory.forget_tables()
@@ -205,38 +207,6 @@ class Applier:
             self.markers.record(self.ctx, step.db, last, db)
             return
         write_marker(self.ctx, step.db, last, self.progress[step.db], db)
-
-
-def _apply_step(ctx: ApplyContext, step: Step) -> None:
-    if step.kind is StepKind.ADD_PARTITIONS:
-        add_partitions(ctx, list(step.events))
-    elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
-        apply_event(ctx, step.last)
-    elif step.kind is StepKind.RUN:
-        _apply_run(ctx, step)
-    else:
-        apply_event(ctx, step.first)
-
-
-def _step_error(exc: EventError, step: Step) -> EventError:
-    """The error a failed step halts with: named by its first event, unless a RUN named its own."""
-    if step.kind is StepKind.RUN and exc.event_id is not None:
-        return exc
-    return _with_event(exc, step.first, _run_note(step))
-
-
-def _apply_run(ctx: ApplyContext, step: Step) -> None:
-    """A RUN step's events in order, each forgetting what it changed before the next reads it; a
-    failure names its own event."""
-    name = ctx.target_db(step.db)
-    for event in step.executed:
-        try:
-            apply_event(ctx, event)
-        except EventError as exc:
-            raise _with_event(exc, event, _run_note(step)) from exc
-        if event.event_type in _DATABASE_EVENTS:
-            ctx.memory.forget(name)
-        _forget_changed_tables(ctx, event)
 
 
 def _check_events(ctx: ApplyContext, step: Step) -> None:
@@ -280,12 +250,6 @@ def _count_applied(step: Step, now: float) -> None:
 def _run_note(step: Step) -> str:
     """Where a coalesced step's failure came from: the run is halted at its first event, but the
     call made was the last event's (an operator reading the halt must know both)."""
-    if step.kind is StepKind.RUN:
-        voided = ", ".join(str(i) for i in step.skip)
-        return (
-            f" (run of events {step.first.event_id}..{step.last_event_id}, whose INSERTs {voided} "
-            f"event {step.last_event_id} made void)"
-        )
     if step.kind is not StepKind.COALESCED:
         return ""
     return (

@@ -20,11 +20,9 @@ from streamer.events.model import (
     CreateFunctionPayload,
     CreateTablePayload,
     DropFunctionPayload,
-    DropPartitionPayload,
     DropTablePayload,
     Event,
     EventType,
-    InsertPayload,
     ProgressPayload,
     UpdateColumnStatsPayload,
 )
@@ -59,9 +57,6 @@ class StepKind(StrEnum):
     COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
     COALESCED = "coalesced"  # full after-states of one object: only the last event is applied
     BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.apply.bootstrap)
-    # an INSERT .. the later event of its database that replaces or drops what it wrote: every event
-    # applied in order but the INSERTs of that object (``Step.skip``), one step (one marker)
-    RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,6 @@ class Step:
     kind: StepKind
     events: tuple[Event, ...]
     db: str  # source database name (or GLOBAL_DB) whose progress this step advances
-    skip: tuple[int, ...] = ()  # RUN: ids of the INSERTs a later event of the run makes void
 
     @property
     def event_ids(self) -> tuple[int, ...]:
@@ -92,14 +86,7 @@ class Step:
     @property
     def superseded(self) -> tuple[int, ...]:
         """Ids of the events a coalesced step does not execute (the last one stands for them)."""
-        if self.kind is StepKind.RUN:
-            return self.skip
         return self.event_ids[:-1] if self.kind is StepKind.COALESCED else ()
-
-    @property
-    def executed(self) -> tuple[Event, ...]:
-        """The events a RUN step applies, in order (its voided INSERTs left out)."""
-        return tuple(e for e in self.events if e.event_id not in self.skip)
 
 
 @dataclass(frozen=True)
@@ -198,11 +185,6 @@ def _group(events: list[Event]) -> list[Step]:
         if _is_bootstrap(event):
             steps.append(Step(StepKind.BOOTSTRAP, (event,), step_db(event)))
             i += 1
-            continue
-        run = _voiding_run(events, i)
-        if run is not None:
-            steps.append(run)
-            i += len(run.events)
             continue
         end = _collapsible_run(events, i)
         if end is not None:
@@ -325,66 +307,4 @@ def _function_key(event: Event) -> tuple[str, str] | None:
         return ((event.db or payload.function.db).lower(), payload.function.name.lower())
     if isinstance(payload, DropFunctionPayload) and event.db:
         return (event.db.lower(), payload.function_name.lower())
-    return None
-
-
-def _insert_object(event: Event) -> tuple[str, str, tuple[str, ...]] | None:
-    """The table or partition a non-transactional INSERT writes, or None (transactional writes become
-    visible by their commit, never by a later overwrite)."""
-    p = event.payload
-    if event.event_type is not EventType.INSERT or not isinstance(p, InsertPayload) or not event.db:
-        return None
-    if p.table is None or p.table.is_transactional or not event.table:
-        return None
-    return ((event.db or "").lower(), event.table.lower(), tuple(p.partition_values))
-
-
-def _voids(event: Event, obj: tuple[str, str, tuple[str, ...]]) -> bool:
-    """Whether ``event`` replaces or drops every file of ``obj`` (an INSERT OVERWRITE of it, a drop
-    of its table or of its partition)."""
-    p = event.payload
-    if _table_key(event) != obj[:2]:
-        return False
-    if event.event_type is EventType.INSERT and isinstance(p, InsertPayload):
-        return p.replace and _insert_object(event) == obj
-    if event.event_type is EventType.DROP_TABLE:
-        return True
-    if event.event_type is EventType.DROP_PARTITION and isinstance(p, DropPartitionPayload):
-        return bool(obj[2]) and any(tuple(values) == obj[2] for values in p.partition_values)
-    return False
-
-
-def _moves(event: Event, table: tuple[str, str]) -> bool:
-    """Whether ``event`` renames, truncates or relocates ``table`` (or one of its partitions), or acts
-    on another database: a voiding run stops there."""
-    p = event.payload
-    if isinstance(p, AlterTablePayload):
-        names = {(p.before.db.lower(), p.before.name.lower()), (p.after.db.lower(), p.after.name.lower())}
-        if table in names and (p.is_rename or p.is_truncate or p.before.sd.location != p.after.sd.location):
-            return True
-        return p.before.db.lower() != p.after.db.lower()
-    if isinstance(p, AlterPartitionPayload) and _table_key(event) == table:
-        return p.is_truncate or p.before.sd.location != p.after.sd.location
-    replaced = event.event_type in (EventType.CREATE_TABLE, EventType.ALTER_PARTITIONS)
-    return replaced and _table_key(event) == table
-
-
-def _voiding_run(events: list[Event], start: int) -> Step | None:
-    """A run from an INSERT to the later event of its database that replaces or drops the object it
-    wrote, as one step whose INSERTs of that object are left out (``Step.skip``): their files matter
-    to no state a reader can see (the step's marker passes the run at once), and on a Hive 2.3 source
-    an overwrite deletes them before a lagging target copies them."""
-    obj = _insert_object(events[start])
-    if obj is None:
-        return None
-    db = step_db(events[start])
-    for end in range(start + 1, len(events)):
-        event = events[end]
-        if step_db(event) != db or _is_bootstrap(event):
-            return None
-        if _voids(event, obj):
-            skip = tuple(e.event_id for e in events[start:end] if _insert_object(e) == obj)
-            return Step(StepKind.RUN, tuple(events[start : end + 1]), db, skip=skip)
-        if _moves(event, obj[:2]):
-            return None
     return None
