@@ -33,6 +33,7 @@ from streamer.hive.decode import decode_row
 from streamer.hive.files import is_hidden
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
+from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
@@ -248,19 +249,30 @@ class Outcome:
     cm_fallbacks: float = 0.0  # the job's streamer_target_cm_fallbacks_total
 
 
+
+def thrift_agent(
+    source_hms: EmbeddedMetastore, kafka: dict[str, Any], db: str, enrich: EnrichSettings | None = None
+) -> tuple[SourceAgent, Stream, int]:
+    """An agent on the source's Thrift log from its present head, publishing database ``db`` to a
+    stream of its own; returns it, the stream and the head event id it starts after."""
+    stream = Stream(f"spark-{db}", f"streamer.{db}.events")
+    head = ThriftNotificationReader(source_hms.uri)
+    start = head.head_event_id()
+    head.close()
+    more = {"enrich": enrich} if enrich is not None else {}
+    agent = SourceAgent(
+        AgentConfig(stream.source_id, kafka, topic=stream.topic, start_after=start, gap_settle_seconds=0.5,
+                    **more),
+        ThriftNotificationReader(source_hms.uri), PolicySet.parse([db]),
+    )
+    return agent, stream, start
+
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,
         work: Path, *, check: bool = True) -> Outcome:
     """The whole scenario: both formats, then an overwrite published only after a rename of its table
     and one after a drop of its partition. ``check``: raise at the first difference."""
     db = f"spark{int(time.time() * 1000) % 10**8}"
-    stream = Stream(f"spark-{db}", f"streamer.{db}.events")
-    head = ThriftNotificationReader(source_hms.uri)
-    start = head.head_event_id()
-    head.close()
-    agent = SourceAgent(
-        AgentConfig(stream.source_id, kafka, topic=stream.topic, start_after=start, gap_settle_seconds=0.5),
-        ThriftNotificationReader(source_hms.uri), PolicySet.parse([db]),
-    )
+    agent, stream, start = thrift_agent(source_hms, kafka, db)
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log")
     job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream,
                         extra=("--external-sync-seconds", SYNC_SECONDS))

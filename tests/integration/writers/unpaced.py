@@ -31,10 +31,7 @@ from streamer.embedded_metastore.cm import cmroot_uri
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import EventType
 from streamer.metastore.thrift_catalog import HmsCatalog
-from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
-from streamer.source.policy import PolicySet
-from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.target.state.state_file import Halt
 from tests.integration.source.test_agent import topic_events
 from tests.integration.target.helpers import TargetProcess, TargetStack
@@ -46,10 +43,10 @@ from tests.integration.writers.scenario import (
     LogCursor,
     Outcome,
     Scenario,
-    Stream,
     _equal,
     by_state_statements,
     statements,
+    thrift_agent,
 )
 from tests.integration.writers.spark_writer import SparkWriter
 
@@ -81,15 +78,7 @@ def run_unpaced(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetas
     assert source_hms.cmroot is not None, "the source must run Hive's change management (--cmroot)"
     cmroot = cmroot_uri(source_hms.cmroot)
     db = f"unpaced{int(time.time() * 1000) % 10**8}"
-    stream = Stream(f"spark-{db}", f"streamer.{db}.events")
-    head = ThriftNotificationReader(source_hms.uri)
-    start = head.head_event_id()
-    head.close()
-    agent = SourceAgent(
-        AgentConfig(stream.source_id, kafka, topic=stream.topic, start_after=start, gap_settle_seconds=0.5,
-                    enrich=EnrichSettings("md5", cmroot=cmroot)),
-        ThriftNotificationReader(source_hms.uri), PolicySet.parse([db]),
-    )
+    agent, stream, start = thrift_agent(source_hms, kafka, db, EnrichSettings("md5", cmroot=cmroot))
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log", checksums=True)
     job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream,
                         extra=("--external-sync-seconds", SYNC_SECONDS, "--source-cmroot", cmroot))
