@@ -162,7 +162,7 @@ def test_a_data_file_without_a_checksum_halts(box: Box) -> None:
     assert not (box.wh / "a.db" / "t" / "f").exists()
 
 
-@pytest.mark.parametrize("target", ["/etc/passwd", "{root}/home/.ssh/id_rsa"])
+@pytest.mark.parametrize("target", ["/etc/passwd", "{root}/keys/.ssh/id_rsa"])
 def test_a_function_resource_outside_the_sources_stores_is_never_read(box: Box, target: str) -> None:
     """Before: without --source-prefix a function's own declaration was all a resource needed, so a
     crafted CREATE_FUNCTION copied any file of the target host into ``_functions``."""
