@@ -12,14 +12,22 @@ under the hidden name, is renamed aside (``.<name>.streamer-old-...``) and remov
 it, and deleting its entries under it would show that reader part of the old state. Files are
 linked, never copied, and open readers keep their inodes.
 
+Staging files (``.streamer-tmp-*``) found in a set-aside tree are removed at once: the step that
+staged into the directory has just published, so any other is a killed process's copy that no one
+will finish, and readers skip hidden names. A process stopped within a grace period leaves its trees
+behind; the next one adopts them (``adopt_leftovers``, run once per root in the background on its
+first publish, and beside every publish): removed when their own grace is over, never earlier, so
+nothing is left forever and nothing a reader may still list is deleted.
+
 Where that is impossible (a filesystem or kernel without RENAME_EXCHANGE, object stores, a
 directory too large to re-link on every insert) ``publish_swapped`` returns None and the applier
 publishes file by file. A crash leaves at most a hidden sibling, which the replay of the same event
-removes before building it again.
+sets aside like a replaced tree (it may be the old tree a reader lists) before building it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import heapq
@@ -116,10 +124,11 @@ def publish_swapped(
     if exists and _too_large(directory):
         return None
     shadow = os.path.join(parent, f".{name}{SWAP_INFIX}{event_id or 0}")
+    _adopt_in_background(roots)
     try:
-        _sweep(parent)
-        if os.path.lexists(shadow):
-            shutil.rmtree(shadow)  # a crash's leftover: rebuilt from scratch
+        _adopt(parent)
+        if os.path.lexists(shadow):  # a crash's leftover, rebuilt from scratch
+            _set_aside(shadow, parent, name)
         os.mkdir(shadow)
         if exists:
             _link_tree(directory, shadow, replace=replace, event_id=event_id, obj=directory_url)
@@ -138,9 +147,7 @@ def publish_swapped(
             os.rename(shadow, directory)
         _fsync(parent)
         if exists:  # the old tree, now hidden: removed once readers listing it are done
-            aside = os.path.join(parent, f".{name}{OLD_INFIX}{time.time_ns()}")
-            os.rename(shadow, aside)
-            _remove_later(aside)
+            _set_aside(shadow, parent, name)
     except PathEscapeError:
         staged.discard()
         raise
@@ -157,12 +164,20 @@ class _Reaper:
 
     def __init__(self) -> None:
         self._due: list[tuple[float, str]] = []
+        self._scheduled: set[str] = set()  # each tree once, however often a sweep finds it
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def add(self, path: str) -> None:
+    def scheduled(self, path: str) -> bool:
         with self._cond:
-            heapq.heappush(self._due, (time.monotonic() + GRACE_SECONDS, path))
+            return path in self._scheduled
+
+    def add(self, path: str, delay: float) -> None:
+        with self._cond:
+            if path in self._scheduled:
+                return
+            self._scheduled.add(path)
+            heapq.heappush(self._due, (time.monotonic() + delay, path))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="streamer-swap-reaper", daemon=True)
                 self._thread.start()
@@ -174,23 +189,91 @@ class _Reaper:
                 while not self._due or self._due[0][0] > time.monotonic():
                     self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
                 _, path = heapq.heappop(self._due)
+                self._scheduled.discard(path)
             shutil.rmtree(path, ignore_errors=True)
 
 
 _reaper = _Reaper()
+_adopted_roots: set[str] = set()
+_adopted_lock = threading.Lock()
 
 
-def _remove_later(path: str) -> None:
-    _reaper.add(path)
+def _set_aside(tree: str, parent: str, name: str) -> None:
+    """Rename ``tree`` (a replaced directory, hidden) aside, drop its staging files and remove it
+    after the grace period: a reader may be listing it, but none reads a staging file."""
+    aside = os.path.join(parent, f".{name}{OLD_INFIX}{time.time_ns()}")
+    os.rename(tree, aside)
+    _drop_staging(aside)
+    _reaper.add(aside, GRACE_SECONDS)
 
 
-def _sweep(parent: str) -> None:
-    """Remove replaced trees older than the grace period (left behind when a process stopped)."""
-    cutoff = time.time_ns() - int(GRACE_SECONDS * 1e9)
+def _drop_staging(tree: str) -> None:
+    """Remove the staging files in a set-aside tree now: they belong to copies of a process that was
+    killed (a live copy's staging file is in its directory, never in a replaced one), no reader
+    reads hidden names, and kept for the grace period they would outlive the restart's convergence."""
+    for current, _dirs, files in os.walk(tree):
+        for entry in files:
+            if entry.startswith(TMP_PREFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(current, entry))
+
+
+def _old_stamp(entry: str) -> int | None:
+    """When a set-aside tree named ``entry`` was set aside (ns since the epoch); None: not one."""
+    _, sep, stamp = entry.rpartition(OLD_INFIX)
+    return int(stamp) if sep and entry.startswith(".") and stamp.isdigit() else None
+
+
+def _adopt_one(path: str, stamp: int) -> None:
+    """A set-aside tree this process may not know (its maker stopped before removing it): removed
+    now when its grace is over, else stripped of staging files and removed when it is."""
+    left = (stamp - time.time_ns()) / 1e9 + GRACE_SECONDS
+    if left <= 0:
+        shutil.rmtree(path, ignore_errors=True)
+    elif not _reaper.scheduled(path):
+        _drop_staging(path)
+        _reaper.add(path, left)
+
+
+def _adopt(parent: str) -> None:
+    """Adopt the set-aside trees in ``parent`` (the directory a publish is about to change)."""
     for entry in os.listdir(parent):
-        _, sep, stamp = entry.rpartition(OLD_INFIX)
-        if sep and entry.startswith(".") and stamp.isdigit() and int(stamp) < cutoff:
-            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+        stamp = _old_stamp(entry)
+        if stamp is not None:
+            _adopt_one(os.path.join(parent, entry), stamp)
+
+
+def adopt_leftovers(root: str) -> None:
+    """Adopt every set-aside tree under the local directory ``root``: those a stopped process left
+    beside directories nothing publishes into again would otherwise stay forever."""
+    for current, dirs, _files in os.walk(root):
+        keep = []
+        for d in dirs:
+            stamp = _old_stamp(d)
+            if stamp is not None:
+                _adopt_one(os.path.join(current, d), stamp)
+            elif SWAP_INFIX not in d:
+                keep.append(d)
+        dirs[:] = keep
+
+
+def _adopt_in_background(roots: Sequence[Root]) -> None:
+    """Run ``adopt_leftovers`` once per local root in this process, off the apply path (a walk of
+    the whole root); it only touches set-aside trees, so it may run beside publishes."""
+    with _adopted_lock:
+        todo = [r.path for r in roots if r.scheme in ("", "file") and r.path not in _adopted_roots]
+        _adopted_roots.update(todo)
+    if todo:
+        threading.Thread(target=_adopt_all, args=(todo,), name="streamer-swap-adopt", daemon=True).start()
+
+
+def _adopt_all(paths: list[str]) -> None:
+    """The background half of ``_adopt_in_background``: a failure only logs (the next start retries)."""
+    for path in paths:
+        try:
+            adopt_leftovers(path)
+        except OSError as exc:  # a background tidy-up: the next start tries again
+            log.warning("could not look for set-aside trees under %s: %s", path, exc)
 
 
 def _too_large(directory: str) -> bool:

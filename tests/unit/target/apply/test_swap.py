@@ -11,7 +11,7 @@ import pytest
 
 from streamer.errors import PathEscapeError
 from streamer.target.apply import swap
-from streamer.target.apply.files import FileCopier, Staged, clear_dir
+from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, clear_dir
 from streamer.target.apply.paths import Root
 from streamer.target.apply.swap import OLD_INFIX, SWAP_INFIX, publish_swapped, supports_exchange
 from tests.unit.target.builders import write_source_file
@@ -153,3 +153,55 @@ def test_replaced_trees_are_removed_after_the_grace_period(
     while aside[0].exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not aside[0].exists()
+
+
+def _staging_files(root: Path) -> list[Path]:
+    return sorted(root.rglob(f"{TMP_PREFIX}*"))
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["insert", "overwrite"])
+def test_a_killed_copys_staging_file_does_not_outlive_the_replayed_publish(
+    tmp_path: Path, dst: Path, overwrite: bool
+) -> None:
+    """A process killed while staging leaves ``.streamer-tmp-*`` in the table directory; the replay
+    swaps that directory away, and the set-aside tree (kept for readers) must not carry it along."""
+    table = dst / "db.db" / "tail51"
+    table.mkdir(parents=True)
+    (table / "000000_0").write_bytes(b"old")
+    stray = table / f"{TMP_PREFIX}000000_0-0123456789ab"
+    stray.write_bytes(b"half a copy")
+    staged = _stage(tmp_path / "src", dst, table, {"000000_0": b"new", "000001_0": b"n2"})
+    assert publish_swapped(staged, str(table), replace=overwrite, roots=[Root.parse(str(dst))], event_id=51)
+    assert _names(table) == {"000000_0", "000001_0"}
+    aside = [p for p in (dst / "db.db").iterdir() if OLD_INFIX in p.name]
+    assert len(aside) == 1 and (aside[0] / "000000_0").read_bytes() == b"old", "kept for readers"
+    assert _staging_files(dst) == [], "the dead copy's staging file is gone at once"
+
+
+def test_trees_a_stopped_process_set_aside_are_removed_in_their_grace_everywhere(
+    tmp_path: Path, dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed during the grace period leaves its set-aside trees behind; the next one
+    removes them when their grace is over (not before: a reader may list them), even in directories
+    it never publishes into, and their staging files at once."""
+    monkeypatch.setattr(swap, "GRACE_SECONDS", 3.0)
+    now = time.time_ns()
+    here = dst / "a.db" / f".t1{OLD_INFIX}{now}"  # beside the directory published into
+    elsewhere = dst / "b.db" / "t2" / f".dt=1{OLD_INFIX}{now}"  # nothing published there again
+    expired = dst / "c.db" / f".t3{OLD_INFIX}1"
+    for tree in (here, elsewhere, expired):
+        tree.mkdir(parents=True)
+        (tree / "000000_0").write_bytes(b"old")
+        (tree / f"{TMP_PREFIX}000000_0-0123456789ab").write_bytes(b"half")
+    table = dst / "a.db" / "t"
+    staged = _stage(tmp_path / "src", dst, table, {"f": b"f"})
+    assert publish_swapped(staged, str(table), replace=False, roots=[Root.parse(str(dst))], event_id=5)
+    assert (here / "000000_0").exists(), "still in its grace period: a reader may be listing it"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_staging_files(dst) or expired.exists()):
+        time.sleep(0.02)
+    assert _staging_files(dst) == [] and not expired.exists()
+    assert (elsewhere / "000000_0").exists(), "still in its grace period"
+    while time.monotonic() < deadline and (here.exists() or elsewhere.exists()):
+        time.sleep(0.05)
+    assert not here.exists() and not elsewhere.exists()
