@@ -141,6 +141,12 @@ TARGET_EVENTS_COALESCED = Counter(
     "Events not executed because a later event of the same object in the batch carried its full state",
     registry=TARGET_REGISTRY,
 )
+TARGET_EVENTS_VOIDED = Counter(
+    "streamer_target_events_voided_total",
+    "INSERTs whose files were gone, not copied because a later event of their table replaced or dropped "
+    "those files (applied as one voiding run with it)",
+    registry=TARGET_REGISTRY,
+)
 TARGET_BYTES_COPIED = Counter(
     "streamer_target_bytes_copied_total", "Bytes of data files copied", registry=TARGET_REGISTRY
 )

@@ -93,6 +93,7 @@ class Applier:
             state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
+        self.pins: dict[str, int] = {}  # source db -> progress cap while a voiding run is pending (runner)
         self.markers = DeferredMarkers(markers_per_batch)  # shared with the lanes' copies, like progress
         self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
 
@@ -198,10 +199,9 @@ class Applier:
         _count_applied(step, ctx.clock())
 
     def _advance(self, step: Step, db: DatabaseSnapshot | None = None) -> None:
-        """Advance the step's database to its last id: in a deferring batch a journal line (the
-        marker comes at the batch's end), else ``repl.last.id`` now; ``db`` spares re-reading an
-        unchanged database."""
-        last = step.last_event_id
+        """Advance the step's database to its last id: in a deferring batch a journal line (the marker
+        at the batch's end), else ``repl.last.id`` now; ``db`` spares re-reading an unchanged one."""
+        last = min(step.last_event_id, self.pins.get(step.db, step.last_event_id))  # a run re-reads whole
         self.progress[step.db] = max(self.progress.get(step.db, last), last)
         if self.markers.deferring:
             self.markers.record(self.ctx, step.db, last, db)

@@ -1,18 +1,21 @@
 """Running a plan: steps in order, a failing step halts its database and holds its later steps
-(the lane runner, ``streamer.target.job.lane_runner``, runs steps concurrently with ``run_step``).
-Design: docs/design/apply.md.
+(the lane runner, ``streamer.target.job.lane_runner``, runs steps concurrently with ``run_step``),
+unless it is an INSERT whose files are gone and a later event of the batch voids them
+(``VoidingRuns``). Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamer import metrics
-from streamer.errors import ApplyError
+from streamer.errors import ApplyError, ChecksumMismatchError
 from streamer.target.apply.applier import Applier
-from streamer.target.apply.plan import Plan, Step
+from streamer.target.apply.plan import Plan, Step, StepKind
+from streamer.target.apply.voiding import VoidingRun, voiding_run
 from streamer.target.state.state_file import Halt, TargetState
 
 log = logging.getLogger(__name__)
@@ -35,9 +38,10 @@ def run_plan(
     publishes the halt there, so readers know it before other databases move past it.
     """
     report = RunReport(held=list(plan.held))
+    runs = VoidingRuns(plan, applier)
     with applier.batch(len(plan.event_ids)):  # snapshots reused; a backlog's markers once per database
         for step in plan.steps:
-            run_step(applier, step, state, report, on_halt)
+            run_step(applier, step, state, report, on_halt, runs)
     if plan.source_head is not None:
         metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.state.status.lag_events
     return report
@@ -49,28 +53,169 @@ def run_step(
     state: TargetState,
     report: RunReport,
     on_halt: Callable[[str], None] | None = None,
+    runs: VoidingRuns | None = None,
 ) -> None:
     """Apply one step unless its database is halted; a failure halts the database (then
-    ``on_halt(db)``). Records the outcome in ``report`` (the lane runner, ``streamer.target.job.lane_runner``,
-    passes one per step)."""
+    ``on_halt(db)``), unless ``runs`` starts a voiding run at it. Records the outcome in ``report``
+    (the lane runner, ``streamer.target.job.lane_runner``, passes one per step)."""
     if state.is_halted(step.db):
         report.held.extend(step.event_ids)
         return
+    if runs is not None and runs.defer(step):
+        return  # applied when its run ends
+    ending = runs.ending(step) if runs is not None else None
     try:
-        applier.apply(step)
+        if ending is None:
+            applier.apply(step)
+        else:
+            for deferred in ending.deferred:
+                applier.apply(deferred)  # progress held below the run's start meanwhile
+            assert runs is not None
+            runs.finish(ending)
+            applier.apply(step)
     except ApplyError as exc:
-        halt = state.halt(
-            step.db,
-            exc.event_id or step.first.event_id,
-            exc.cause,
-            event_type=exc.event_type or str(step.first.event_type),
-            obj=exc.obj,
-        )
-        log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
-        report.halted[step.db] = halt
-        report.held.extend(step.event_ids)
-        if on_halt is not None:
-            on_halt(step.db)
+        if ending is None and runs is not None and runs.start(step, exc):
+            return
+        _halt(step, exc, state, report, on_halt, runs, ending)
         return
     report.applied.extend(step.event_ids)
     report.coalesced.extend(step.superseded)
+    if ending is not None:
+        report.applied.extend(ending.event_ids)
+        report.coalesced.extend(sorted(ending.run.voided))
+        metrics.TARGET_EVENTS_VOIDED.inc(len(ending.run.voided))
+
+
+def _halt(
+    step: Step,
+    exc: ApplyError,
+    state: TargetState,
+    report: RunReport,
+    on_halt: Callable[[str], None] | None,
+    runs: VoidingRuns | None,
+    ending: PendingRun | None,
+) -> None:
+    """Halt the step's database: at the failed event, or at the start of the earliest voiding run it
+    leaves pending (the stream must be re-read from there), naming both."""
+    failed_id = exc.event_id or step.first.event_id
+    event_id, obj, cause = failed_id, exc.obj, exc.cause
+    event_type = exc.event_type or str(step.first.event_type)
+    pending = (runs.abandon(step.db) if runs is not None else []) + ([ending] if ending is not None else [])
+    if pending:
+        first = min(pending, key=lambda r: r.run.start)
+        event_id, obj = first.run.start, ".".join(first.run.table)
+        event_type = str(first.start.first.event_type)
+        runs_note = "; ".join(r.run.describe() for r in pending)
+        cause = f"event {failed_id} failed while a voiding run was pending ({runs_note}): {exc.cause}"
+        for r in pending:
+            report.held.extend(r.event_ids)
+    halt = state.halt(step.db, event_id, cause, event_type=event_type, obj=obj)
+    log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
+    report.halted[step.db] = halt
+    report.held.extend(step.event_ids)
+    if on_halt is not None:
+        on_halt(step.db)
+
+
+@dataclass
+class PendingRun:
+    """A voiding run started in this batch: its INSERT and the steps deferred until its end."""
+
+    run: VoidingRun
+    start: Step
+    deferred: list[Step] = field(default_factory=list)  # applied just before the end step
+    voided: list[Step] = field(default_factory=list)  # later voided INSERTs: never applied
+
+    @property
+    def event_ids(self) -> list[int]:
+        """The run's events applied or voided before its end step."""
+        steps = [self.start, *self.deferred, *self.voided]
+        return sorted({i for s in steps for i in s.event_ids})
+
+
+class VoidingRuns:
+    """The voiding runs of one batch (``streamer.target.apply.voiding``): one starts where an
+    INSERT's files are gone and a later event of its database in the batch replaces or drops them;
+    the table's steps until then wait, and the database's ``repl.last.id`` stays before the INSERT
+    (``Applier.pins``) so that a crash re-reads the run whole. Other tables' steps go on."""
+
+    def __init__(self, plan: Plan, applier: Applier) -> None:
+        self._applier = applier
+        self._steps: dict[str, list[Step]] = {}
+        for step in plan.steps:
+            self._steps.setdefault(step.db, []).append(step)
+        self._pending: dict[str, list[PendingRun]] = {}
+        self._lock = threading.Lock()  # lanes of different databases share this object
+
+    def start(self, step: Step, exc: ApplyError) -> bool:
+        """Start the run that voids ``step``'s INSERT after ``exc`` (its files could not be copied),
+        if the batch holds one whose steps it can take whole."""
+        if step.kind is not StepKind.EVENT or not isinstance(exc, ChecksumMismatchError):
+            return False
+        steps = self._steps.get(step.db, [])
+        later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
+        run = voiding_run(step.first, [e for s in later for e in s.events])
+        if run is None or not _whole_steps(run, later):
+            return False
+        with self._lock:
+            self._pending.setdefault(step.db, []).append(PendingRun(run, step))
+            self._pin(step.db)
+        log.warning(
+            "event %s (%s): %s; a later event voids them: applying %s",
+            step.first.event_id, exc.obj, exc.cause, run.describe(),
+        )
+        return True
+
+    def defer(self, step: Step) -> bool:
+        """Whether ``step`` belongs to a pending run before its end (kept for the run's end)."""
+        with self._lock:
+            for pending in self._pending.get(step.db, []):
+                if all(pending.run.holds(i) for i in step.event_ids):
+                    if all(i in pending.run.voided for i in step.event_ids):
+                        pending.voided.append(step)
+                    else:
+                        pending.deferred.append(step)
+                    return True
+        return False
+
+    def ending(self, step: Step) -> PendingRun | None:
+        """The pending run ``step`` ends, if any."""
+        with self._lock:
+            for pending in self._pending.get(step.db, []):
+                if step.last_event_id == pending.run.end:
+                    return pending
+        return None
+
+    def finish(self, pending: PendingRun) -> None:
+        """``pending``'s deferred steps are applied: its end step advances progress again."""
+        db = pending.start.db
+        with self._lock:
+            self._pending[db].remove(pending)
+            self._pin(db)
+
+    def abandon(self, db: str) -> list[PendingRun]:
+        """The database halts: its pending runs end unapplied (the halt re-reads them)."""
+        with self._lock:
+            pending = self._pending.pop(db, [])
+            self._applier.pins.pop(db, None)
+        return pending
+
+    def _pin(self, db: str) -> None:
+        starts = [p.run.start for p in self._pending.get(db, [])]
+        if starts:
+            self._applier.pins[db] = min(starts) - 1
+        else:
+            self._applier.pins.pop(db, None)
+
+
+def _whole_steps(run: VoidingRun, later: list[Step]) -> bool:
+    """Every later step holding an event of the run holds only events of it, and the run's end is
+    the last event of its step (a step is applied whole, so none may straddle the run's end)."""
+    for step in later:
+        ids = step.event_ids
+        inside = [run.holds(i) or i == run.end for i in ids]
+        if any(inside) and not all(inside):
+            return False
+        if run.end in ids and ids[-1] != run.end:
+            return False
+    return True

@@ -55,6 +55,12 @@ class HeldEvents:
                     events.append(event)
         return events, released
 
+    def event_at(self, offset: int) -> Event | None:
+        """The event at ``offset`` of the topic (None when the topic no longer holds it)."""
+        for _, value in self._replay(offset, offset + 1):
+            return self._deserialize(value)
+        return None
+
 
 def kafka_replay(settings: TargetSettings) -> Replay:
     """Re-reads a range of the topic outside Spark (the consumer connects on the first call)."""

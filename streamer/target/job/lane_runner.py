@@ -18,7 +18,7 @@ from streamer import metrics
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.plan import Plan
-from streamer.target.apply.runner import RunReport, run_plan, run_step
+from streamer.target.apply.runner import RunReport, VoidingRuns, run_plan, run_step
 from streamer.target.job.lanes import Consistency, Schedule, schedule
 from streamer.target.state.state_file import TargetState
 
@@ -60,7 +60,8 @@ class LaneRunner:
         # lane reads what another writes (streamer.target.apply.applier.Applier.reusing_snapshots);
         # and its deferred markers, written after every lane has finished (Applier.batch)
         with applier.batch(len(plan.event_ids)):
-            report = self._run(applier, the_schedule, state, RunReport(held=list(plan.held)), one_halt)
+            runs = VoidingRuns(plan, applier)  # one database's steps stay in one lane, in order
+            report = self._run(applier, the_schedule, state, RunReport(held=list(plan.held)), one_halt, runs)
         if plan.source_head is not None:
             metrics.TARGET_SOURCE_HEAD.set(plan.source_head)
         return report
@@ -72,6 +73,7 @@ class LaneRunner:
         state: TargetState,
         report: RunReport,
         on_halt: Callable[[str], None],
+        runs: VoidingRuns,
     ) -> RunReport:
         nodes = sched.nodes
         dependents = sched.dependents()
@@ -88,7 +90,7 @@ class LaneRunner:
             lane_applier = free.get()
             try:
                 outcome = RunReport()
-                run_step(lane_applier, nodes[index].step, state, outcome, on_halt)
+                run_step(lane_applier, nodes[index].step, state, outcome, on_halt, runs)
                 outcomes[index] = outcome
             finally:
                 free.put(lane_applier)

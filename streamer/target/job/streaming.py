@@ -50,6 +50,7 @@ from streamer.target.job.bounded import UntilReached, consumed_through, reached,
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.settings import TargetSettings
+from streamer.target.job.voided_halts import VoidedHalts
 from streamer.target.job.watermark import (
     WatermarkPublisher,
     compute,
@@ -93,6 +94,7 @@ class BatchApplier:
         self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt
         # held events are always re-read from the topic: a release that cannot replay would pass them
         self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
+        self.voided = VoidedHalts(self.held.event_at)  # halts at gone files a later event voids
         self._on_applied = on_applied
         known, self._consumed = read_progress(settings.state_dir)
         # db -> (event id, source time) of its last applied event; kept across restarts
@@ -137,6 +139,7 @@ class BatchApplier:
             offsets[event.event_id] = offset
             events.append(event)
         self.state.offset_of = offsets.get  # a halt records where to re-read from in the same change
+        read = list(events)  # from the topic in this batch (the replayed held events come next)
         replayed, released = self.held.take(
             self.state, self.applier.load_progress, min(offsets.values(), default=None), offsets
         )
@@ -152,6 +155,7 @@ class BatchApplier:
                 self.state.set_offset(db, offsets[halt.event_id])
         for db, offset in released.items():
             self.state.replay_done(db, offset)
+        self.voided.release(self.state, read)  # re-read next batch, through the event that voids them
         applied = set(report.applied)
         now = time.time()
         for step in the_plan.steps:

@@ -1,0 +1,86 @@
+"""A database halted at an INSERT whose files were gone resumes by itself when the stream brings the
+event that voids them (issue 25): the job retries from the INSERT, re-reads its held events with the
+voiding one among them, and applies the run whole; after a restart too."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from streamer.events.model import Event, FileRef
+from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.job.settings import TargetSettings
+from streamer.target.job.streaming import BatchApplier
+from tests.unit.target import builders as b
+
+from .test_held_events import Topic
+
+
+def _job(
+    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch
+) -> BatchApplier:
+    monkeypatch.setattr("streamer.target.job.streaming.kafka_replay", lambda settings: topic.replay)
+    settings = TargetSettings(
+        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused",
+        warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
+        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="",
+        source_prefixes=((tmp_path / "src").as_uri(),),
+    )
+    return BatchApplier(settings, catalog)
+
+
+def _events(tmp_path: Path) -> tuple[list[Event], FileRef, FileRef]:
+    src = tmp_path / "src"
+    t = b.table("a", "t", location=f"file://{src}/a.db/t")
+    u = b.table("a", "u", location=f"file://{src}/a.db/u")
+    first = b.write_source_file(src / "a.db" / "t", "first", b"first")
+    final = b.write_source_file(src / "a.db" / "t", "final", b"final")
+    events = [
+        b.create_db(1, "a"),
+        b.create_table(2, t),
+        b.create_table(3, u),
+        b.insert(4, t, [first]),  # its file is gone (below): halts, no voiding event yet
+        b.alter_table(5, t, dataclasses.replace(t, parameters={"numRows": "1"})),  # held
+        b.insert(6, t, [final], replace=True),  # voids event 4's file
+    ]
+    return events, first, final
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_later_overwrite_releases_the_halted_insert_and_the_run_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restart: bool
+) -> None:
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    events, first, _ = _events(tmp_path)
+    Path(first.uri.removeprefix("file://")).unlink()  # the source's overwrite deleted it
+    job.process(topic.append(*events[:4]))
+    assert job.state.halts()["a"].event_id == 4
+    job.process(topic.append(events[4]))
+    assert job.state.halts()["a"].event_id == 4  # nothing voids the file yet
+    if restart:  # the halted INSERT is no longer in memory: it is re-read from the topic
+        job = _job(tmp_path, catalog, topic, monkeypatch)
+    job.process(topic.append(events[5]))
+    assert "a" not in job.state.halts()  # released; its held events are re-read with the next batch
+    job.process(topic.append(b.create_db(7, "other")))
+    assert "a" not in job.state.halts()
+    assert job.applier.progress["a"] == 6
+    table_dir = tmp_path / "wh" / "a.db" / "t"
+    assert sorted(p.name for p in table_dir.iterdir() if not p.name.startswith((".", "_"))) == ["final"]
+    table = catalog.get_table("a", "t")
+    assert table is not None and table.parameters.get("numRows") == "1"  # the deferred ALTER applied
+
+
+def test_an_insert_no_later_event_voids_stays_halted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    events, first, _ = _events(tmp_path)
+    Path(first.uri.removeprefix("file://")).unlink()
+    job.process(topic.append(*events[:5]))
+    other = b.insert(6, b.table("a", "u", location=f"file://{tmp_path}/src/a.db/u"), [], replace=True)
+    job.process(topic.append(other))  # overwrites another table: no release
+    job.process(topic.append(b.create_db(7, "other")))
+    assert job.state.halts()["a"].event_id == 4
+    assert job.applier.progress["a"] == 3
