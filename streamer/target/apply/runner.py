@@ -15,7 +15,7 @@ from streamer import metrics
 from streamer.errors import ApplyError, ChecksumMismatchError
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.plan import Plan, Step, StepKind
-from streamer.target.apply.voiding import VoidingRun, voiding_run
+from streamer.target.apply.voiding import VoidingRun, strip_files, voiding_run
 from streamer.target.state.state_file import Halt, TargetState
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def run_step(
         if ending is None:
             applier.apply(step)
         else:
-            for deferred in ending.deferred:
+            for deferred in ending.to_apply():
                 applier.apply(deferred)  # progress held below the run's start meanwhile
             assert runs is not None
             runs.finish(ending)
@@ -132,6 +132,16 @@ class PendingRun:
         steps = [self.start, *self.deferred, *self.voided]
         return sorted({i for s in steps for i in s.event_ids})
 
+    def to_apply(self) -> list[Step]:
+        """The steps to apply before the end step, in order: the failed one unless voided, then the
+        deferred ones, ADD_PARTITIONs without the files the run voids."""
+        steps = [self.start] if self.start.last_event_id in self.run.deferred else []
+        stripped = self.run.stripped
+        return [
+            Step(s.kind, tuple(strip_files(e, stripped.get(e.event_id, frozenset())) for e in s.events), s.db)
+            for s in [*steps, *self.deferred]
+        ]
+
 
 class VoidingRuns:
     """The voiding runs of one batch (``streamer.target.apply.voiding``): one starts where an
@@ -150,11 +160,13 @@ class VoidingRuns:
     def start(self, step: Step, exc: ApplyError) -> bool:
         """Start the run that voids ``step``'s INSERT after ``exc`` (its files could not be copied),
         if the batch holds one whose steps it can take whole."""
-        if step.kind is not StepKind.EVENT or not isinstance(exc, ChecksumMismatchError):
+        if step.kind not in (StepKind.EVENT, StepKind.ADD_PARTITIONS):
+            return False
+        if not isinstance(exc, ChecksumMismatchError):
             return False
         steps = self._steps.get(step.db, [])
         later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
-        run = voiding_run(step.first, [e for s in later for e in s.events])
+        run = voiding_run(step.events, [e for s in later for e in s.events])
         if run is None or not _whole_steps(run, later):
             return False
         with self._lock:

@@ -12,18 +12,22 @@ first): docs/dr.md, "Writers the replica lags behind".
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streamer.events.model import (
+    AddPartitionPayload,
     AlterPartitionPayload,
     AlterPartitionsPayload,
     AlterTablePayload,
     DropPartitionPayload,
     Event,
     EventType,
+    FileRef,
     InsertPayload,
 )
+from streamer.target.apply.paths import partition_name
 
 TableKey = tuple[str, str]  # (source database, table), lower case
 ObjectKey = tuple[str, str, tuple[str, ...]]  # a table and its partition values (() when unpartitioned)
@@ -31,23 +35,29 @@ ObjectKey = tuple[str, str, tuple[str, ...]]  # a table and its partition values
 
 @dataclass(frozen=True)
 class VoidingRun:
-    """The events of ``table`` from the INSERT ``start`` through ``end``, applied as one step."""
+    """The events of ``table`` from the failed step (``starts``) through ``end``, applied as one step."""
 
     table: TableKey
-    start: int  # the INSERT whose files were gone
-    end: int  # the event that replaces or drops the last voided INSERT's files
-    voided: frozenset[int]  # INSERTs (``start`` among them) a later event of the run replaces
-    deferred: tuple[int, ...]  # the table's other events before ``end``, applied just before it
+    starts: tuple[int, ...]  # the failed step's events (an INSERT, or ADD_PARTITIONs with files)
+    end: int  # the event that replaces or drops the last voided files
+    voided: frozenset[int]  # INSERTs a later event of the run replaces: never applied
+    deferred: tuple[int, ...]  # the table's other events before ``end`` (and the failed step's)
+    # ADD_PARTITION id -> partitions whose files a later event of the run replaces: added without them
+    stripped: dict[int, frozenset[tuple[str, ...]]] = field(default_factory=dict)
+
+    @property
+    def start(self) -> int:
+        return self.starts[0]
 
     def holds(self, event_id: int) -> bool:
         """Whether ``event_id`` belongs to the run and comes before its end."""
         return event_id in self.voided or event_id in self.deferred
 
     def describe(self) -> str:
-        voided = ", ".join(str(i) for i in sorted(self.voided))
+        voided = ", ".join(str(i) for i in sorted({*self.voided, *self.stripped}))
         return (
-            f"{self.table[0]}.{self.table[1]}: events {self.start}..{self.end} as one step, "
-            f"INSERTs {voided} voided by a later overwrite or drop"
+            f"{self.table[0]}.{self.table[1]}: events {self.start}..{self.end} as one step, the files of "
+            f"events {voided} voided by a later overwrite or drop"
         )
 
 
@@ -60,6 +70,44 @@ def written_object(event: Event) -> ObjectKey | None:
     if p.table is None or p.table.is_transactional or not event.db or not event.table:
         return None
     return (event.db.lower(), event.table.lower(), tuple(p.partition_values))
+
+
+def written_objects(event: Event) -> list[ObjectKey]:
+    """The tables or partitions an event writes files into: a non-transactional INSERT's, or each
+    partition of an ADD_PARTITION that lists files for it (a dynamic insert creating partitions)."""
+    obj = written_object(event)
+    if obj is not None:
+        return [obj]
+    p = event.payload
+    if not isinstance(p, AddPartitionPayload) or p.table is None or p.table.is_transactional or not p.files:
+        return []
+    if not event.db or not event.table:
+        return []
+    out = []
+    for values in {tuple(v) for ref in p.files if (v := _file_partition(p, ref)) is not None}:
+        out.append((event.db.lower(), event.table.lower(), values))
+    return sorted(out)
+
+
+def strip_files(event: Event, partitions: frozenset[tuple[str, ...]]) -> Event:
+    """``event`` (an ADD_PARTITION) without the files of ``partitions``: a later event of its run
+    replaces them, so they are not needed (and may be gone)."""
+    p = event.payload
+    if not isinstance(p, AddPartitionPayload) or not partitions:
+        return event
+    kept = [ref for ref in p.files if _file_partition(p, ref) not in partitions]
+    return dataclasses.replace(event, payload=dataclasses.replace(p, files=kept))
+
+
+def _file_partition(p: AddPartitionPayload, ref: FileRef) -> tuple[str, ...] | None:
+    """The partition values a file of an ADD_PARTITION belongs to (None when it names none known)."""
+    if ref.partition is None:
+        return tuple(p.partitions[0].values) if len(p.partitions) == 1 else None
+    keys = [c.name for c in p.table.partition_keys] if p.table is not None else []
+    for part in p.partitions:
+        if ref.partition == partition_name(keys, list(part.values)):
+            return tuple(part.values)
+    return None
 
 
 def voids(event: Event, obj: ObjectKey) -> bool:
@@ -83,17 +131,18 @@ def voids(event: Event, obj: ObjectKey) -> bool:
     return False
 
 
-def voiding_run(failed: Event, later: Sequence[Event]) -> VoidingRun | None:
-    """The run that voids ``failed`` (an INSERT whose files could not be copied) within ``later``
-    (its database's next events, in order), or None when none does before the table is renamed,
-    relocated, re-created or its database dropped.
+def voiding_run(failed: Sequence[Event], later: Sequence[Event]) -> VoidingRun | None:
+    """The run that voids the files of ``failed`` (a step's events whose files could not be copied:
+    an INSERT, or ADD_PARTITIONs of one table) within ``later`` (its database's next events, in
+    order), or None when nothing voids them before the table is renamed, relocated, re-created or
+    its database dropped.
 
-    The run extends to the voiding event of every INSERT of the table before its end that has one,
-    so that none of them needs its files either."""
-    obj = written_object(failed)
-    if obj is None:
+    The run extends to the voiding event of every object written inside it that has one, so that
+    none of them needs its files either."""
+    objects = [(-1, o) for e in failed for o in written_objects(e)]
+    if not objects:
         return None
-    table = obj[:2]
+    table = objects[0][1][:2]
     window: list[Event] = []
     for event in later:
         if _stops(event, table):
@@ -103,23 +152,38 @@ def voiding_run(failed: Event, later: Sequence[Event]) -> VoidingRun | None:
         window.append(event)
         if event.event_type is EventType.DROP_TABLE:
             break
-    positions = [(-1, obj)] + [(i, o) for i, e in enumerate(window) if (o := written_object(e)) is not None]
-    end = _voider(window, -1, obj)
-    if end is None:
+    ends = [v for _, o in objects if (v := _voider(window, -1, o)) is not None]
+    if not ends:
         return None
+    end = max(ends)
+    writes = objects + [(i, o) for i, e in enumerate(window) for o in written_objects(e)]
     grown = True
-    while grown:  # every INSERT inside the run whose voider lies further extends it
+    while grown:  # every object written inside the run whose voider lies further extends it
         grown = False
-        for at, o in positions:
+        for at, o in writes:
             found = _voider(window, at, o) if at < end else None
             if found is not None and found > end:
                 end, grown = found, True
-    voided = {failed.event_id} | {
-        window[at].event_id for at, o in positions
-        if 0 <= at < end and (v := _voider(window, at, o)) is not None and v <= end
-    }
-    deferred = tuple(e.event_id for e in window[:end] if e.event_id not in voided)
-    return VoidingRun(table, failed.event_id, window[end].event_id, frozenset(voided), deferred)
+    gone = {(at, o) for at, o in writes if at < end and _voided_by(window, at, o, end)}
+    events = [*failed, *window[:end]]
+    ats = [-1] * len(failed) + list(range(end))
+    voided: set[int] = set()
+    stripped: dict[int, frozenset[tuple[str, ...]]] = {}
+    for at, event in zip(ats, events, strict=True):
+        if isinstance(event.payload, AddPartitionPayload):
+            parts = frozenset(o[2] for o in written_objects(event) if (at, o) in gone)
+            if parts:
+                stripped[event.event_id] = parts
+        elif (obj := written_object(event)) is not None and (at, obj) in gone:
+            voided.add(event.event_id)
+    deferred = tuple(e.event_id for e in events if e.event_id not in voided)
+    starts = tuple(e.event_id for e in failed)
+    return VoidingRun(table, starts, window[end].event_id, frozenset(voided), deferred, stripped)
+
+
+def _voided_by(window: Sequence[Event], after: int, obj: ObjectKey, end: int) -> bool:
+    found = _voider(window, after, obj)
+    return found is not None and found <= end
 
 
 def _voider(window: Sequence[Event], after: int, obj: ObjectKey) -> int | None:

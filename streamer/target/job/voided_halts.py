@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from streamer.events.model import Event
 from streamer.target.apply.plan import step_db
-from streamer.target.apply.voiding import ObjectKey, voids, written_object
+from streamer.target.apply.voiding import ObjectKey, voids, written_objects
 from streamer.target.state.state_file import Halt, TargetState
 
 log = logging.getLogger(__name__)
@@ -24,8 +24,9 @@ PENDING_RUN = "voiding run was pending"  # streamer.target.apply.runner: another
 
 
 def gone_files(halt: Halt) -> bool:
-    """Whether ``halt`` is an INSERT whose files could not be copied (and nothing else failed)."""
-    return halt.event_type == "INSERT" and GONE_FILES in halt.cause and PENDING_RUN not in halt.cause
+    """Whether ``halt`` is a write whose files could not be copied (and nothing else failed)."""
+    writes = halt.event_type in ("INSERT", "ADD_PARTITION")
+    return writes and GONE_FILES in halt.cause and PENDING_RUN not in halt.cause
 
 
 class VoidedHalts:
@@ -34,7 +35,7 @@ class VoidedHalts:
 
     def __init__(self, read_at: Callable[[int], Event | None]) -> None:
         self._read_at = read_at
-        self._objects: dict[tuple[str, int], ObjectKey | None] = {}
+        self._objects: dict[tuple[str, int], list[ObjectKey]] = {}
 
     def release(self, state: TargetState, new_events: Sequence[Event]) -> list[str]:
         """Retry each halted database whose halted INSERT one of ``new_events`` (read from the topic
@@ -43,28 +44,27 @@ class VoidedHalts:
         for db, halt in state.halts().items():
             if not gone_files(halt):
                 continue
-            obj = self._object(halt, new_events)
-            if obj is None:
-                continue
+            objects = self._objects_of(halt, new_events)
             voider = next(
-                (e for e in new_events if step_db(e) == db and e.event_id > halt.event_id and voids(e, obj)),
+                (e for e in new_events
+                 if step_db(e) == db and e.event_id > halt.event_id and any(voids(e, o) for o in objects)),
                 None,
             )
             if voider is None:
                 continue
             log.warning(
-                "database %s: event %s (%s) voids the files INSERT %s could not copy; retrying from it, "
+                "database %s: event %s (%s) voids the files event %s could not copy; retrying from it, "
                 "to apply them as one run", db, voider.event_id, voider.event_type, halt.event_id,
             )
             state.retry(db)
             released.append(db)
         return released
 
-    def _object(self, halt: Halt, batch: Sequence[Event]) -> ObjectKey | None:
+    def _objects_of(self, halt: Halt, batch: Sequence[Event]) -> list[ObjectKey]:
         key = (halt.db, halt.event_id)
         if key not in self._objects:
             event = next((e for e in batch if e.event_id == halt.event_id), None)
             if event is None and halt.offset is not None:
                 event = self._read_at(halt.offset)
-            self._objects[key] = written_object(event) if event is not None else None
+            self._objects[key] = written_objects(event) if event is not None else []
         return self._objects[key]

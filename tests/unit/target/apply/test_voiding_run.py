@@ -5,6 +5,7 @@ INSERT OVERWRITE replaces) neither halts nor diverges; without such an event it 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamer.events.model import Event, FileRef
+from streamer.events.model import AddPartitionPayload, Event, FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
@@ -68,7 +69,7 @@ def test_the_run_reaches_the_overwrite_and_grows_to_void_every_insert_inside() -
         insert(FIRST + 5, "t", "2", replace=True),
         insert(FIRST + 6, "t", "1"),  # after the run
     ]
-    run = voiding_run(first, later)
+    run = voiding_run([first], later)
     assert run is not None
     assert (run.start, run.end) == (FIRST, FIRST + 5)
     assert run.voided == {FIRST, FIRST + 1}
@@ -83,7 +84,7 @@ def test_drops_and_truncates_void_too() -> None:
         b.drop_table(FIRST + 1, _table("t")),
         alter(FIRST + 1, "t", "x", truncate=True),
     ]:
-        run = voiding_run(first, [voider])
+        run = voiding_run([first], [voider])
         assert run is not None and run.end == FIRST + 1 and run.voided == {FIRST}, voider
 
 
@@ -101,9 +102,9 @@ def test_no_run_without_a_voiding_event_before_the_table_moves() -> None:
         [b.drop_db(FIRST + 1, DB), insert(FIRST + 2, "t", "1", replace=True)],
     ]
     for later in cases:
-        assert voiding_run(first, later) is None, later
+        assert voiding_run([first], later) is None, later
     transactional = b.insert(FIRST, _table("t", transactional="true"), [gone(FIRST)], values=["1"])
-    assert voiding_run(transactional, [insert(FIRST + 1, "t", "1", replace=True)]) is None
+    assert voiding_run([transactional], [insert(FIRST + 1, "t", "1", replace=True)]) is None
 
 
 # --- the run, applied --------------------------------------------------------------------------
@@ -123,6 +124,25 @@ def test_a_gone_insert_applies_with_its_overwrite_and_other_tables_go_on(tmp_pat
     assert [v for k, v in files.items() if "t/p=1" in k] == [f"row {FIRST + 3}\n".encode()], files
     assert [v for k, v in files.items() if "u/p=1" in k] == [f"row {FIRST + 2}\n".encode()], files
     assert env.catalog.databases[DB].parameters[LAST_ID_PARAM] == str(FIRST + 3)
+
+
+def test_a_partition_added_with_gone_files_is_added_without_them_then_overwritten(tmp_path: Path) -> None:
+    """A dynamic insert creating a partition logs ADD_PARTITION with its files: the run adds the
+    partition without the files its later overwrite replaces, and copies the others."""
+    env = _env(tmp_path)
+    env.run(setup_events())
+    snap = _table("t")
+    kept = dataclasses.replace(source_file(FIRST + 1), partition="p=4")
+    lost = dataclasses.replace(gone(FIRST), partition="p=3")
+    added = b.add_partition(FIRST, snap, [b.partition(snap, "3"), b.partition(snap, "4")])
+    assert isinstance(added.payload, AddPartitionPayload)
+    added = dataclasses.replace(added, payload=dataclasses.replace(added.payload, files=[lost, kept]))
+    events = [added, stats(FIRST + 1, "t", ("id",), 7, "3"), insert(FIRST + 2, "t", "3", replace=True)]
+    assert sorted(env.run(events)) == [e.event_id for e in events] and not env.state.halts()
+    files = env.files()
+    assert [v for k, v in files.items() if "t/p=3" in k] == [f"row {FIRST + 2}\n".encode()], files
+    assert [v for k, v in files.items() if "t/p=4" in k] == [f"row {FIRST + 1}\n".encode()], files
+    assert {("3",), ("4",)} <= set(env.catalog.partitions[(DB, "t")])
 
 
 def test_without_a_voiding_event_the_database_halts_at_the_insert(tmp_path: Path) -> None:
@@ -212,7 +232,7 @@ def test_a_batch_ends_in_the_state_of_applying_every_event_or_halts_at_an_unvoid
         failed = next(e for e in events if e.event_id == halt.event_id)
         assert "no copy matches" in halt.cause, halt
         later = [e for e in events if e.event_id > failed.event_id]
-        assert voiding_run(failed, later) is None or "voiding run was pending" in halt.cause, halt
+        assert voiding_run([failed], later) is None or "voiding run was pending" in halt.cause, halt
         return
     if any("gone" in ref.uri for e in events for ref in getattr(e.payload, "files", [])):
         RUNS_SEEN.append(len(events))
