@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import BootstrapObjectPayload, Event, SerDe, StorageDescriptor, TableSnapshot
+from streamer.events.model import (
+    BootstrapObjectPayload,
+    Column,
+    Event,
+    SerDe,
+    StorageDescriptor,
+    TableSnapshot,
+)
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
 from streamer.metastore.thrift_txns import ThriftTxns
@@ -74,7 +81,9 @@ def hive_choice(gateway: Any, location: str, hms: HiveSource) -> list[str]:
     return out
 
 
-def _create_acid_table(hive: HiveSource, db: str, name: str) -> TableSnapshot:
+def _create_acid_table(
+    hive: HiveSource, db: str, name: str, keys: list[Column] | None = None
+) -> TableSnapshot:
     """A transactional table as Hive 2.3 accepts one: ORC, bucketed. The test's data files are
     Parquet all the same (what targets read); the dump and Hive's directory choice never open them."""
     sd = StorageDescriptor(
@@ -83,7 +92,9 @@ def _create_acid_table(hive: HiveSource, db: str, name: str) -> TableSnapshot:
         output_format="org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat",
         serde=SerDe(serialization_lib="org.apache.hadoop.hive.ql.io.orc.OrcSerde"),
     )
-    hive.catalog.create_table(TableSnapshot(name, db, sd=sd, parameters={"transactional": "true"}))
+    hive.catalog.create_table(
+        TableSnapshot(name, db, sd=sd, partition_keys=keys or [], parameters={"transactional": "true"})
+    )
     table = hive.catalog.get_table(db, name)
     assert table is not None and table.is_transactional
     return table
