@@ -103,6 +103,11 @@ class UntrustedSourceError(ApplyError):
     it by (``--source-prefix``, ``--allow-unverified-files``; docs/security.md)."""
 
 
+class UnverifiableFileError(UntrustedSourceError):
+    """A data file an event names carries no checksum (the source lost it before the agent could
+    compute one): refused unless ``--allow-unverified-files``, or voided by a later overwrite."""
+
+
 class DataLossError(StreamerError):
     """Records the consumer needed are gone from the topic (purged, trimmed, or broker restarted)."""
 

@@ -143,8 +143,8 @@ TARGET_EVENTS_COALESCED = Counter(
 )
 TARGET_EVENTS_VOIDED = Counter(
     "streamer_target_events_voided_total",
-    "INSERTs whose files were gone, not copied because a later event of their table replaced or dropped "
-    "those files (applied as one voiding run with it)",
+    "Writes (INSERTs, partitions added with files) whose files were gone, not copied because a later "
+    "event of their table replaced or dropped those files (applied as one voiding run with it)",
     registry=TARGET_REGISTRY,
 )
 TARGET_BYTES_COPIED = Counter(

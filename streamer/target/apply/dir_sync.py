@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streamer.errors import ChecksumMismatchError
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
@@ -24,6 +25,7 @@ from streamer.target.apply.files import FileCopier
 from streamer.target.apply.guard import check_write
 
 ALGORITHM = "sha256"
+ATTEMPTS = 3  # listings of a source directory its writer keeps changing, before the sync fails
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,21 @@ def sync_dir(
 ) -> DirSynced | None:
     """Make ``target_dir``'s visible files those of ``source_dir``; ``None`` (nothing changed) when
     the source directory is missing. Reads pass ``copier.sources``, with ``source_dir`` as the
-    object's location; every write stays inside ``target_dir``."""
+    object's location; every write stays inside ``target_dir``. A source file that changes or
+    vanishes during the sync (its writer moved on) makes it list the source again, up to
+    ``ATTEMPTS`` times: the newer state is the one to reach."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _sync_once(copier, source_dir, target_dir, cache, event_id)
+        except (ChecksumMismatchError, FileNotFoundError):
+            if attempt == ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _sync_once(
+    copier: FileCopier, source_dir: str, target_dir: str, cache: ChecksumCache, event_id: int | None
+) -> DirSynced | None:
     source = cache.listing(source_dir)
     if source is None:
         return None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamer import metrics
-from streamer.errors import ApplyError, ChecksumMismatchError
+from streamer.errors import ApplyError, ChecksumMismatchError, UnverifiableFileError
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.plan import Plan, Step, StepKind
 from streamer.target.apply.voiding import VoidingRun, strip_files, voiding_run
@@ -78,12 +78,12 @@ def run_step(
             return
         _halt(step, exc, state, report, on_halt, runs, ending)
         return
-    report.applied.extend(step.event_ids)
-    report.coalesced.extend(step.superseded)
-    if ending is not None:
+    if ending is not None:  # the run's events before its end, in order
         report.applied.extend(ending.event_ids)
         report.coalesced.extend(sorted(ending.run.voided))
-        metrics.TARGET_EVENTS_VOIDED.inc(len(ending.run.voided))
+        metrics.TARGET_EVENTS_VOIDED.inc(len(ending.run.voided) + len(ending.run.stripped))
+    report.applied.extend(step.event_ids)
+    report.coalesced.extend(step.superseded)
 
 
 def _halt(
@@ -162,8 +162,8 @@ class VoidingRuns:
         if the batch holds one whose steps it can take whole."""
         if step.kind not in (StepKind.EVENT, StepKind.ADD_PARTITIONS):
             return False
-        if not isinstance(exc, ChecksumMismatchError):
-            return False
+        if not isinstance(exc, ChecksumMismatchError | UnverifiableFileError):
+            return False  # only files gone (or never checksummed) are voided; never a refused location
         steps = self._steps.get(step.db, [])
         later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
         run = voiding_run(step.events, [e for s in later for e in s.events])

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from streamer.errors import ConfigError, PathEscapeError, UntrustedSourceError
+from streamer.errors import ConfigError, PathEscapeError, UntrustedSourceError, UnverifiableFileError
 from streamer.events.model import FileRef
 from streamer.target.apply.paths import Root, check_segments, same_filesystem
 
@@ -44,6 +44,7 @@ STORE_SCHEMES = frozenset(
 every other protocol fsspec has) is read only below a prefix that names it."""
 
 _Refuse = Callable[[str], UntrustedSourceError]
+NO_CHECKSUM = "has no checksum to verify its copy by"  # an UnverifiableFileError's cause says so
 
 
 def url_problem(url: str, schemes: Iterable[str] = ()) -> str | None:
@@ -141,9 +142,9 @@ class SourceRules:
                 raise refuse(f"{ref.uri} is below no --source-prefix ({self._named()})")
             self._below_location(ref.uri, location, refuse)
         if not ref.checksum and not self.allow_unverified:
-            raise refuse(
-                f"{ref.uri} has no checksum to verify its copy by; refused (--allow-unverified-files "
-                "accepts such files)"
+            raise UnverifiableFileError(
+                f"{ref.uri} {NO_CHECKSUM}; refused (--allow-unverified-files accepts such files)",
+                event_id=event_id, obj=ref.uri,
             )
         if ref.cm_uri:
             self._check_cm(ref, refuse)

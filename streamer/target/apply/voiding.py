@@ -13,7 +13,7 @@ first): docs/dr.md, "Writers the replica lags behind".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from streamer.events.model import (
@@ -26,7 +26,9 @@ from streamer.events.model import (
     EventType,
     FileRef,
     InsertPayload,
+    TableSnapshot,
 )
+from streamer.target.apply.by_state import state_sync_reason, stats_changed
 from streamer.target.apply.paths import partition_name
 
 TableKey = tuple[str, str]  # (source database, table), lower case
@@ -112,7 +114,8 @@ def _file_partition(p: AddPartitionPayload, ref: FileRef) -> tuple[str, ...] | N
 
 def voids(event: Event, obj: ObjectKey) -> bool:
     """Whether ``event`` replaces or removes every file of ``obj``: an INSERT OVERWRITE of it, a drop
-    or truncate of its table, a drop or truncate of its partition."""
+    or truncate of its table, a drop or truncate of its partition, or an ALTER of its statistics
+    that syncs it from the source (a table replicated by state)."""
     if _table(event) != obj[:2]:
         return False
     p, values = event.payload, obj[2]
@@ -123,9 +126,11 @@ def voids(event: Event, obj: ObjectKey) -> bool:
     if isinstance(p, DropPartitionPayload):
         return bool(values) and any(tuple(v) == values for v in p.partition_values)
     if isinstance(p, AlterTablePayload):
-        return p.is_truncate and not p.is_rename
+        synced = _synced_by_state(p.after, p.before.parameters, p.after.parameters)
+        return not p.is_rename and (p.is_truncate or synced)
     if isinstance(p, AlterPartitionPayload):
-        return p.is_truncate and bool(values) and tuple(p.after.values) == values
+        synced = p.table is not None and _synced_by_state(p.table, p.before.parameters, p.after.parameters)
+        return (p.is_truncate or synced) and bool(values) and tuple(p.after.values) == values
     if isinstance(p, AlterPartitionsPayload):
         return p.is_truncate and bool(values) and any(tuple(s.values) == values for s in p.partitions)
     return False
@@ -192,6 +197,13 @@ def _voider(window: Sequence[Event], after: int, obj: ObjectKey) -> int | None:
         if voids(window[i], obj):
             return i
     return None
+
+
+def _synced_by_state(table: TableSnapshot, before: Mapping[str, str], after: Mapping[str, str]) -> bool:
+    """Whether an ALTER of ``table``'s file statistics makes the target sync its directories from
+    the source's (a table Spark writes logging no INSERT, ``streamer.target.apply.by_state``): the
+    sync replaces whatever files earlier events named."""
+    return state_sync_reason(table) is not None and stats_changed(before, after)
 
 
 def _table(event: Event) -> TableKey:

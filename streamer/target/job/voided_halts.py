@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from streamer.events.model import Event
 from streamer.target.apply.plan import step_db
+from streamer.target.apply.sources import NO_CHECKSUM
 from streamer.target.apply.voiding import ObjectKey, voids, written_objects
 from streamer.target.state.state_file import Halt, TargetState
 
@@ -24,9 +25,11 @@ PENDING_RUN = "voiding run was pending"  # streamer.target.apply.runner: another
 
 
 def gone_files(halt: Halt) -> bool:
-    """Whether ``halt`` is a write whose files could not be copied (and nothing else failed)."""
+    """Whether ``halt`` is a write whose files could not be copied, gone or never checksummed (and
+    nothing else failed): the causes a voiding run resolves."""
     writes = halt.event_type in ("INSERT", "ADD_PARTITION")
-    return writes and GONE_FILES in halt.cause and PENDING_RUN not in halt.cause
+    gone = GONE_FILES in halt.cause or NO_CHECKSUM in halt.cause
+    return writes and gone and PENDING_RUN not in halt.cause
 
 
 class VoidedHalts:

@@ -247,6 +247,7 @@ class Outcome:
     by_state: float = 0.0  # the job's streamer_target_tables_synced_by_state for the database
     halts: dict[str, Any] = field(default_factory=dict)  # database: its Halt (event id, object, cause)
     cm_fallbacks: float = 0.0  # the job's streamer_target_cm_fallbacks_total
+    events: list[Any] = field(default_factory=list)  # every published event (unpaced), in order
 
 
 

@@ -107,12 +107,13 @@ def run_unpaced(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetas
         tables = {} if halts else {t: scenario.verdict(t, f, "the end") for t, f in FINAL_TABLES.items()}
         if not halts and target.get_table(db, DROPPED) is not None:
             scenario.diverged.append(f"{db}.{DROPPED} was dropped on the source but is on the replica")
-        published = {e.event_id: e.payload for e in topic_events(kafka, stream.topic)
-                     if e.event_type is EventType.INSERT}
+        events = topic_events(kafka, stream.topic)
+        _write_event_list(work / "events.txt", events)  # to read a halt against what was published
+        published = {e.event_id: e.payload for e in events if e.event_type is EventType.INSERT}
         by_state = job.metric("streamer_target_tables_synced_by_state", db=db)
         cm_fallbacks = job.metric("streamer_target_cm_fallbacks_total")
         return Outcome(tables, cursor.inserts, published, [written, applied, time.monotonic() - began],
-                       scenario.diverged, by_state, halts=halts, cm_fallbacks=cm_fallbacks)
+                       scenario.diverged, by_state, halts=halts, cm_fallbacks=cm_fallbacks, events=events)
     finally:
         stop.set()
         if publisher.is_alive():
@@ -135,3 +136,16 @@ def _wait_applied_or_halted(job: TargetProcess, db: str, expected: int, timeout:
 
     job.wait_for(done, f"{db} applied up to event {expected} or halted", timeout)
     return halts
+
+
+def _write_event_list(path: Path, events: list[Any]) -> None:
+    """One line per published event: id, type, table, partition values, replace, file names."""
+    lines = []
+    for e in events:
+        p = e.payload
+        values = getattr(p, "partition_values", None) or [getattr(x, "values", None)
+                                                             for x in getattr(p, "partitions", []) or []]
+        files = [f.uri.rsplit("/", 2)[-2:] for f in getattr(p, "files", []) or []]
+        lines.append(f"{e.event_id} {e.event_type} {e.table} {values} replace={getattr(p, 'replace', None)} "
+                     f"files={files}")
+    path.write_text("\n".join(lines) + "\n")

@@ -88,6 +88,19 @@ def test_drops_and_truncates_void_too() -> None:
         assert run is not None and run.end == FIRST + 1 and run.voided == {FIRST}, voider
 
 
+def test_a_statistics_alter_voids_only_on_a_table_replicated_by_state() -> None:
+    """Spark writes a datasource table logging no INSERT, only an ALTER of its file statistics, on
+    which the target syncs the table's directories from the source: that replaces earlier files."""
+    for params, voids in [({"spark.sql.sources.provider": "parquet"}, True), ({}, False)]:
+        snap = dataclasses.replace(b.table(DB, "s"), parameters=params)
+        first = b.insert(FIRST, snap, [gone(FIRST)])
+        written = dataclasses.replace(snap, parameters={**snap.parameters, "numFiles": "2"})
+        run = voiding_run([first], [b.alter_table(FIRST + 1, snap, written)])
+        assert (run is not None and run.end == FIRST + 1) is voids, params
+        same = dataclasses.replace(snap, parameters={**snap.parameters, "comment": "x"})
+        assert voiding_run([first], [b.alter_table(FIRST + 1, snap, same)]) is None  # no statistics
+
+
 def test_no_run_without_a_voiding_event_before_the_table_moves() -> None:
     first = insert(FIRST, "t", "1", missing=True)
     cases = [
@@ -143,6 +156,27 @@ def test_a_partition_added_with_gone_files_is_added_without_them_then_overwritte
     assert [v for k, v in files.items() if "t/p=3" in k] == [f"row {FIRST + 2}\n".encode()], files
     assert [v for k, v in files.items() if "t/p=4" in k] == [f"row {FIRST + 1}\n".encode()], files
     assert {("3",), ("4",)} <= set(env.catalog.partitions[(DB, "t")])
+
+
+def test_a_file_gone_before_the_agent_could_checksum_it_is_voided_too(tmp_path: Path) -> None:
+    """The agent found it gone when it published the event, so the event carries no checksum: refused
+    as unverifiable, unless a later event voids it (then it is never read)."""
+    env = _env(tmp_path)
+    env.run(setup_events())
+    unverifiable = dataclasses.replace(gone(FIRST), checksum=None, checksum_algorithm=None)
+    first = b.insert(FIRST, _table("t"), [unverifiable], values=["1"])
+    assert env.run([first, insert(FIRST + 1, "t", "1", replace=True)]) == [FIRST, FIRST + 1]
+    assert not env.state.halts()
+    env = _env(tmp_path / "alone")
+    env.run(setup_events())
+    env.run([first, insert(FIRST + 1, "u", "1", replace=True)])
+    assert "no checksum" in env.state.halts()[DB].cause
+    outside = dataclasses.replace(gone(FIRST), uri="file:///etc/hostname")  # a refused location is
+    env = _env(tmp_path / "outside")  # never voided: it halts, so that the operator sees it
+    env.run(setup_events())
+    crafted = b.insert(FIRST, _table("t"), [outside], values=["1"])
+    env.run([crafted, insert(FIRST + 1, "t", "1", replace=True)])
+    assert env.state.halts()[DB].event_id == FIRST
 
 
 def test_without_a_voiding_event_the_database_halts_at_the_insert(tmp_path: Path) -> None:
