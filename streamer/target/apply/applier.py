@@ -158,7 +158,7 @@ class Applier:
         ctx = self.ctx
         name = ctx.target_db(step.db)
         try:
-            _check_events(ctx, step)
+            check_events(ctx, step)
             if step.kind is StepKind.BOOTSTRAP:  # bootstrap records: streamer.target.apply.bootstrap
                 ctx.memory.forget()
                 ctx.memory.forget_tables()  # a bootstrap record replaces tables by its own rules
@@ -209,7 +209,7 @@ class Applier:
         write_marker(self.ctx, step.db, last, self.progress[step.db], db)
 
 
-def _check_events(ctx: ApplyContext, step: Step) -> None:
+def check_events(ctx: ApplyContext, step: Step) -> None:
     """Every event of the step (a run's superseded ones too) acts only on the database its envelope
     names (``check_envelope``) and on no other this source does not own (``touched_databases``); a
     failure halts the step's database at its first event, naming the event refused."""

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamer import metrics
-from streamer.errors import ApplyError, ChecksumMismatchError, UnverifiableFileError
-from streamer.target.apply.applier import Applier
+from streamer.errors import ApplyError, ChecksumMismatchError, EventError, UnverifiableFileError
+from streamer.target.apply.applier import Applier, check_events
 from streamer.target.apply.plan import Plan, Step, StepKind
 from streamer.target.apply.voiding import VoidingRun, strip_files, voiding_run
 from streamer.target.state.state_file import Halt, TargetState
@@ -61,7 +61,7 @@ def run_step(
     if state.is_halted(step.db):
         report.held.extend(step.event_ids)
         return
-    if runs is not None and runs.defer(step):
+    if runs is not None and runs.defer(step, applier):
         return  # applied when its run ends
     ending = runs.ending(step) if runs is not None else None
     try:
@@ -166,7 +166,7 @@ class VoidingRuns:
             return False  # only files gone (or never checksummed) are voided; never a refused location
         steps = self._steps.get(step.db, [])
         later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
-        run = voiding_run(step.events, [e for s in later for e in s.events])
+        run = voiding_run(step.events, [e for s in later for e in s.events], {s.last_event_id for s in later})
         if run is None or not _whole_steps(run, later):
             return False
         with self._lock:
@@ -178,15 +178,21 @@ class VoidingRuns:
         )
         return True
 
-    def defer(self, step: Step) -> bool:
-        """Whether ``step`` belongs to a pending run before its end (kept for the run's end)."""
+    def defer(self, step: Step, applier: Applier) -> bool:
+        """Whether ``step`` belongs to a pending run before its end (kept for the run's end). A voided
+        step is never applied, so it is checked here as every applied step is (``check_events``):
+        one that fails is not taken, and applying it halts the database naming it."""
         with self._lock:
             for pending in self._pending.get(step.db, []):
                 if all(pending.run.holds(i) for i in step.event_ids):
-                    if all(i in pending.run.voided for i in step.event_ids):
-                        pending.voided.append(step)
-                    else:
+                    if not all(i in pending.run.voided for i in step.event_ids):
                         pending.deferred.append(step)
+                        return True
+                    try:
+                        check_events(applier.ctx, step)  # the lane's own context and catalog
+                    except EventError:
+                        return False
+                    pending.voided.append(step)
                     return True
         return False
 

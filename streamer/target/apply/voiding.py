@@ -13,7 +13,7 @@ first): docs/dr.md, "Writers the replica lags behind".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from streamer.events.model import (
@@ -136,14 +136,17 @@ def voids(event: Event, obj: ObjectKey) -> bool:
     return False
 
 
-def voiding_run(failed: Sequence[Event], later: Sequence[Event]) -> VoidingRun | None:
+def voiding_run(
+    failed: Sequence[Event], later: Sequence[Event], step_ends: Collection[int] | None = None
+) -> VoidingRun | None:
     """The run that voids the files of ``failed`` (a step's events whose files could not be copied:
     an INSERT, or ADD_PARTITIONs of one table) within ``later`` (its database's next events, in
     order), or None when nothing voids them before the table is renamed, relocated, re-created or
     its database dropped.
 
     The run extends to the voiding event of every object written inside it that has one, so that
-    none of them needs its files either."""
+    none of them needs its files either, and (given ``step_ends``, the last event ids of the planned
+    steps) to the end of the step that holds its end: a step is applied whole."""
     objects = [(-1, o) for e in failed for o in written_objects(e)]
     if not objects:
         return None
@@ -169,6 +172,10 @@ def voiding_run(failed: Sequence[Event], later: Sequence[Event]) -> VoidingRun |
             found = _voider(window, at, o) if at < end else None
             if found is not None and found > end:
                 end, grown = found, True
+        while step_ends is not None and window[end].event_id not in step_ends:
+            if end + 1 == len(window):
+                return None  # its step holds events past the table's window
+            end, grown = end + 1, True
     gone = {(at, o) for at, o in writes if at < end and _voided_by(window, at, o, end)}
     events = [*failed, *window[:end]]
     ats = [-1] * len(failed) + list(range(end))

@@ -33,19 +33,22 @@ def gone_files(halt: Halt) -> bool:
 
 
 class VoidedHalts:
-    """Retries halted databases whose halted INSERT a newly read event voids; ``read_at(offset)``
-    re-reads a halted event that is not in the batch (after a restart)."""
+    """Retries halted databases whose halted write a newly read event voids, once per halt (the
+    replay holds the voiding event: halted again at the same event, the database waits for an
+    operator, as the halt's cause says); ``read_at(offset)`` re-reads a halted event that is not in
+    the batch (after a restart)."""
 
     def __init__(self, read_at: Callable[[int], Event | None]) -> None:
         self._read_at = read_at
         self._objects: dict[tuple[str, int], list[ObjectKey]] = {}
+        self._retried: set[tuple[str, int]] = set()  # one retry per halt: its run is in its replay
 
     def release(self, state: TargetState, new_events: Sequence[Event]) -> list[str]:
         """Retry each halted database whose halted INSERT one of ``new_events`` (read from the topic
         in this batch, not replayed) voids; returns those databases."""
         released = []
         for db, halt in state.halts().items():
-            if not gone_files(halt):
+            if not gone_files(halt) or (db, halt.event_id) in self._retried:
                 continue
             objects = self._objects_of(halt, new_events)
             voider = next(
@@ -60,6 +63,7 @@ class VoidedHalts:
                 "to apply them as one run", db, voider.event_id, voider.event_type, halt.event_id,
             )
             state.retry(db)
+            self._retried.add((db, halt.event_id))
             released.append(db)
         return released
 

@@ -101,6 +101,29 @@ def test_a_statistics_alter_voids_only_on_a_table_replicated_by_state() -> None:
         assert voiding_run([first], [b.alter_table(FIRST + 1, snap, same)]) is None  # no statistics
 
 
+def test_a_run_ending_inside_a_coalesced_step_ends_with_that_step(tmp_path: Path) -> None:
+    """Spark logs two statistics ALTERs after its write; the planner makes them one step (the last
+    stands for both), so the run that the first one ends must end at the second."""
+    snap = dataclasses.replace(b.table(DB, "s"), parameters={"spark.sql.sources.provider": "parquet"})
+    counted = [dataclasses.replace(snap, parameters={**snap.parameters, "numFiles": str(n)})
+               for n in (1, 2, 3)]
+    events = [
+        b.create_table(FIRST, snap),
+        b.insert(FIRST + 1, snap, [gone(FIRST + 1)]),
+        b.alter_table(FIRST + 2, counted[0], counted[1]),
+        b.alter_table(FIRST + 3, counted[1], counted[2]),
+    ]
+    planned = plan(events, {DB: FIRST - 1})
+    assert [s.event_ids for s in planned.steps][1:] == [(FIRST + 1,), (FIRST + 2, FIRST + 3)]
+    run = voiding_run(events[1:2], events[2:], {FIRST + 3})
+    assert run is not None and run.end == FIRST + 3 and run.deferred == (FIRST + 2,)
+    env = _env(tmp_path)
+    env.run(setup_events())
+    report = run_plan(env.applier, planned, env.state)
+    assert not report.halted, report.halted
+    assert env.applier.progress[DB] == FIRST + 3
+
+
 def test_no_run_without_a_voiding_event_before_the_table_moves() -> None:
     first = insert(FIRST, "t", "1", missing=True)
     cases = [
@@ -177,6 +200,16 @@ def test_a_file_gone_before_the_agent_could_checksum_it_is_voided_too(tmp_path: 
     crafted = b.insert(FIRST, _table("t"), [outside], values=["1"])
     env.run([crafted, insert(FIRST + 1, "t", "1", replace=True)])
     assert env.state.halts()[DB].event_id == FIRST
+
+
+def test_a_crafted_insert_inside_a_run_is_checked_though_never_applied(tmp_path: Path) -> None:
+    """Its envelope names table t, its payload table u: voided, it would pass unseen."""
+    env = _env(tmp_path)
+    env.run(setup_events())
+    crafted = dataclasses.replace(insert(FIRST + 1, "u", "1"), table="t")
+    env.run([insert(FIRST, "t", "1", missing=True), crafted, insert(FIRST + 2, "t", "1", replace=True)])
+    halt = env.state.halts()[DB]
+    assert halt.event_id == FIRST and f"event {FIRST + 1} failed" in halt.cause, halt
 
 
 def test_without_a_voiding_event_the_database_halts_at_the_insert(tmp_path: Path) -> None:

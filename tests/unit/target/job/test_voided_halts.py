@@ -84,3 +84,26 @@ def test_an_insert_no_later_event_voids_stays_halted(tmp_path: Path, monkeypatch
     job.process(topic.append(b.create_db(7, "other")))
     assert job.state.halts()["a"].event_id == 4
     assert job.applier.progress["a"] == 3
+
+
+def test_a_retry_that_halts_again_is_not_repeated_for_every_later_overwrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table was renamed before any overwrite: the retry's replay finds no run and halts again;
+    later overwrites of a new table of that name do not re-read the held range once per batch."""
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    events, first, final = _events(tmp_path)
+    Path(first.uri.removeprefix("file://")).unlink()
+    t = b.table("a", "t", location=f"file://{tmp_path}/src/a.db/t")
+    job.process(topic.append(*events[:4]))
+    job.process(topic.append(b.alter_table(5, t, dataclasses.replace(t, name="t2"))))
+    job.process(topic.append(b.create_table(6, t), b.insert(7, t, [final], replace=True)))
+    assert "a" not in job.state.halts()  # released once: the overwrite names the halted table
+    job.process(topic.append(b.create_db(8, "other")))
+    assert job.state.halts()["a"].event_id == 4  # the rename stops the run: halted again
+    replays = len(topic.replayed)
+    job.process(topic.append(b.insert(9, t, [final], replace=True)))
+    job.process(topic.append(b.create_db(10, "more")))
+    assert job.state.halts()["a"].event_id == 4
+    assert len(topic.replayed) == replays  # no second retry, no second re-read
