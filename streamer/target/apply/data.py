@@ -10,10 +10,11 @@ from urllib.parse import urlsplit
 
 from streamer import metrics
 from streamer.errors import ApplyError
-from streamer.events.model import Event, InsertPayload, PartitionSnapshot
+from streamer.events.model import Event, InsertPayload, PartitionSnapshot, TableSnapshot
 from streamer.filesystems import atomic_rename
 from streamer.target.apply.context import ApplyContext, payload_of
 from streamer.target.apply.files import clear_dir
+from streamer.target.apply.state_sync import gone_to_state, sync_by_state
 from streamer.target.apply.swap import publish_swapped
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,13 @@ def insert(ctx: ApplyContext, event: Event) -> None:
         source_dir = source.sd.location if source else None
     # a partition the event does not locate is read as part of its table's location
     read_location = source_dir or (source.sd.location if source else None)
-    staged = ctx.copy(event, payload.files, target_dir, source_dir, read_location)
+    try:
+        staged = ctx.copy(event, payload.files, target_dir, source_dir, read_location)
+    except ApplyError as exc:
+        if not gone_to_state(exc, table):
+            raise
+        _sync_instead(ctx, event, table, payload.partition_values, exc)
+        return
     roots = ctx.paths.roots
     if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
         return  # one atomic switch of the directory (streamer.target.apply.swap)
@@ -43,6 +50,21 @@ def insert(ctx: ApplyContext, event: Event) -> None:
     published = sum(1 for f in staged.files if not f.skipped)
     if published > 1 or (published and removed):
         _count_nonatomic(table.db, target_dir)
+
+
+def _sync_instead(
+    ctx: ApplyContext, event: Event, table: TableSnapshot, values: list[str], exc: ApplyError
+) -> None:
+    """The INSERT's files are gone from a table replicated by state: its directory synced instead."""
+    partitions = None
+    if values:
+        found = ctx.catalog.get_partition(table.db, table.name, list(values))
+        if found is None:
+            raise exc
+        partitions = [found]
+    log.warning("event %s: %s; %s is replicated by state: syncing it from the source instead",
+                event.event_id, exc.cause, table.qualified_name)
+    sync_by_state(ctx, event, table, partitions)
 
 
 _warned_nonatomic: set[str] = set()

@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from streamer import checksums, metrics
-from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
+from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError, UnverifiableFileError
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
@@ -201,10 +201,16 @@ class FileCopier:
         """
         refs = list(refs)
         if self.sources is not None:
-            for ref in refs:
-                self.sources.check(
-                    ref, source_location, resource=resources, event_id=event_id, target_roots=self.roots
-                )
+            unverifiable: UnverifiableFileError | None = None
+            for ref in refs:  # every file's location first: a refused one is never hidden behind
+                try:  # a missing checksum, which a later overwrite may void (a voiding run)
+                    self.sources.check(
+                        ref, source_location, resource=resources, event_id=event_id, target_roots=self.roots
+                    )
+                except UnverifiableFileError as exc:
+                    unverifiable = unverifiable or exc
+            if unverifiable is not None:
+                raise unverifiable
         jobs = _jobs(refs, dest_for_ref, self.roots, obj_dir, event_id)
         staged = Staged(jobs, event_id, self.roots, obj_dir)
         if not staged.files:

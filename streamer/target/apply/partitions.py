@@ -4,6 +4,7 @@ partition's metadata goes before its files on drop. Design: docs/design/apply.md
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import unquote
 
 from streamer.errors import ApplyError
@@ -22,7 +23,9 @@ from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
 from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
-from streamer.target.apply.state_sync import sync_by_state
+from streamer.target.apply.state_sync import gone_to_state, sync_by_state
+
+log = logging.getLogger(__name__)
 
 
 def target_partition(
@@ -47,6 +50,7 @@ def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
     keys = [c.name for c in table.partition_keys]
     wanted: dict[tuple[str, ...], PartitionSnapshot] = {}
     staged: list[Staged] = []
+    resync: list[tuple[Event, PartitionSnapshot]] = []  # files gone, table replicated by state
     try:
         for event in events:
             payload = payload_of(event, AddPartitionPayload)
@@ -61,13 +65,29 @@ def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
                 p = by_name[name]
                 target = wanted[tuple(p.values)]
                 read_location = p.sd.location or (source.sd.location if source else None)
-                staged.append(ctx.copy(event, refs, target.sd.location or "", p.sd.location, read_location))
+                to = target.sd.location or ""
+                try:
+                    staged.append(ctx.copy(event, refs, to, p.sd.location, read_location))
+                except ApplyError as exc:
+                    if not gone_to_state(exc, table):
+                        raise
+                    log.warning("event %s: %s; %s is replicated by state: syncing partition %s from the "
+                                "source instead", event.event_id, exc.cause, table.qualified_name, name)
+                    resync.append((event, target))
     except BaseException:
         for s in staged:
             s.discard()
         raise
     for s in staged:
         s.publish()  # partition directories are invisible until the metastore lists them
+    _add_to_catalog(ctx, table, wanted)
+    for event, target in resync:
+        sync_by_state(ctx, event, table, [target])
+
+
+def _add_to_catalog(
+    ctx: ApplyContext, table: TableSnapshot, wanted: dict[tuple[str, ...], PartitionSnapshot]
+) -> None:
     try:  # the common case, one call; all or nothing, so a failure leaves nothing half-added
         ctx.catalog.add_partitions(table.db, table.name, list(wanted.values()))
         return

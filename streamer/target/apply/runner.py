@@ -39,9 +39,12 @@ def run_plan(
     """
     report = RunReport(held=list(plan.held))
     runs = VoidingRuns(plan, applier)
-    with applier.batch(len(plan.event_ids)):  # snapshots reused; a backlog's markers once per database
-        for step in plan.steps:
-            run_step(applier, step, state, report, on_halt, runs)
+    try:
+        with applier.batch(len(plan.event_ids)):  # snapshots reused; a backlog's markers once per database
+            for step in plan.steps:
+                run_step(applier, step, state, report, on_halt, runs)
+    finally:
+        applier.pins.clear()  # every run ended or was abandoned; after a crash of the batch, none holds
     if plan.source_head is not None:
         metrics.TARGET_SOURCE_HEAD.set(plan.source_head)  # lag: streamer.target.state.status.lag_events
     return report
@@ -100,7 +103,9 @@ def _halt(
     failed_id = exc.event_id or step.first.event_id
     event_id, obj, cause = failed_id, exc.obj, exc.cause
     event_type = exc.event_type or str(step.first.event_type)
-    pending = (runs.abandon(step.db) if runs is not None else []) + ([ending] if ending is not None else [])
+    pending = runs.abandon(step.db) if runs is not None else []
+    if ending is not None and all(r is not ending for r in pending):
+        pending.append(ending)  # finished (its deferred steps applied) when its end step failed
     if pending:
         first = min(pending, key=lambda r: r.run.start)
         event_id, obj = first.run.start, ".".join(first.run.table)
@@ -166,9 +171,17 @@ class VoidingRuns:
             return False  # only files gone (or never checksummed) are voided; never a refused location
         steps = self._steps.get(step.db, [])
         later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
-        run = voiding_run(step.events, [e for s in later for e in s.events], {s.last_event_id for s in later})
+        try:
+            events = [e for s in later for e in s.events]
+            run = voiding_run(step.events, events, {s.last_event_id for s in later})
+        except Exception:  # an event the planner cannot read is no run: the step halts, naming its cause
+            log.exception("event %s: looking for a voiding run failed", step.first.event_id)
+            return False
         if run is None or not _whole_steps(run, later):
             return False
+        with self._lock:
+            if any(p.run.table == run.table for p in self._pending.get(step.db, [])):
+                return False  # a step of a table whose run is pending failed on its own: halt
         with self._lock:
             self._pending.setdefault(step.db, []).append(PendingRun(run, step))
             self._pin(step.db)
@@ -183,18 +196,19 @@ class VoidingRuns:
         step is never applied, so it is checked here as every applied step is (``check_events``):
         one that fails is not taken, and applying it halts the database naming it."""
         with self._lock:
-            for pending in self._pending.get(step.db, []):
-                if all(pending.run.holds(i) for i in step.event_ids):
-                    if not all(i in pending.run.voided for i in step.event_ids):
-                        pending.deferred.append(step)
-                        return True
-                    try:
-                        check_events(applier.ctx, step)  # the lane's own context and catalog
-                    except EventError:
-                        return False
-                    pending.voided.append(step)
-                    return True
-        return False
+            runs = self._pending.get(step.db, [])
+            pending = next((p for p in runs if all(p.run.holds(i) for i in step.event_ids)), None)
+        if pending is None:
+            return False
+        if not all(i in pending.run.voided for i in step.event_ids):
+            pending.deferred.append(step)  # (one lane runs a database's steps, one at a time)
+            return True
+        try:
+            check_events(applier.ctx, step)  # the lane's own context and catalog
+        except EventError:
+            return False
+        pending.voided.append(step)
+        return True
 
     def ending(self, step: Step) -> PendingRun | None:
         """The pending run ``step`` ends, if any."""

@@ -141,13 +141,13 @@ class SourceRules:
             if self._prefixes:
                 raise refuse(f"{ref.uri} is below no --source-prefix ({self._named()})")
             self._below_location(ref.uri, location, refuse)
-        if not ref.checksum and not self.allow_unverified:
+        if ref.cm_uri:
+            self._check_cm(ref, refuse)
+        if not ref.checksum and not self.allow_unverified:  # last: every location rule came first
             raise UnverifiableFileError(
                 f"{ref.uri} {NO_CHECKSUM}; refused (--allow-unverified-files accepts such files)",
                 event_id=event_id, obj=ref.uri,
             )
-        if ref.cm_uri:
-            self._check_cm(ref, refuse)
 
     # --- the rules ----------------------------------------------------------------------------
     def _hygiene(self, url: str, refuse: _Refuse) -> None:

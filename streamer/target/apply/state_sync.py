@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from streamer.errors import ApplyError, StreamerError
+from streamer.errors import ApplyError, ChecksumMismatchError, StreamerError, UnverifiableFileError
 from streamer.events.model import Event, PartitionSnapshot, TableSnapshot
 from streamer.target.apply.by_state import source_location
 from streamer.target.apply.context import ApplyContext
@@ -60,3 +60,11 @@ def sync_by_state(
         elif done.copied or done.deleted:
             log.info("event %s: synced %s: %d files copied (%d bytes), %d deleted", event.event_id,
                      target_dir, done.copied, done.bytes_copied, done.deleted)
+
+
+def gone_to_state(exc: Exception, table: TableSnapshot) -> bool:
+    """Whether a write's copy failure ``exc`` is answered by syncing ``table`` from the source: its
+    files are gone (or never checksummed) and the table is replicated by state, whose writer moved on
+    logging nothing that says so. The sync reaches the source's state as it is now, the guarantee
+    such a table has (docs/features.md, "Writers"); a table replicated by events halts instead."""
+    return isinstance(exc, ChecksumMismatchError | UnverifiableFileError) and bool(source_location(table))

@@ -16,12 +16,15 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from streamer.errors import StreamerError
 from streamer.events.model import (
+    AddConstraintsPayload,
     AddPartitionPayload,
     AlterPartitionPayload,
     AlterPartitionsPayload,
     AlterTablePayload,
     DropPartitionPayload,
+    DropTablePayload,
     Event,
     EventType,
     FileRef,
@@ -107,9 +110,17 @@ def _file_partition(p: AddPartitionPayload, ref: FileRef) -> tuple[str, ...] | N
         return tuple(p.partitions[0].values) if len(p.partitions) == 1 else None
     keys = [c.name for c in p.table.partition_keys] if p.table is not None else []
     for part in p.partitions:
-        if ref.partition == partition_name(keys, list(part.values)):
+        try:
+            name = partition_name(keys, list(part.values))
+        except StreamerError:  # values that do not fit the keys: the handler halts on them
+            return None
+        if ref.partition == name:
             return tuple(part.values)
     return None
+
+
+def _managed(table: TableSnapshot | None) -> bool:
+    return table is not None and table.table_type == "MANAGED_TABLE"
 
 
 def voids(event: Event, obj: ObjectKey) -> bool:
@@ -121,10 +132,10 @@ def voids(event: Event, obj: ObjectKey) -> bool:
     p, values = event.payload, obj[2]
     if isinstance(p, InsertPayload):
         return p.replace and written_object(event) == obj
-    if event.event_type is EventType.DROP_TABLE:
-        return True
+    if isinstance(p, DropTablePayload):  # the target removes a managed table's files only
+        return _managed(p.table)
     if isinstance(p, DropPartitionPayload):
-        return bool(values) and any(tuple(v) == values for v in p.partition_values)
+        return _managed(p.table) and bool(values) and any(tuple(v) == values for v in p.partition_values)
     if isinstance(p, AlterTablePayload):
         synced = _synced_by_state(p.after, p.before.parameters, p.after.parameters)
         return not p.is_rename and (p.is_truncate or synced)
@@ -219,13 +230,19 @@ def _table(event: Event) -> TableKey:
 
 def _stops(event: Event, table: TableKey) -> bool:
     """Whether a run on ``table`` cannot reach past ``event``: the table renamed (either way),
-    re-created or relocated, a partition of it renamed or relocated, its database dropped."""
+    re-created, relocated or made transactional, a partition of it renamed or relocated, a
+    constraint on or referencing it added, its database dropped."""
     p = event.payload
     if event.event_type is EventType.DROP_DATABASE:
         return (event.db or "").lower() == table[0]
     if isinstance(p, AlterTablePayload):
         names = {(p.before.db.lower(), p.before.name.lower()), (p.after.db.lower(), p.after.name.lower())}
-        return table in names and (p.is_rename or p.before.sd.location != p.after.sd.location)
+        moved = p.is_rename or p.before.sd.location != p.after.sd.location
+        return table in names and (moved or p.before.is_transactional != p.after.is_transactional)
+    if isinstance(p, AddConstraintsPayload):  # another table's key on this one must find it as logged
+        named = {(c.db.lower(), c.table.lower()) for c in p.constraints}
+        named |= {((c.ref_db or "").lower(), (c.ref_table or "").lower()) for c in p.constraints}
+        return table in named
     if _table(event) != table:
         return False
     if event.event_type is EventType.CREATE_TABLE:

@@ -59,9 +59,13 @@ class LaneRunner:
         # the lanes share one batch's database and table snapshots: one database is one lane, so no
         # lane reads what another writes (streamer.target.apply.applier.Applier.reusing_snapshots);
         # and its deferred markers, written after every lane has finished (Applier.batch)
-        with applier.batch(len(plan.event_ids)):
-            runs = VoidingRuns(plan, applier)  # one database's steps stay in one lane, in order
-            report = self._run(applier, the_schedule, state, RunReport(held=list(plan.held)), one_halt, runs)
+        try:
+            with applier.batch(len(plan.event_ids)):
+                runs = VoidingRuns(plan, applier)  # one database's steps stay in one lane, in order
+                report = RunReport(held=list(plan.held))
+                report = self._run(applier, the_schedule, state, report, one_halt, runs)
+        finally:
+            applier.pins.clear()  # as in run_plan
         if plan.source_head is not None:
             metrics.TARGET_SOURCE_HEAD.set(plan.source_head)
         return report

@@ -124,6 +124,55 @@ def test_a_run_ending_inside_a_coalesced_step_ends_with_that_step(tmp_path: Path
     assert env.applier.progress[DB] == FIRST + 3
 
 
+def test_a_table_replicated_by_state_whose_files_are_gone_is_synced_from_the_source(tmp_path: Path) -> None:
+    """Spark's datasource writer replaced a new partition's files logging nothing: nothing will void
+    them, and the table's guarantee is the source's state as it is now, so the target syncs it."""
+    where = SRC / "state" / "a.db" / "s"
+    (where / "dt=2").mkdir(parents=True, exist_ok=True)
+    (where / "dt=2" / "now").write_bytes(b"rows now")
+    try:
+        snap = dataclasses.replace(b.table(DB, "s", ("dt",), location=where.as_uri()),
+                                   parameters={"spark.sql.sources.provider": "parquet"})
+        added = b.add_partition(FIRST + 1, snap, [b.partition(snap, "2")])
+        assert isinstance(added.payload, AddPartitionPayload)
+        lost = dataclasses.replace(gone(FIRST + 1), partition="dt=2")
+        added = dataclasses.replace(added, payload=dataclasses.replace(added.payload, files=[lost]))
+        env = _env(tmp_path)
+        env.run(setup_events())
+        assert env.run([b.create_table(FIRST, snap), added]) == [FIRST, FIRST + 1]
+        assert not env.state.halts()
+        files = {k: v for k, v in env.files().items() if k.startswith("a.db/s/")}
+        assert files == {"a.db/s/dt=2/now": b"rows now"}, files
+    finally:
+        shutil.rmtree(SRC / "state")
+
+
+def test_review_findings_a_malformed_later_event_a_hidden_refusal_an_external_drop(tmp_path: Path) -> None:
+    # a later event whose partition values do not fit the keys: no run, a halt (not a crashed batch)
+    env = _env(tmp_path / "malformed")
+    env.run(setup_events())
+    snap = _table("t")
+    odd = b.add_partition(FIRST + 1, snap, [dataclasses.replace(b.partition(snap, "3"), values=["3", "x"])])
+    assert isinstance(odd.payload, AddPartitionPayload)
+    odd = dataclasses.replace(odd, payload=dataclasses.replace(
+        odd.payload, files=[dataclasses.replace(source_file(FIRST + 1), partition="p=3")]))
+    batch = [insert(FIRST, "t", "1", missing=True), odd, insert(FIRST + 2, "t", "1", replace=True)]
+    report = run_plan(env.applier, plan(batch, {DB: FIRST - 1}), env.state)
+    assert DB in report.halted and not env.applier.pins
+    # a file refused for its location is not hidden behind another file's missing checksum
+    env = _env(tmp_path / "hidden")
+    env.run(setup_events())
+    unverifiable = dataclasses.replace(gone(FIRST), checksum=None, checksum_algorithm=None)
+    outside = dataclasses.replace(source_file(FIRST), uri="file:///etc/hostname")
+    crafted = b.insert(FIRST, _table("t"), [unverifiable, outside], values=["1"])
+    env.run([crafted, insert(FIRST + 1, "t", "1", replace=True)])
+    assert env.state.halts()[DB].event_id == FIRST
+    # the target keeps an external table's files when it is dropped: no voiding
+    external = b.table(DB, "x", table_type="EXTERNAL_TABLE")
+    first = b.insert(FIRST, external, [gone(FIRST)])
+    assert voiding_run([first], [b.drop_table(FIRST + 1, external)]) is None
+
+
 def test_no_run_without_a_voiding_event_before_the_table_moves() -> None:
     first = insert(FIRST, "t", "1", missing=True)
     cases = [
