@@ -7,6 +7,7 @@ unless it is an INSERT whose files are gone and a later event of the batch voids
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ def _halt(
         event_id, obj = first.run.start, ".".join(first.run.table)
         event_type = str(first.start.first.event_type)
         runs_note = "; ".join(r.run.describe() for r in pending)
-        cause = f"event {failed_id} failed while a voiding run was pending ({runs_note}): {exc.cause}"
+        cause = f"event {failed_id} {_FAILED_IN_RUN} ({runs_note}): {exc.cause}"
         for r in pending:
             report.held.extend(r.event_ids)
     halt = state.halt(step.db, event_id, cause, event_type=event_type, obj=obj)
@@ -120,6 +121,17 @@ def _halt(
     report.held.extend(step.event_ids)
     if on_halt is not None:
         on_halt(step.db)
+
+
+_FAILED_IN_RUN = "failed while a voiding run was pending"
+_FAILED_IN_RUN_AT = re.compile(r"^event (\d+) " + _FAILED_IN_RUN)
+
+
+def failed_in_run(cause: str) -> int | None:
+    """The event whose failure halted a database while a voiding run was pending (the halt itself is
+    at the run's start), read back from the halt's cause; None for any other halt."""
+    found = _FAILED_IN_RUN_AT.match(cause)
+    return int(found.group(1)) if found else None
 
 
 @dataclass

@@ -55,11 +55,10 @@ class HeldEvents:
                     events.append(event)
         return events, released
 
-    def event_at(self, offset: int) -> Event | None:
-        """The event at ``offset`` of the topic (None when the topic no longer holds it)."""
-        for _, value in self._replay(offset, offset + 1):
-            return self._deserialize(value)
-        return None
+    def events_between(self, start: int, end: int) -> Iterable[Event]:
+        """The topic's events from offset ``start`` up to ``end`` (none the topic no longer holds)."""
+        for _, value in self._replay(start, end):
+            yield self._deserialize(value)
 
 
 def kafka_replay(settings: TargetSettings) -> Replay:

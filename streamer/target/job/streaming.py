@@ -94,7 +94,7 @@ class BatchApplier:
         self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt
         # held events are always re-read from the topic: a release that cannot replay would pass them
         self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
-        self.voided = VoidedHalts(self.held.event_at)  # halts at gone files a later event voids
+        self.voided = VoidedHalts(self.held.events_between)  # halts at gone files a later event voids
         self._on_applied = on_applied
         known, self._consumed = read_progress(settings.state_dir)
         # db -> (event id, source time) of its last applied event; kept across restarts
@@ -140,9 +140,8 @@ class BatchApplier:
             events.append(event)
         self.state.offset_of = offsets.get  # a halt records where to re-read from in the same change
         read = list(events)  # from the topic in this batch (the replayed held events come next)
-        replayed, released = self.held.take(
-            self.state, self.applier.load_progress, min(offsets.values(), default=None), offsets
-        )
+        first_offset = min(offsets.values(), default=None)
+        replayed, released = self.held.take(self.state, self.applier.load_progress, first_offset, offsets)
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
         the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
@@ -155,7 +154,8 @@ class BatchApplier:
                 self.state.set_offset(db, offsets[halt.event_id])
         for db, offset in released.items():
             self.state.replay_done(db, offset)
-        self.voided.release(self.state, read)  # re-read next batch, through the event that voids them
+        # re-read next batch, through the event that voids them
+        self.voided.release(self.state, read, events, first_offset)
         applied = set(report.applied)
         now = time.time()
         for step in the_plan.steps:

@@ -10,10 +10,11 @@ held events are re-read from the INSERT, the voiding event among them, and the r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from streamer.events.model import Event
 from streamer.target.apply.plan import step_db
+from streamer.target.apply.runner import failed_in_run
 from streamer.target.apply.sources import NO_CHECKSUM
 from streamer.target.apply.voiding import ObjectKey, voids, written_objects
 from streamer.target.state.state_file import Halt, TargetState
@@ -21,57 +22,66 @@ from streamer.target.state.state_file import Halt, TargetState
 log = logging.getLogger(__name__)
 
 GONE_FILES = "no copy matches the event"  # streamer.target.apply.files: no candidate copy matched
-PENDING_RUN = "voiding run was pending"  # streamer.target.apply.runner: another event failed
+
+Read = Callable[[int, int], Iterable[Event]]  # the topic's events in an offset range
 
 
 def gone_files(halt: Halt) -> bool:
-    """Whether ``halt`` is a write whose files could not be copied, gone or never checksummed (and
-    nothing else failed): the causes a voiding run resolves."""
+    """Whether ``halt`` is a write whose files could not be copied, gone or never checksummed (itself,
+    or another write of the voiding run pending from it): the causes a later voiding event resolves."""
     writes = halt.event_type in ("INSERT", "ADD_PARTITION")
-    gone = GONE_FILES in halt.cause or NO_CHECKSUM in halt.cause
-    return writes and gone and PENDING_RUN not in halt.cause
+    return writes and (GONE_FILES in halt.cause or NO_CHECKSUM in halt.cause)
 
 
 class VoidedHalts:
-    """Retries halted databases whose halted write a newly read event voids, once per halt (the
-    replay holds the voiding event: halted again at the same event, the database waits for an
-    operator, as the halt's cause says); ``read_at(offset)`` re-reads a halted event that is not in
-    the batch (after a restart)."""
+    """Retries halted databases whose failed write a newly read event voids, once per halt and failed
+    event (the replay holds the voiding event; halted again at the same one, the database waits for
+    an operator, as the halt's cause says). ``read(start, end)`` re-reads the topic for a failed
+    event that is not in the batch (after a restart)."""
 
-    def __init__(self, read_at: Callable[[int], Event | None]) -> None:
-        self._read_at = read_at
-        self._objects: dict[tuple[str, int], list[ObjectKey]] = {}
-        self._retried: set[tuple[str, int]] = set()  # one retry per halt: its run is in its replay
+    def __init__(self, read: Read) -> None:
+        self._read = read
+        self._objects: dict[tuple[str, int, int], list[ObjectKey]] = {}
+        self._retried: set[tuple[str, int, int]] = set()
 
-    def release(self, state: TargetState, new_events: Sequence[Event]) -> list[str]:
-        """Retry each halted database whose halted INSERT one of ``new_events`` (read from the topic
-        in this batch, not replayed) voids; returns those databases."""
+    def release(
+        self, state: TargetState, new_events: Sequence[Event], batch: Sequence[Event], end_offset: int | None
+    ) -> list[str]:
+        """Retry each halted database whose failed write one of ``new_events`` (read from the topic in
+        this batch, not replayed) voids; ``batch`` is every event of the batch, ``end_offset`` its
+        first record's offset. Returns those databases."""
         released = []
         for db, halt in state.halts().items():
-            if not gone_files(halt) or (db, halt.event_id) in self._retried:
+            failed = failed_in_run(halt.cause) or halt.event_id
+            key = (db, halt.event_id, failed)
+            if not gone_files(halt) or key in self._retried:
                 continue
-            objects = self._objects_of(halt, new_events)
+            objects = self._objects_of(key, halt, batch, end_offset)
             voider = next(
                 (e for e in new_events
-                 if step_db(e) == db and e.event_id > halt.event_id and any(voids(e, o) for o in objects)),
+                 if step_db(e) == db and e.event_id > failed and any(voids(e, o) for o in objects)),
                 None,
             )
             if voider is None:
                 continue
             log.warning(
-                "database %s: event %s (%s) voids the files event %s could not copy; retrying from it, "
-                "to apply them as one run", db, voider.event_id, voider.event_type, halt.event_id,
+                "database %s: event %s (%s) voids the files event %s could not copy; retrying from event "
+                "%s, to apply them as one run", db, voider.event_id, voider.event_type, failed, halt.event_id,
             )
             state.retry(db)
-            self._retried.add((db, halt.event_id))
+            self._retried.add(key)
             released.append(db)
         return released
 
-    def _objects_of(self, halt: Halt, batch: Sequence[Event]) -> list[ObjectKey]:
-        key = (halt.db, halt.event_id)
+    def _objects_of(
+        self, key: tuple[str, int, int], halt: Halt, batch: Sequence[Event], end_offset: int | None
+    ) -> list[ObjectKey]:
         if key not in self._objects:
-            event = next((e for e in batch if e.event_id == halt.event_id), None)
+            failed = key[2]
+            event = next((e for e in batch if e.event_id == failed), None)
             if event is None and halt.offset is not None:
-                event = self._read_at(halt.offset)
+                end = halt.offset + 1 if failed == halt.event_id else end_offset
+                if end is not None and end > halt.offset:
+                    event = next((e for e in self._read(halt.offset, end) if e.event_id == failed), None)
             self._objects[key] = written_objects(event) if event is not None else []
         return self._objects[key]

@@ -107,3 +107,36 @@ def test_a_retry_that_halts_again_is_not_repeated_for_every_later_overwrite(
     job.process(topic.append(b.create_db(10, "more")))
     assert job.state.halts()["a"].event_id == 4
     assert len(topic.replayed) == replays  # no second retry, no second re-read
+
+
+def test_a_run_halted_by_another_gone_write_is_retried_when_that_one_is_voided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unpaced Spark SQL: the run from event 4 (voided by 6) holds event 5, whose files are gone too and
+    whose own overwrite (7) comes later: halted at 4 naming 5, retried when 7 arrives, and applied."""
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    src = tmp_path / "src"
+    t = b.table("a", "t", ("p",), location=f"file://{src}/a.db/t")
+    files = {n: b.write_source_file(src / "a.db" / "t" / f"p={n[0]}", n, n.encode())
+             for n in ("1a", "2a", "1b", "2b")}
+    for gone_name in ("1a", "2a"):
+        Path(files[gone_name].uri.removeprefix("file://")).unlink()
+    job.process(topic.append(
+        b.create_db(1, "a"), b.create_table(2, t),
+        b.add_partition(3, t, [b.partition(t, "1"), b.partition(t, "2")]),
+        b.insert(4, t, [files["1a"]], values=["1"]),
+    ))
+    assert job.state.halts()["a"].event_id == 4
+    job.process(topic.append(b.insert(5, t, [files["2a"]], values=["2"], replace=True),
+                             b.insert(6, t, [files["1b"]], values=["1"], replace=True)))
+    job.process(topic.append(b.create_db(100, "x")))  # the retry's replay: the run from 4 fails at 5
+    halt = job.state.halts()["a"]
+    assert halt.event_id == 4 and "event 5 failed while a voiding run was pending" in halt.cause
+    job.process(topic.append(b.insert(7, t, [files["2b"]], values=["2"], replace=True)))
+    job.process(topic.append(b.create_db(101, "y")))
+    assert "a" not in job.state.halts()
+    assert job.applier.progress["a"] == 7
+    table_dir = tmp_path / "wh" / "a.db" / "t"
+    visible = sorted(p.name for p in table_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
+    assert visible == ["1b", "2b"]
