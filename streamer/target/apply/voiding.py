@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from streamer.errors import StreamerError
 from streamer.events.model import (
@@ -237,7 +238,7 @@ def _stops(event: Event, table: TableKey) -> bool:
         return (event.db or "").lower() == table[0]
     if isinstance(p, AlterTablePayload):
         names = {(p.before.db.lower(), p.before.name.lower()), (p.after.db.lower(), p.after.name.lower())}
-        moved = p.is_rename or p.before.sd.location != p.after.sd.location
+        moved = p.is_rename or not _same_location(p.before.sd.location, p.after.sd.location)
         return table in names and (moved or p.before.is_transactional != p.after.is_transactional)
     if isinstance(p, AddConstraintsPayload):  # another table's key on this one must find it as logged
         named = {(c.db.lower(), c.table.lower()) for c in p.constraints}
@@ -248,5 +249,19 @@ def _stops(event: Event, table: TableKey) -> bool:
     if event.event_type is EventType.CREATE_TABLE:
         return True
     if isinstance(p, AlterPartitionPayload):
-        return p.before.values != p.after.values or p.before.sd.location != p.after.sd.location
+        moved = not _same_location(p.before.sd.location, p.after.sd.location)
+        return p.before.values != p.after.values or moved
     return False
+
+
+def _same_location(before: str | None, after: str | None) -> bool:
+    """Whether an ALTER left a location where it was: unknown on either side counts as unchanged (a
+    Hive 2.3 message may carry one side only), and ``file:/x`` is ``file:///x``."""
+    if not before or not after:
+        return True
+    return _spelled(before) == _spelled(after)
+
+
+def _spelled(location: str) -> tuple[str, str, str]:
+    parts = urlsplit(location)
+    return (parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"))

@@ -126,16 +126,31 @@ def run_unpaced(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetas
         target.close()
 
 
+SETTLE_SECONDS = 20.0  # a halt unchanged this long is final: the job retries a voidable one sooner
+
+
 def _wait_applied_or_halted(job: TargetProcess, db: str, expected: int, timeout: float) -> dict[str, Halt]:
-    """Wait until ``db``'s replica applied ``expected`` or a database halted; the halts."""
-    halts: dict[str, Halt] = {}
+    """Wait until ``db``'s replica applied ``expected`` or its databases stayed halted, unchanged, for
+    ``SETTLE_SECONDS`` (a halt at a write whose files a later event voids is retried by the job
+    itself); the halts then."""
+    seen: dict[str, tuple[tuple[int, str], float]] = {}
 
     def done() -> bool:
-        halts.update(job.stack.halts())
-        return bool(halts) or job.stack.applied_ids([db])[db] >= expected
+        now = time.monotonic()
+        current = job.stack.halts()
+        for name in list(seen):
+            if name not in current:
+                del seen[name]
+        for name, halt in current.items():
+            key = (halt.event_id, halt.cause)
+            if name not in seen or seen[name][0] != key:
+                seen[name] = (key, now)
+        if job.stack.applied_ids([db])[db] >= expected:
+            return True
+        return bool(seen) and all(now - since >= SETTLE_SECONDS for _, since in seen.values())
 
     job.wait_for(done, f"{db} applied up to event {expected} or halted", timeout)
-    return halts
+    return job.stack.halts()
 
 
 def _write_event_list(path: Path, events: list[Any]) -> None:
@@ -146,6 +161,9 @@ def _write_event_list(path: Path, events: list[Any]) -> None:
         values = getattr(p, "partition_values", None) or [getattr(x, "values", None)
                                                              for x in getattr(p, "partitions", []) or []]
         files = [f.uri.rsplit("/", 2)[-2:] for f in getattr(p, "files", []) or []]
+        moved = ""
+        if hasattr(p, "before") and hasattr(p, "after"):
+            moved = f" location {p.before.sd.location} -> {p.after.sd.location}"
         lines.append(f"{e.event_id} {e.event_type} {e.table} {values} replace={getattr(p, 'replace', None)} "
-                     f"files={files}")
+                     f"files={files}{moved}")
     path.write_text("\n".join(lines) + "\n")

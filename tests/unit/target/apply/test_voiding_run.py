@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamer.events.model import AddPartitionPayload, Event, FileRef
+from streamer.events.model import AddPartitionPayload, AlterPartitionPayload, Event, EventType, FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
@@ -75,6 +75,19 @@ def test_the_run_reaches_the_overwrite_and_grows_to_void_every_insert_inside() -
     assert run.voided == {FIRST, FIRST + 1}
     assert run.deferred == (FIRST + 2, FIRST + 4)
     assert not run.holds(FIRST + 3) and not run.holds(FIRST + 6)
+
+
+def test_an_alter_that_names_the_location_one_way_or_on_one_side_only_does_not_stop_the_run() -> None:
+    snap = _table("t")
+    first = insert(FIRST, "t", "1", missing=True)
+    written = b.partition(snap, "1")
+    where = written.sd.location or ""
+    for before, after in [("", where), (where.replace("file:///", "file:/"), where + "/")]:
+        alter = b.event(FIRST + 1, EventType.ALTER_PARTITION, AlterPartitionPayload(
+            snap, dataclasses.replace(written, sd=dataclasses.replace(written.sd, location=before)),
+            dataclasses.replace(written, sd=dataclasses.replace(written.sd, location=after))), DB, "t")
+        run = voiding_run([first], [alter, insert(FIRST + 2, "t", "1", replace=True)])
+        assert run is not None and run.end == FIRST + 2, (before, after)
 
 
 def test_drops_and_truncates_void_too() -> None:
