@@ -181,7 +181,7 @@ def voiding_run(
     while grown:  # every object written inside the run whose voider lies further extends it
         grown = False
         for at, o in writes:
-            found = _voider(window, at, o) if at < end else None
+            found = _voider(window, at, o) if at <= end else None  # the end itself too
             if found is not None and found > end:
                 end, grown = found, True
         while step_ends is not None and window[end].event_id not in step_ends:

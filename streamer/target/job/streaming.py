@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from streamer import metrics
 from streamer.errors import EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import Event
+from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.applier import Applier
@@ -136,11 +136,12 @@ class BatchApplier:
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = []
         for offset, event in decoded[: chain.intact]:
-            offsets[event.event_id] = offset
+            if event.event_type is not EventType.PROGRESS:  # a PROGRESS record reuses the id of the
+                offsets.setdefault(event.event_id, offset)  # event it follows: a retry starts at that event
             events.append(event)
         self.state.offset_of = offsets.get  # a halt records where to re-read from in the same change
         read = list(events)  # from the topic in this batch (the replayed held events come next)
-        first_offset = min(offsets.values(), default=None)
+        first_offset = min((offset for offset, _ in decoded[: chain.intact]), default=None)
         replayed, released = self.held.take(self.state, self.applier.load_progress, first_offset, offsets)
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
@@ -164,7 +165,8 @@ class BatchApplier:
                 if self._on_applied is not None:
                     for event in step.events:
                         self._on_applied(event, now)
-        consumed = consumed_through(bounded, max(offsets, default=0), self.settings.until_event)
+        newest = max((e.event_id for e in events), default=0)  # PROGRESS records included
+        consumed = consumed_through(bounded, newest, self.settings.until_event)
         if report.applied or consumed > self._consumed:
             self._consumed = max(self._consumed, consumed)
             write_progress(self.settings.state_dir, self._applied_times, self._consumed)

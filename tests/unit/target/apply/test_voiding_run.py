@@ -90,6 +90,16 @@ def test_an_alter_that_names_the_location_one_way_or_on_one_side_only_does_not_s
         assert run is not None and run.end == FIRST + 2, (before, after)
 
 
+def test_an_overwrite_ending_the_run_that_a_later_drop_voids_is_voided_too() -> None:
+    """INSERT, INSERT OVERWRITE, DROP TABLE written faster than the target reads: the overwrite's
+    files are gone as well, and the drop ends the run."""
+    first = insert(FIRST, "t", "1", missing=True)
+    later = [insert(FIRST + 1, "t", "1", replace=True), stats(FIRST + 2, "t", ("id",), 1, "1"),
+             b.drop_table(FIRST + 3, _table("t"))]
+    run = voiding_run([first], later)
+    assert run is not None and run.end == FIRST + 3 and run.voided == {FIRST, FIRST + 1}
+
+
 def test_drops_and_truncates_void_too() -> None:
     first = insert(FIRST, "t", "1", missing=True)
     for voider in [

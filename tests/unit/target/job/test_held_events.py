@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events.codec import encode_event
-from streamer.events.model import Event
+from streamer.events.model import Event, EventType, ProgressPayload
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier
@@ -96,3 +96,23 @@ def test_a_retry_during_a_batch_that_halts_another_database_is_kept(
     after = TargetState(tmp_path / "state")
     assert set(after.halts()) == {"b"}, "the operator's retry of a was undone"
     assert "a" in after.pending_replays()  # a's held events are re-read on the next batch
+
+
+def test_a_retry_re_reads_the_halted_event_not_the_progress_record_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent follows an event with a PROGRESS record of the same id: the halt's offset must be the
+    event's, or a retry re-reads from after it and passes it unapplied."""
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    t = b.table("a", "t")
+    altered = b.alter_table(2, t, b.replace(t, parameters={"k": "v"}))
+    progress = b.event(2, EventType.PROGRESS, ProgressPayload(2, 2))
+    job.process(topic.append(b.create_db(1, "a"), altered, progress))
+    halt = job.state.halts()["a"]
+    assert halt.event_id == 2 and halt.offset == 1  # the ALTER's offset, not the PROGRESS record's (2)
+    catalog.create_table(job.applier.ctx.target_table(t))  # the fix, then the operator's retry
+    TargetState(tmp_path / "state").retry("a")
+    job.process(topic.append(b.create_db(3, "other")))
+    table = catalog.get_table("a", "t")
+    assert "a" not in job.state.halts() and table is not None and table.parameters.get("k") == "v"
