@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import Event
+from streamer.events.model import Event, EventType
 from streamer.target.apply.plan import step_db
 from streamer.target.job.settings import TargetSettings
 from streamer.target.state.state_file import TargetState
@@ -51,7 +51,8 @@ class HeldEvents:
             for event_offset, value in self._replay(offset, before_offset):
                 event = self._deserialize(value)
                 if step_db(event) == db:
-                    offsets[event.event_id] = event_offset
+                    if event.event_type is not EventType.PROGRESS:  # (its id is the event's before it)
+                        offsets.setdefault(event.event_id, event_offset)
                     events.append(event)
         return events, released
 
