@@ -121,7 +121,10 @@ def _file_partition(p: AddPartitionPayload, ref: FileRef) -> tuple[str, ...] | N
 
 
 def _managed(table: TableSnapshot | None) -> bool:
-    return table is not None and table.table_type == "MANAGED_TABLE"
+    """Whether a dropped table's files go with it on the target: a managed table's do. A Hive 2.3 drop
+    message may carry no table; it counts as managed, the common case (an external table's directory
+    kept after its drop is no table's data, on either side)."""
+    return table is None or table.table_type == "MANAGED_TABLE"
 
 
 def voids(event: Event, obj: ObjectKey) -> bool:
