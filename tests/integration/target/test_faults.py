@@ -91,17 +91,17 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     source.publish()
     wait_converged(job, source)
 
-    # both the source file and its cmroot copy are gone: database a halts at that event, b goes on
+    # the source file is lost and the cmroot holds no copy, with no later event replacing it (which
+    # would void it: streamer.target.apply.voiding): database a halts at that event, b goes on
     wh.create_table(a, "h", COLUMNS, DAY)
     before = wh.current_event_id()
     wh.insert(a, "h", _rows(5, "h"), {"dt": "d1"})  # ADD_PARTITION listing the file
     halted_at = wh.current_event_id()
     assert halted_at == before + 1
     (lost,) = wh.files(a, "h")
-    wh.insert(a, "h", _rows(2, "h2"), {"dt": "d1"}, overwrite=True)  # rewrites that file in place
     kept = path_of(lost.cm_uri or "")
-    saved = Path(shutil.copy(kept, target_stack.base / "saved-cm-copy"))
-    kept.unlink()
+    assert not kept.exists()  # nothing recycled it
+    saved = Path(shutil.move(path_of(lost.uri), target_stack.base / "saved-lost-file"))
     wh.insert(a, "t", _rows(2, "held"))  # a later event of a: held, not lost
     wh.create_table(b, "t", COLUMNS, [])
     wh.insert(b, "t", _rows(3, "b"))
@@ -131,7 +131,7 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     assert job.metric("streamer_target_watermark_event_id") == halted_at - 1
 
     # the operator restores the file and retries: the halted event and the held ones are applied
-    shutil.copy(saved, kept)
+    shutil.copy(saved, path_of(lost.uri))
     target_stack.cli("target", "retry", "--state-dir", str(target_stack.state_dir), "--db", a)
     wh.alter_database(b, {"poke": "1"})  # the next batch re-reads the held range from Kafka
     source.publish()
@@ -147,8 +147,7 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     wh.insert(b, "s", _rows(4, "s"))
     skipped = wh.current_event_id()
     (gone,) = wh.files(b, "s")
-    wh.insert(b, "s", _rows(1, "s2"), overwrite=True)
-    path_of(gone.cm_uri or "").unlink()
+    path_of(gone.uri).unlink()  # lost, logged by no event: no run voids it
     wh.alter_table_properties(b, "s", {"comment": "after the skip"})
     source.publish()
     job.wait_for(lambda: b in target_stack.halts(), f"{b} to halt")
@@ -164,7 +163,7 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
         return all(row["lag_events"] == 0 for row in _status(target_stack, broker, source).values())
 
     job.wait_for(caught_up, "status to show both databases caught up")
-    # everything but the skipped event's file: the overwrite after it replaced it anyway
+    # equal: the skipped event's file is lost on both sides
     assert_target_equals_source(source, target_stack, reader)
     print(f"\ncmroot/halt/retry/skip: {time.monotonic() - started:.1f} s")
 
