@@ -168,9 +168,7 @@ class VoidingRuns:
 
     def __init__(self, plan: Plan, applier: Applier) -> None:
         self._applier = applier
-        self._steps: dict[str, list[Step]] = {}
-        for step in plan.steps:
-            self._steps.setdefault(step.db, []).append(step)
+        self._plan = plan  # read only when a write's files are gone: nothing per batch otherwise
         self._pending: dict[str, list[PendingRun]] = {}
         self._lock = threading.Lock()  # lanes of different databases share this object
 
@@ -181,8 +179,8 @@ class VoidingRuns:
             return False
         if not isinstance(exc, ChecksumMismatchError | UnverifiableFileError):
             return False  # only files gone (or never checksummed) are voided; never a refused location
-        steps = self._steps.get(step.db, [])
-        later = steps[next(i for i, s in enumerate(steps) if s is step) + 1 :]
+        at = next(i for i, s in enumerate(self._plan.steps) if s is step)
+        later = [s for s in self._plan.steps[at + 1 :] if s.db == step.db]
         try:
             events = [e for s in later for e in s.events]
             run = voiding_run(step.events, events, {s.last_event_id for s in later})

@@ -391,23 +391,25 @@ def test_bootstrap_of_a_hive_metastore_then_incremental_events(
     path = write_parquet(part.sd.location, "000000_0", 500)
     ref = FileRef(uri="file://" + str(path), partition="dt=2024-01-05")
     e2 = hive.log(EventType.ADD_PARTITION, AddPartitionPayload(days, [part], [ref]), sales, "daily")
-    config = AgentConfig(
-        hive.source_id,
-        broker.client_settings(),
-        topic=topic,
-        poll_interval=0.05,
-        gap_settle_seconds=0.5,
-        enrich=EnrichSettings(),
-    )
-    agent = SourceAgent(config, ThriftNotificationReader(hive.hms.uri), PolicySet.parse([f"`{prefix}.*`"]))
-    try:
-        agent.start()
-        assert agent.last_id == e1  # continues after the bootstrap
-        agent.run(once=True)
-        assert agent.last_id == e2
-    finally:
-        agent.close()
-        agent.reader.close()
+    publish_after_bootstrap(hive, broker, topic, prefix, after=e1, until=e2)
     wait_applied(job, target_stack, {sales: e2}, timeout=300)
     with target_stack.catalog() as tgt:
         assert assert_target_equals_source(hive.catalog, tgt, dbs) == files + 1
+
+
+def publish_after_bootstrap(
+    hive: HiveSource, broker: EmbeddedBroker, topic: str, prefix: str, *, after: int, until: int
+) -> None:
+    """The agent, on the source's Thrift log, publishes the events after the bootstrap's ``after``
+    through ``until``."""
+    config = AgentConfig(hive.source_id, broker.client_settings(), topic=topic, poll_interval=0.05,
+                         gap_settle_seconds=0.5, enrich=EnrichSettings())
+    agent = SourceAgent(config, ThriftNotificationReader(hive.hms.uri), PolicySet.parse([f"`{prefix}.*`"]))
+    try:
+        agent.start()
+        assert agent.last_id == after  # continues after the bootstrap
+        agent.run(once=True)
+        assert agent.last_id == until
+    finally:
+        agent.close()
+        agent.reader.close()

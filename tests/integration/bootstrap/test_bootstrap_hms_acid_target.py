@@ -24,13 +24,16 @@ import pytest
 from streamer.events.model import Column, EventType, FileRef, InsertPayload
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.metastore.thrift_txns import ThriftTxns
-from streamer.source.agent import AgentConfig, SourceAgent
-from streamer.source.enrich import EnrichSettings
-from streamer.source.policy import PolicySet
-from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.target.state.visibility import ACID_PARAM, load_visibility, table_key
 from streamer.target.table_reader import read_table
-from tests.integration.bootstrap.test_bootstrap_hms import HiveSource, _local, _Topic, hive, write_parquet
+from tests.integration.bootstrap.test_bootstrap_hms import (
+    HiveSource,
+    _local,
+    _Topic,
+    hive,
+    publish_after_bootstrap,
+    write_parquet,
+)
 from tests.integration.bootstrap.test_bootstrap_hms_acid import _bootstrap, _create_acid_table, _deltas
 from tests.integration.target.helpers import TargetProcess, TargetStack, sha256, wait_applied
 
@@ -60,23 +63,6 @@ def _delta(txn: int, stmt: int = 0) -> str:
 
 def _ids(firsts: Iterable[int]) -> list[int]:
     return sorted(i for first in firsts for i in range(first, first + 3))
-
-
-def _publish(
-    hive: HiveSource, broker: EmbeddedBroker, topic: str, prefix: str, *, after: int, until: int
-) -> None:
-    """The agent, on the source's Thrift log, publishes the events after the bootstrap's ``after``."""
-    config = AgentConfig(hive.source_id, broker.client_settings(), topic=topic, poll_interval=0.05,
-                         gap_settle_seconds=0.5, enrich=EnrichSettings())
-    agent = SourceAgent(config, ThriftNotificationReader(hive.hms.uri), PolicySet.parse([f"`{prefix}.*`"]))
-    try:
-        agent.start()
-        assert agent.last_id == after  # continues after the bootstrap
-        agent.run(once=True)
-        assert agent.last_id == until
-    finally:
-        agent.close()
-        agent.reader.close()
 
 
 def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
@@ -189,7 +175,7 @@ def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
     written = FileRef(uri=f"{events.sd.location}/{_delta(t8)}/bucket_00000")
     e2 = hive.log(EventType.INSERT, InsertPayload(events, None, [], False, [written]), db, "events")
     txns.commit(t8)
-    _publish(hive, broker, topic, prefix, after=e1, until=e2)
+    publish_after_bootstrap(hive, broker, topic, prefix, after=e1, until=e2)
     wait_applied(job, target_stack, {db: e2}, timeout=120)
     with target_stack.catalog() as tgt:
         t_events = tgt.get_table(db, "events")

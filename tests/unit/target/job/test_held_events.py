@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,14 +36,15 @@ class Topic:
 
 
 def _job(
-    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch, **extra: Any
 ) -> BatchApplier:
-    """The job as every caller builds it (the demo passes no replay): it reads its own topic."""
+    """The job as every caller builds it (the demo passes no replay): it reads its own topic;
+    ``extra`` are further ``TargetSettings``."""
     monkeypatch.setattr("streamer.target.job.streaming.kafka_replay", lambda settings: topic.replay)
     settings = TargetSettings(
         bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused",
         warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="",
+        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="", **extra,
     )
     return BatchApplier(settings, catalog)
 

@@ -11,24 +11,18 @@ import pytest
 
 from streamer.events.model import Event, FileRef
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier
 from tests.unit.target import builders as b
 
 from .test_held_events import Topic
+from .test_held_events import _job as held_job
 
 
 def _job(
     tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch
 ) -> BatchApplier:
-    monkeypatch.setattr("streamer.target.job.streaming.kafka_replay", lambda settings: topic.replay)
-    settings = TargetSettings(
-        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused",
-        warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="",
-        source_prefixes=((tmp_path / "src").as_uri(),),
-    )
-    return BatchApplier(settings, catalog)
+    """The job of ``test_held_events``, reading the source files below ``tmp_path/src``."""
+    return held_job(tmp_path, catalog, topic, monkeypatch, source_prefixes=((tmp_path / "src").as_uri(),))
 
 
 def _events(tmp_path: Path) -> tuple[list[Event], FileRef, FileRef]:
