@@ -23,6 +23,11 @@ from streamer.events.model import (
 LAST_ID_PARAM = "repl.last.id"
 # Set on every database/table streamer creates, naming the source; foreign objects are never touched.
 REPL_SOURCE_PARAM = "streamer.source.id"
+# Present on a database while a micro-batch applies its events out of event-id order (``target run
+# --coalesce-backlog``: streamer.target.apply.reorder): its tables may then show a state the source never
+# had; readers treat the database as being written (read again) until the batch's marker write removes it.
+# The value is the first event id of the batch that opened it.
+FENCE_PARAM = "streamer.apply.fence"
 # Marks a database as a replica (Hive's REPL LOAD sets the same key); ``streamer failover`` removes it.
 REPL_TARGET_PARAM = "repl.target.for"
 # Set by ``streamer failover``: the source event id the database was replicated through at the cut.
@@ -37,7 +42,7 @@ READONLY_PARAM = "readonly"
 # (a failed-over primary replicated back to its old source carries the forward stream's last id and
 # its failover record); a replica never takes them from the source's snapshots: its own are set by
 # its own applier, and a foreign repl.last.id or repl.failover.cut would make it skip or refuse events.
-STREAM_PARAMS = (LAST_ID_PARAM, REPL_SOURCE_PARAM, REPL_TARGET_PARAM, *FAILOVER_PARAMS)
+STREAM_PARAMS = (LAST_ID_PARAM, REPL_SOURCE_PARAM, REPL_TARGET_PARAM, FENCE_PARAM, *FAILOVER_PARAMS)
 
 
 def source_params(params: Mapping[str, str]) -> dict[str, str]:
