@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
 from streamer.read.model import DbMark, Marks, PinnedTable
 from streamer.target.job.watermark import Watermark
 
@@ -29,7 +29,8 @@ class Decision:
 def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = None) -> Decision:
     """Whether marks read before and after a read of tables of ``dbs`` allow it, and the event id
     it shows at least: the databases' watermark, or a newer ``repl.last.id`` among them (mid-batch,
-    every step up to that id is applied, in order, across databases)."""
+    every step up to that id is applied, in order, across databases). A database carrying the apply
+    fence is being applied out of order: no id says what it shows."""
     mark = marks.watermark
     if mark is None:
         if not any(m.exists for m in marks.databases.values()):
@@ -51,6 +52,9 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
             text = f"database {db} is replicated from source {seen.source_id!r}, not {mark.source_id!r}"
             return Decision(Verdict.FAIL, text)
         present[db] = seen.last_id
+    fenced = _fenced(marks, present, mark)
+    if fenced is not None:
+        return fenced
     halted = sorted(db for db in present if db in mark.halted)
     if halted:
         db = halted[0]
@@ -90,6 +94,22 @@ def decide_marks(marks: Marks, dbs: Sequence[str], min_event_id: int | None = No
         text = f"waiting for event {min_event_id}: the tables reflect event {event_id}"
         return Decision(Verdict.WAIT, f"{text} ({where})" if where else text, event_id)
     return Decision(Verdict.READ, event_id=event_id)
+
+
+def _fenced(marks: Marks, present: Iterable[str], mark: Watermark) -> Decision | None:
+    """RETRY while a read database carries the apply fence (a batch applies it grouped per table, out
+    of event-id order: its tables may show a state the source never had, at any repl.last.id); FAIL
+    when it is halted too, since the fence then stays until the database's next batch ends."""
+    fences = {db: fence for db in present if (fence := marks.databases[db].fence) is not None}
+    for db in sorted(fences, key=lambda name: (name not in mark.halted, name)):
+        batch = f"batch from event {fences[db]}"
+        if db in mark.halted:
+            text = (f"database {db} halted while being applied out of order ({batch}; {FENCE_PARAM} is "
+                    "set): its tables may show a state the source never had; retry the halted database "
+                    "(streamer target retry) so its next batch finishes and clears the fence")
+            return Decision(Verdict.FAIL, text)
+        return Decision(Verdict.RETRY, f"database {db} is being applied out of order ({batch}): read again")
+    return None
 
 
 def _db_mark(mark: Watermark, db: str) -> int:

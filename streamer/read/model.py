@@ -15,11 +15,14 @@ UNPARTITIONED = ""  # the partition name of an unpartitioned table's files
 
 @dataclass(frozen=True)
 class DbMark:
-    """One target database as a reader sees it: present, its ``repl.last.id`` and source."""
+    """One target database as a reader sees it: present, its ``repl.last.id`` and source, and the
+    apply fence (``streamer.apply.fence``: the first event id of the batch applying it out of event-id
+    order; None when it is applied in order)."""
 
     exists: bool
     last_id: int | None = None
     source_id: str | None = None
+    fence: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from fsspec import AbstractFileSystem
 from streamer.errors import StreamerError
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden, partition_name
-from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.read.errors import SnapshotError
 from streamer.read.model import UNPARTITIONED, DbMark, Marks, PinnedFile, PinnedTable
 from streamer.target.job.watermark import default_watermark_db, from_parameters
@@ -44,7 +44,7 @@ def marks_from(
             continue
         raw = params.get(LAST_ID_PARAM)
         last_id = int(raw) if raw is not None and raw.strip().isdigit() else None
-        marks[db] = DbMark(True, last_id, params.get(REPL_SOURCE_PARAM))
+        marks[db] = DbMark(True, last_id, params.get(REPL_SOURCE_PARAM), params.get(FENCE_PARAM))
     name = watermark_db
     if name is None:
         sources = sorted({m.source_id for m in marks.values() if m.source_id})

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from streamer.metastore.catalog import FENCE_PARAM
 from streamer.read.decision import Decision, Verdict, decide_marks
 from streamer.read.errors import (
     MarksFormatError,
@@ -25,7 +26,7 @@ from streamer.read.errors import (
     TableNotFound,
     UnknownDatabase,
 )
-from streamer.read.model import Marks, table_key
+from streamer.read.model import DbMark, Marks, table_key
 from streamer.read.resolve import marks_from
 
 if TYPE_CHECKING:
@@ -113,10 +114,12 @@ def bracket(
     """Run ``query`` (which must read ``tables`` and return materialized results: ``collect()``,
     ``count()``, ...) between two readings of the marks, after ``REFRESH TABLE`` of each table.
 
-    Marks that moved during the query run it again, up to ``retries`` more times, then
+    Marks that moved during the query (a ``repl.last.id``, the watermark, or an apply fence set or
+    removed) run it again, up to ``retries`` more times, then
     :class:`MarksMoved`; ``min_event_id`` and ``timeout`` wait as :func:`~streamer.read.snapshot`
     does (:class:`SnapshotTimeout`). An unknown database raises :class:`UnknownDatabase`, a table
-    missing :class:`TableNotFound`, a halted database read with others :class:`SnapshotError`.
+    missing :class:`TableNotFound`, a halted database read with others (or one that halted while
+    applied out of event-id order: the apply fence stays) :class:`SnapshotError`.
     """
     names = list(dict.fromkeys(table_key(t) for t in tables))
     if not names:
@@ -176,8 +179,13 @@ def _stop_or_wait(
 
 
 def _moves(before: Marks, after: Marks) -> str:
-    moved = [f"{db} repl.last.id {m.last_id} -> {after.databases[db].last_id}"
-             for db, m in before.databases.items() if after.databases.get(db) != m]
+    moved: list[str] = []
+    for db, m in before.databases.items():
+        now = after.databases.get(db, DbMark(False))
+        if now.last_id != m.last_id or now.exists != m.exists:
+            moved.append(f"{db} repl.last.id {m.last_id} -> {now.last_id}")
+        if now.fence != m.fence:  # a batch began (or ended) applying it out of order
+            moved.append(f"{db} {FENCE_PARAM} {m.fence} -> {now.fence}")
     if before.watermark != after.watermark:
         old = before.watermark.event_id if before.watermark else None
         new = after.watermark.event_id if after.watermark else None

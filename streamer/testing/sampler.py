@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 from streamer.errors import StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.hive.files import is_hidden
-from streamer.metastore.catalog import LAST_ID_PARAM, Catalog
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, Catalog
 from streamer.metastore.thrift_catalog import CatalogError
 from streamer.replay.machine import table_key
 from streamer.replay.state import UNPARTITIONED, FileKey, TableState, observe
@@ -129,7 +129,10 @@ class TargetReader:
         dbs = self.rng.sample(scope, min(len(scope), self.rng.choice([1, 1, 2])))
         keys = [k for db in dbs for k in self._choose(db)]
         wall = time.time()
-        before = self._applied(dbs)
+        before, fenced = self._applied(dbs)
+        if fenced:
+            self._discard_fenced(fenced)
+            return None
         try:
             first = self._collect(dbs, keys)
             second = self._collect(dbs, keys)
@@ -137,7 +140,10 @@ class TargetReader:
             log.debug("%s: sample raced an apply: %s", self.name, exc)
             self.discarded += 1
             return None
-        after = self._applied(dbs)
+        after, fenced = self._applied(dbs)
+        if fenced:
+            self._discard_fenced(fenced)
+            return None
         if before != after or first != second:
             self.discarded += 1
             return None
@@ -145,13 +151,23 @@ class TargetReader:
         self._seen.update(k for k, state in first.items() if state is not None)
         return Sample(self.name, wall, before, first)
 
-    def _applied(self, dbs: Iterable[str]) -> dict[str, int]:
-        out = {}
+    def _applied(self, dbs: Iterable[str]) -> tuple[dict[str, int], dict[str, str]]:
+        """Each database's ``repl.last.id``, and the apply fences (db -> value) among them."""
+        out: dict[str, int] = {}
+        fenced: dict[str, str] = {}
         for db in dbs:
             snap = self.catalog.get_database(db)
             if snap is not None and LAST_ID_PARAM in snap.parameters:
                 out[db] = int(snap.parameters[LAST_ID_PARAM])
-        return out
+            if snap is not None and FENCE_PARAM in snap.parameters:
+                fenced[db] = snap.parameters[FENCE_PARAM]
+        return out, fenced
+
+    def _discard_fenced(self, fenced: dict[str, str]) -> None:
+        """A database applied out of event-id order shows states the source never had, whatever its
+        ``repl.last.id``: nothing to judge, the sample is discarded like a raced one."""
+        log.debug("%s: sample read databases applied out of order: %s", self.name, fenced)
+        self.discarded += 1
 
     def _listed(self, db: str) -> list[str]:
         return [t.lower() for t in self.catalog.list_tables(db)] if self.catalog.get_database(db) else []

@@ -17,7 +17,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
-from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.read import (
     DbMark,
@@ -118,6 +118,29 @@ def test_a_halted_database_is_read_on_its_own_only() -> None:
 def test_a_halted_database_being_re_applied_is_retried() -> None:
     halted = Watermark(30, {"sales": 30}, frozenset({"sales"}), "src")
     assert decide_marks(_marks(halted, sales=33), ["sales"]).verdict is Verdict.RETRY
+
+
+def test_a_database_applied_out_of_order_is_read_again() -> None:
+    """The fence: a batch applies the database grouped per table, so no repl.last.id says what its
+    tables show, even alone and at or below the watermark."""
+    fenced = Marks(WM, {"sales": DbMark(True, 40, "src", "41"), "hr": DbMark(True, 50, "src")})
+    decision = decide_marks(fenced, ["hr", "sales"])
+    assert decision.verdict is Verdict.RETRY
+    assert decision.reason == "database sales is being applied out of order (batch from event 41): read again"
+    assert decide_marks(fenced, ["sales"]).verdict is Verdict.RETRY
+    assert decide_marks(fenced, ["hr"]).verdict is Verdict.READ  # only the fenced database waits
+    unfenced = Marks(WM, {"sales": DbMark(True, 40, "src")})
+    assert decide(unfenced, fenced, [], [], ["sales"]).verdict is Verdict.RETRY  # set during the read
+
+
+def test_a_halted_database_left_fenced_fails_until_it_is_retried() -> None:
+    halted = Watermark(30, {"sales": 30, "hr": 50}, frozenset({"sales"}), "src")
+    fenced = Marks(halted, {"sales": DbMark(True, 30, "src", "31"), "hr": DbMark(True, 50, "src")})
+    for dbs in (["sales"], ["hr", "sales"]):
+        decision = decide_marks(fenced, dbs)
+        assert decision.verdict is Verdict.FAIL
+        assert "sales halted while being applied out of order (batch from event 31" in decision.reason
+        assert "retry the halted database" in decision.reason
 
 
 def test_a_foreign_database_is_refused() -> None:
@@ -239,6 +262,10 @@ def test_the_watermark_record_read_from_its_text_is_the_published_one() -> None:
     marks = marks_from(lambda db: parse_properties(databases[db]) if db in databases else None, ["sales"])
     assert marks.watermark == halted
     assert marks.databases["sales"] == DbMark(True, 30, "src")
+    databases["sales"] = f"{{repl.last.id=30, {REPL_SOURCE_PARAM}=src, {FENCE_PARAM}=31}}"  # Hive's text
+    assert marks_from(lambda db: parse_properties(databases[db]), ["sales"]).databases["sales"] == DbMark(
+        True, 30, "src", "31"
+    )
     with pytest.raises(MarksFormatError, match="neither Spark's"):
         parse_properties("repl.last.id=3")
 

@@ -23,6 +23,7 @@ from streamer.errors import StreamerError
 from streamer.metastore.catalog import (
     FAILOVER_CUT_PARAM,
     FAILOVER_TIME_PARAM,
+    FENCE_PARAM,
     LAST_ID_PARAM,
     READONLY_PARAM,
     REPL_SOURCE_PARAM,
@@ -51,7 +52,8 @@ class FailedOverError(StreamerError):
 
 
 class FailoverError(StreamerError):
-    """The failover cannot be done as asked (nothing replicated from that source)."""
+    """The failover cannot be done as asked (nothing replicated from that source, a database left
+    mid-batch out of event-id order)."""
 
 
 class JobRunningError(StreamerError):
@@ -319,9 +321,10 @@ def failover(
                 cut = record.cut  # an interrupted failover keeps the cut it took first
             else:
                 state = TargetState(state_dir)
+                halts = {h.db: h.event_id for h in state.halts().values()}
+                refuse_fenced(state_dir, dbs, halts)
                 _, consumed = read_progress(state_dir)
                 applied = {name: int(p.get(LAST_ID_PARAM, "0") or 0) for name, p in dbs.items()}
-                halts = {h.db: h.event_id for h in state.halts().values()}
                 cut = compute_cut(applied, consumed, halts, set(state.pending_replays()), source_head,
                                   new_primary_event_id)
                 write_record(state_dir, FailoverRecord("pending", started, cut=cut))
@@ -330,6 +333,33 @@ def failover(
         done = FailoverRecord("done", started, _now(), cut, tuple(changed), sources)
         write_record(state_dir, done)
     return done
+
+
+def refuse_fenced(
+    state_dir: str | Path, dbs: Mapping[str, Mapping[str, str]], halted: Collection[str]
+) -> None:
+    """Refuse (``FailoverError``) while a database carries the apply fence: a batch applying it out
+    of event-id order did not finish, so its tables may show a state the source never had, and no
+    cut describes it. Called before the cut is taken: the pending record is removed (nothing was
+    changed), so a restarted target job can finish the batch, which removes the fence."""
+    fenced = {name: params[FENCE_PARAM] for name, params in sorted(dbs.items()) if FENCE_PARAM in params}
+    if not fenced:
+        return
+    (Path(state_dir) / FAILOVER_FILE).unlink(missing_ok=True)
+    found = "; ".join(
+        f"database {name} carries {FENCE_PARAM}={value} (a micro-batch from event {value} applied it out "
+        "of event-id order and did not finish" + (", and the database is halted" if name in halted else "")
+        + ")"
+        for name, value in fenced.items()
+    )
+    stuck = sorted(set(fenced) & set(halted))
+    retries = ", ".join(f"`streamer target retry --db {name}`" for name in stuck)
+    retry = f"retry the halted database{'s' if len(stuck) > 1 else ''} ({retries}), then " if stuck else ""
+    raise FailoverError(
+        f"cannot fail over: {found}: its tables may show a state the source never had. "
+        f"Nothing was changed; {retry}restart the target job so the batch finishes (that removes the "
+        "fence), then fail over again"
+    )
 
 
 def _opt_int(value: Any) -> int | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from streamer.events.model import DatabaseSnapshot
-from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.metastore.thrift_catalog import CatalogError
-from streamer.testing.sampler import Sampler
+from streamer.testing.sampler import Sampler, TargetReader
 from tests.unit.target import builders as b
 
 
@@ -61,3 +61,30 @@ def test_a_sampler_bug_is_an_error() -> None:
     sampler.stop()
     assert sampler.errors and "KeyError" in sampler.errors[0]
     assert not sampler.read_failures
+
+
+def test_a_sample_of_a_database_applied_out_of_order_is_discarded() -> None:
+    """A fenced database's tables may show a state the source never had: discarded, never judged."""
+    catalog = _target()
+    reader = TargetReader("r", catalog, lambda: ["a"])
+    assert reader.sample() is not None and reader.discarded == 0
+    catalog.alter_database("a", DatabaseSnapshot(name="a", parameters={LAST_ID_PARAM: "2", FENCE_PARAM: "3"}))
+    assert reader.sample() is None
+    assert (reader.taken, reader.discarded) == (1, 1)
+
+
+def test_a_fence_set_during_a_sample_discards_it() -> None:
+    """The fence is in the second reading only (a batch began meanwhile; repl.last.id has not moved)."""
+
+    class Fencing(MemoryCatalog):
+        def __init__(self, base: MemoryCatalog) -> None:
+            self.__dict__.update(base.__dict__)
+
+        def get_table(self, db: str, name: str):  # type: ignore[no-untyped-def]
+            params = {LAST_ID_PARAM: "2", FENCE_PARAM: "3"}
+            self.alter_database(db, DatabaseSnapshot(name=db, parameters=params))
+            return super().get_table(db, name)
+
+    reader = TargetReader("r", Fencing(_target()), lambda: ["a"])
+    assert reader.sample() is None
+    assert (reader.taken, reader.discarded) == (0, 1)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.catalog import (
     FAILOVER_CUT_PARAM,
+    FENCE_PARAM,
     LAST_ID_PARAM,
     READONLY_PARAM,
     REPL_SOURCE_PARAM,
@@ -115,6 +116,31 @@ def test_an_interrupted_failover_finishes_with_its_first_cut(tmp_path: Path) -> 
     write_progress(tmp_path, {}, 40)  # a later consumed id must not move the recorded cut
     finished = failover(tmp_path, catalog)
     assert finished.state == "done" and finished.cut == first.cut
+
+
+def test_a_database_left_mid_batch_out_of_order_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    """A fence left by a crash (or a halt) mid-batch: the tables may show a state the source never
+    had, so no cut describes them; the pending record goes too, so a restarted job finishes the batch."""
+    catalog = MemoryCatalog()
+    replica(catalog, "a", 9)
+    replica(catalog, "b", 5)
+    fenced = dict(catalog.get_database("b").parameters)  # type: ignore[union-attr]
+    fenced[FENCE_PARAM] = "6"
+    catalog.alter_database("b", DatabaseSnapshot(name="b", parameters=fenced))
+    write_progress(tmp_path, {}, 11)
+    with pytest.raises(FailoverError, match=rf"database b carries {FENCE_PARAM}=6 .*restart the target job"):
+        failover(tmp_path, catalog)
+    assert read_record(tmp_path) is None  # the job is not fenced: it may run and finish the batch
+    assert catalog.get_database("b").parameters == fenced  # type: ignore[union-attr]
+    assert REPL_TARGET_PARAM in catalog.get_database("a").parameters  # type: ignore[union-attr]
+
+    TargetState(tmp_path).halt("b", 7, "boom")
+    with pytest.raises(FailoverError, match=r"halted\).*`streamer target retry --db b`\), then restart"):
+        failover(tmp_path, catalog)
+
+    del fenced[FENCE_PARAM]  # the batch's marker write removed it
+    catalog.alter_database("b", DatabaseSnapshot(name="b", parameters=fenced))
+    assert failover(tmp_path, catalog).state == "done"
 
 
 def _hold(path: str, ready: Any, release: Any) -> None:
