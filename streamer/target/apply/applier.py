@@ -17,7 +17,7 @@ from streamer import metrics
 from streamer.errors import ApplyError, EventError
 from streamer.events.codec import check_envelope
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, EventType
-from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.catalog import FENCE_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.apply import bootstrap  # called through the module: tests stand in for it
 from streamer.target.apply.bootstrap import BootstrapApplier
 from streamer.target.apply.context import ApplyContext, last_id, object_name, touched_databases
@@ -26,7 +26,8 @@ from streamer.target.apply.handlers import apply_event
 from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers, changed_objects, write_marker
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.paths import TargetPaths
-from streamer.target.apply.plan import GLOBAL_DB, Step, StepKind
+from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
+from streamer.target.apply.reorder import reorder
 from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
@@ -87,6 +88,7 @@ class Applier:
         mark_readonly: bool = False,
         sources: SourceRules | None = None,
         markers_per_batch: bool = False,
+        coalesce_backlog: bool = False,
     ) -> None:
         self.ctx = ApplyContext(
             catalog, copier, paths, source_id, db_map=db_map, allow_existing_db=allow_existing_db,
@@ -94,13 +96,13 @@ class Applier:
         )
         self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
         self.pins: dict[str, int] = {}  # source db -> progress cap while a voiding run is pending (runner)
-        self.markers = DeferredMarkers(markers_per_batch)  # shared with the lanes' copies, like progress
+        self.markers = DeferredMarkers(markers_per_batch or coalesce_backlog)  # shared with the lanes' copies
+        self.coalesce_backlog = coalesce_backlog  # a backlog's batch regrouped per table (``regrouped``)
         self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
 
     def __copy__(self) -> Applier:
-        """A lane's applier (``streamer.target.job.lane_runner``): a context of its own, so that
-        setting its ``catalog`` leaves this one alone; it shares everything else (``progress``, the
-        state, copier, visibility store, the batch's snapshots and the bootstrap progress)."""
+        """A lane's applier (``job.lane_runner``): a context of its own (its ``catalog``); everything
+        else shared (``progress``, state, copier, visibility, the batch's snapshots, bootstrap progress)."""
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.ctx = copy.copy(self.ctx)
@@ -122,10 +124,7 @@ class Applier:
             if self.markers.recover(self.state.dir, progress) and not self.markers.deferring:
                 self.markers.flush(self.ctx, progress)  # the markers catch up before any new step
         self.progress = progress
-        for src in in_catalog:  # databases that exist: a dropped one's progress is no series
-            metrics.TARGET_LAST_APPLIED.labels(db=self.target_db(src)).set(progress[src])
-        for src in progress.keys() - in_catalog.keys() - {GLOBAL_DB}:  # dropped before this process
-            metrics.forget_database(self.target_db(src))
+        _progress_series(self.ctx, in_catalog, progress)
         return dict(progress)
 
     def _bootstrapped(self, source_db: str, event_id: int) -> None:
@@ -135,9 +134,8 @@ class Applier:
 
     # --- steps ----------------------------------------------------------------------------
     def reusing_snapshots(self) -> AbstractContextManager[None]:
-        """Within: a database read or written by one step is not read again by the next steps, nor
-        a table a create or alter step wrote by the next create or alter of it (``run_plan`` runs
-        each batch so). Outside, every step reads what it changes."""
+        """Within: a database or table read or written by a step is not read again by the next ones
+        (``run_plan`` runs each batch so). Outside, every step reads what it changes."""
         return self.ctx.memory.remembering()
 
     @contextmanager
@@ -168,6 +166,8 @@ class Applier:
                     ctx.memory.forget_tables()
                 return
             db = ctx.check_owned(name) if step.db != GLOBAL_DB else None
+            if db is not None and (step.fenced or FENCE_PARAM in db.parameters):
+                db = _fence(self.markers, ctx, step, db)
             if self.markers.deferring:
                 self.markers.journal_in(ctx).before_step(changed_objects(step))
             if step.kind is StepKind.ADD_PARTITIONS:
@@ -202,11 +202,30 @@ class Applier:
         """Advance the step's database to its last id: in a deferring batch a journal line (the marker
         at the batch's end), else ``repl.last.id`` now; ``db`` spares re-reading an unchanged one."""
         last = min(step.last_event_id, self.pins.get(step.db, step.last_event_id))  # a run re-reads whole
-        self.progress[step.db] = max(self.progress.get(step.db, last), last)
-        if self.markers.deferring:
+        if not (deferring := self.markers.deferring) or not self.markers.is_fenced(step.db):
+            self.progress[step.db] = max(self.progress.get(step.db, last), last)  # fenced: at the end
+        if deferring:
             self.markers.record(self.ctx, step.db, last, db)
             return
         write_marker(self.ctx, step.db, last, self.progress[step.db], db)
+
+def regrouped(applier: Applier, the_plan: Plan) -> Plan:
+    """``the_plan`` regrouped per table (``--coalesce-backlog``) when its batch will write its markers at
+    its end (a backlog: ``DEFER_MIN_EVENTS`` or more events, a state dir); else as is."""
+    if not (applier.coalesce_backlog and applier.markers.per_batch and applier.state is not None):
+        return the_plan
+    return reorder(the_plan) if len(the_plan.event_ids) >= DEFER_MIN_EVENTS else the_plan
+
+
+def _fence(markers: DeferredMarkers, ctx: ApplyContext, step: Step, db: DatabaseSnapshot) -> DatabaseSnapshot:
+    """A step out of event-id order fences its database until the batch's end (a database found
+    fenced, by a batch that crashed or halted, stays so until this batch ends)."""
+    if step.fenced and not markers.deferring:
+        raise ApplyError(
+            "a step regrouped out of event-id order needs a batch that writes its markers at its end",
+            event_id=step.first.event_id, obj=step.db,
+        )
+    return markers.fence(ctx, step.db, db, step.first.event_id, opening=step.fenced)
 
 
 def check_events(ctx: ApplyContext, step: Step) -> None:
@@ -237,6 +256,13 @@ def _catalog_progress(ctx: ApplyContext) -> dict[str, int]:
         if marker is not None:
             progress[reverse.get(name.lower(), name.lower())] = marker
     return progress
+
+
+def _progress_series(ctx: ApplyContext, in_catalog: Mapping[str, int], progress: Mapping[str, int]) -> None:
+    for src in in_catalog:  # databases that exist: a dropped one's progress is no series
+        metrics.TARGET_LAST_APPLIED.labels(db=ctx.target_db(src)).set(progress[src])
+    for src in progress.keys() - in_catalog.keys() - {GLOBAL_DB}:  # dropped before this process
+        metrics.forget_database(ctx.target_db(src))
 
 
 def _count_applied(step: Step, now: float) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, EventType
-from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
 from streamer.target.apply.context import ApplyContext, last_id
 from streamer.target.apply.journal import ANY_OBJECT, ObjectKey, ProgressJournal
 from streamer.target.apply.plan import GLOBAL_DB, Step
@@ -38,6 +38,9 @@ class DeferredMarkers:
         self.deferring = False
         self.journal: ProgressJournal | None = None
         self._pending: dict[str, int] = {}
+        # source dbs this batch fenced (or found fenced): no journal line for them; the batch's end
+        # lifts the fence with the marker, unless the database halted (streamer.target.apply.reorder)
+        self.fenced: set[str] = set()
         self._lock = threading.Lock()
 
     def note(self, src: str, event_id: int) -> None:
@@ -64,9 +67,30 @@ class DeferredMarkers:
             journal = self.journal = ProgressJournal(state_dir)
         return journal
 
+    def fence(
+        self, ctx: ApplyContext, src: str, db: DatabaseSnapshot, event_id: int, opening: bool
+    ) -> DatabaseSnapshot:
+        """Note ``src`` as fenced in this batch; ``opening`` (a step out of event-id order) also marks its
+        database (``FENCE_PARAM``) if it is not marked yet, before the step. Returns the snapshot now."""
+        with self._lock:
+            self.fenced.add(src)
+        if not opening or FENCE_PARAM in db.parameters:
+            return db
+        name = ctx.target_db(src)
+        fenced = dataclasses.replace(db, parameters={**db.parameters, FENCE_PARAM: str(event_id)})
+        ctx.catalog.alter_database(name, fenced, exists=True)
+        ctx.memory.remember(name, fenced)
+        return fenced
+
+    def is_fenced(self, src: str) -> bool:
+        with self._lock:
+            return src in self.fenced
+
     def record(self, ctx: ApplyContext, src: str, last: int, db: DatabaseSnapshot | None) -> None:
-        """A step of ``src`` through ``last`` is applied: a journal line; its marker is owed."""
-        self.journal_in(ctx).record(src, last)
+        """A step of ``src`` through ``last`` is applied: a journal line (none for a fenced database,
+        whose steps are out of order: a crash re-applies its batch); its marker is owed."""
+        if not self.is_fenced(src):
+            self.journal_in(ctx).record(src, last)
         self.note(src, last)
         if db is not None:  # unchanged by the step: the next steps' ownership check reads no more
             ctx.memory.remember(ctx.target_db(src), db)
@@ -74,18 +98,33 @@ class DeferredMarkers:
     def flush(self, ctx: ApplyContext, progress: MutableMapping[str, int]) -> None:
         """Write every owed ``repl.last.id`` (one call per database), then empty the journal."""
         pending = self.take()
+        with self._lock:
+            fenced, self.fenced = self.fenced, set()
+        halted = {src for src in fenced if ctx.state is not None and ctx.state.is_halted(src)}
+        for src in halted:  # applied out of order up to the failure: marker and fence stay
+            pending.pop(src, None)
+        lift = fenced - halted
+        for src in lift - pending.keys():  # found fenced, nothing owed: the fence alone goes
+            if src in progress:
+                pending[src] = progress[src]
         if not pending:
             return
-        journal = self.journal_in(ctx)
+        journal = self.journal_in(ctx) if ctx.state is not None else None
         try:
-            journal.sync()
+            if journal is not None:
+                journal.sync()
             for src, last in sorted(pending.items()):
-                write_marker(ctx, src, last, max(progress.get(src, last), last))
+                write_marker(ctx, src, last, max(progress.get(src, last), last), lift=src in lift)
+                if src in lift:
+                    progress[src] = max(progress.get(src, last), last)
         except BaseException:  # a metastore failure: still owed (and journaled), by the next batch
             for src, last in pending.items():
                 self.note(src, last)
+            with self._lock:
+                self.fenced |= fenced
             raise
-        journal.clear()
+        if journal is not None:
+            journal.clear()
 
     def recover(self, state_dir: Path, progress: MutableMapping[str, int]) -> bool:
         """Steps a killed job journaled but whose markers it never wrote: into ``progress``, and
@@ -116,11 +155,16 @@ def changed_objects(step: Step) -> set[ObjectKey]:
 
 
 def write_marker(
-    ctx: ApplyContext, src: str, last: int, progress: int, db: DatabaseSnapshot | None = None
+    ctx: ApplyContext,
+    src: str,
+    last: int,
+    progress: int,
+    db: DatabaseSnapshot | None = None,
+    lift: bool = False,
 ) -> None:
     """``repl.last.id`` of ``src``'s target database to at least ``last`` (the state file's progress
     when there is no database to hold it); ``db`` (or the batch's snapshot) spares a read;
-    ``progress`` is the applier's, for the metric."""
+    ``progress`` is the applier's, for the metric; ``lift`` removes the fence in the same call."""
     if src == GLOBAL_DB:  # no database, so no series: the global watermark shows its progress
         record_off_catalog(ctx.state, src, last)
         return
@@ -135,6 +179,8 @@ def write_marker(
     metrics.TARGET_LAST_APPLIED.labels(db=name).set(progress)
     marker = last_id(db)
     params = {**db.parameters, LAST_ID_PARAM: str(max(marker or 0, last)), **ctx.replica_marks()}
+    if lift:
+        params.pop(FENCE_PARAM, None)
     if marker is not None and marker >= last and params == db.parameters:
         ctx.memory.remember(name, db)
         return

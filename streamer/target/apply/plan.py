@@ -66,6 +66,7 @@ class Step:
     kind: StepKind
     events: tuple[Event, ...]
     db: str  # source database name (or GLOBAL_DB) whose progress this step advances
+    fenced: bool = False  # applied out of event-id order, its database fenced (apply.reorder)
 
     @property
     def event_ids(self) -> tuple[int, ...]:
@@ -186,15 +187,15 @@ def _group(events: list[Event]) -> list[Step]:
             steps.append(Step(StepKind.BOOTSTRAP, (event,), step_db(event)))
             i += 1
             continue
-        end = _collapsible_run(events, i)
+        end = collapsible_run(events, i)
         if end is not None:
             steps.append(Step(StepKind.COLLAPSED, tuple(events[i : end + 1]), step_db(event)))
             i = end + 1
             continue
         j = i + 1
-        state = _full_state_key(event)
+        state = full_state_key(event)
         if state is not None:
-            while j < len(events) and _full_state_key(events[j]) == state:
+            while j < len(events) and full_state_key(events[j]) == state:
                 j += 1
             steps.append(Step(StepKind.COALESCED if j - i > 1 else StepKind.EVENT, tuple(events[i:j]),
                               step_db(event)))
@@ -204,7 +205,7 @@ def _group(events: list[Event]) -> list[Step]:
             while (
                 j < len(events)
                 and events[j].event_type is EventType.ADD_PARTITION
-                and _table_key(events[j]) == _table_key(event)
+                and table_key(events[j]) == table_key(event)
             ):
                 j += 1
         kind = StepKind.ADD_PARTITIONS if j - i > 1 else StepKind.EVENT
@@ -238,11 +239,11 @@ def _bootstrapped(event: Event, applied: int | None) -> bool:
     )
 
 
-def _table_key(event: Event) -> tuple[str, str]:
+def table_key(event: Event) -> tuple[str, str]:
     return ((event.db or "").lower(), (event.table or "").lower())
 
 
-def _full_state_key(event: Event) -> tuple[object, ...] | None:
+def full_state_key(event: Event) -> tuple[object, ...] | None:
     """The object whose full after-state ``event`` carries, for coalescing; None when it carries
     less (or more: a rename moves the object, a truncate also clears files)."""
     p = event.payload
@@ -267,7 +268,7 @@ def _full_state_key(event: Event) -> tuple[object, ...] | None:
     return None
 
 
-def _collapsible_run(events: list[Event], start: int) -> int | None:
+def collapsible_run(events: list[Event], start: int) -> int | None:
     """Index of the drop ending a create...drop run that starts at ``start``, if the run may collapse."""
     first = events[start]
     if start + 1 >= len(events):
@@ -284,10 +285,10 @@ def _collapsible_run(events: list[Event], start: int) -> int | None:
         return None
     if first.payload.table.table_type == _EXTERNAL or not first.table:
         return None
-    table = _table_key(first)
+    table = table_key(first)
     for j in range(start + 1, len(events)):
         event = events[j]
-        if _table_key(event) != table:
+        if table_key(event) != table:
             return None
         if event.event_type is EventType.DROP_TABLE:
             dropped = event.payload.table if isinstance(event.payload, DropTablePayload) else None

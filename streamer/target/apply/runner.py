@@ -115,6 +115,12 @@ def _halt(
         cause = f"event {failed_id} {_FAILED_IN_RUN} ({runs_note}): {exc.cause}"
         for r in pending:
             report.held.extend(r.event_ids)
+    fenced_from = runs.first_fenced(step.db) if runs is not None else None
+    if fenced_from is not None and fenced_from < event_id:
+        # out of order: the database's events from its first regrouped one are not all applied (and
+        # its marker stays before them): the stream is re-read from there, the failed event named
+        event_id = fenced_from
+        cause = f"event {failed_id} {_FAILED_OUT_OF_ORDER} (re-read from event {fenced_from}): {exc.cause}"
     halt = state.halt(step.db, event_id, cause, event_type=event_type, obj=obj)
     log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
     report.halted[step.db] = halt
@@ -124,7 +130,8 @@ def _halt(
 
 
 _FAILED_IN_RUN = "failed while a voiding run was pending"
-_FAILED_IN_RUN_AT = re.compile(r"^event (\d+) " + _FAILED_IN_RUN)
+_FAILED_OUT_OF_ORDER = "failed in a batch regrouped per table"
+_FAILED_IN_RUN_AT = re.compile(rf"^event (\d+) (?:{_FAILED_IN_RUN}|{_FAILED_OUT_OF_ORDER})")
 
 
 def failed_in_run(cause: str) -> int | None:
@@ -219,6 +226,10 @@ class VoidingRuns:
             return False
         pending.voided.append(step)
         return True
+
+    def first_fenced(self, db: str) -> int | None:
+        """The first event of ``db``'s regrouped steps in this batch (``Step.fenced``), if any."""
+        return min((s.first.event_id for s in self._plan.steps if s.db == db and s.fenced), default=None)
 
     def ending(self, step: Step) -> PendingRun | None:
         """The pending run ``step`` ends, if any."""

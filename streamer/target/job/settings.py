@@ -40,6 +40,7 @@ class TargetSettings:
     until_event: int | None = None  # apply events up to this id, then stop (streamer.target.job.bounded)
     mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
     markers_per_batch: bool = False  # a backlog's repl.last.id once per database per batch (Applier.batch)
+    coalesce_backlog: bool = False  # a backlog's batch regrouped per table, fenced (apply.reorder)
     # database whose parameters publish the watermark (streamer.target.job.watermark); "" = metrics only,
     # None = streamer_watermark_<source id>
     watermark_db: str | None = None

@@ -40,7 +40,7 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
 from streamer.metastore.transport import HmsAuth
-from streamer.target.apply.applier import Applier
+from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
@@ -145,7 +145,8 @@ class BatchApplier:
         replayed, released = self.held.take(self.state, self.applier.load_progress, first_offset, offsets)
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
-        the_plan = plan(bounded.within, self.applier.progress, set(self.state.halts()))
+        planned = plan(bounded.within, self.applier.progress, set(self.state.halts()))
+        the_plan = regrouped(self.applier, planned)  # --coalesce-backlog: per table, fenced
         before = self._consumed
         report = self.runner.run(
             self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True)
@@ -236,6 +237,7 @@ def _applier(
         mark_readonly=settings.mark_readonly,
         sources=settings.source_rules(),
         markers_per_batch=settings.markers_per_batch,
+        coalesce_backlog=settings.coalesce_backlog,
     )
 
 

@@ -30,7 +30,7 @@ from streamer.events.model import (
     UpdateColumnStatsPayload,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.target.apply.plan import Plan, Step, StepKind, _full_state_key, plan
+from streamer.target.apply.plan import Plan, Step, StepKind, full_state_key, plan
 from streamer.target.apply.runner import run_plan
 from streamer.target.apply.sources import SourceRules
 from streamer.testing import History, Sample, SourceStateMachine, check, table_key
@@ -182,15 +182,15 @@ def test_kept_events_are_a_subsequence_ending_each_run_with_its_last(events: lis
     assert sorted(set(kept) | set(result.coalesced)) == list(result.event_ids)
     assert not set(kept) & set(result.coalesced)
     for step in result.steps:
-        keys = {_full_state_key(e) for e in step.events}
+        keys = {full_state_key(e) for e in step.events}
         if step.kind is StepKind.COALESCED:
             assert len(step.events) > 1 and len(keys) == 1 and None not in keys
             assert step.superseded == step.event_ids[:-1]
         else:
             assert step.superseded == ()
     for before, after in zip(result.steps, result.steps[1:], strict=False):  # runs are maximal
-        key = _full_state_key(before.last)
-        assert key is None or key != _full_state_key(after.first)
+        key = full_state_key(before.last)
+        assert key is None or key != full_state_key(after.first)
 
 
 def test_ten_canary_bumps_become_one_alter_table() -> None:
