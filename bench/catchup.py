@@ -91,13 +91,20 @@ def _wait_published(p: Pipeline, last: int) -> None:
 
 
 def run_catchup(
-    work: Path, *, events: int, warmup_events: int, live_events: int, timeout: float, per_trigger: int
+    work: Path,
+    *,
+    events: int,
+    warmup_events: int,
+    live_events: int,
+    timeout: float,
+    per_trigger: int,
+    coalesce: bool = True,
 ) -> dict[str, Any]:
     from streamer.metastore.thrift_calls import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work) as p:
-        p.start_target(max_events_per_trigger=per_trigger)
+        p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
@@ -125,7 +132,7 @@ def run_catchup(
         with RssSampler({"driver": "self", "jvm": jvm}) as rss:
             CALLS.reset()
             t_restart = time.time()
-            p.start_target(max_events_per_trigger=per_trigger)
+            p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
             caught_up = p.wait_applied(last, timeout)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
         t_done = p.stages.applied.get(last, time.time())
@@ -152,6 +159,7 @@ def run_catchup(
             "restart_s": first_batch - t_restart,
             "batches": p.applier.batches if p.applier is not None else 0,
             "max_events_per_trigger": per_trigger,
+            "coalesce_backlog": coalesce,
             "source_write_eps": backlog / source_s,
             "live_source_write_eps": (live_last - live_first + 1) / live_source_s,
             "mix_live": _mix(p, live_first, live_last),
@@ -181,6 +189,13 @@ def run_catchup(
 @click.option("--warmup-events", default=300, show_default=True, help="Events applied first, not measured.")
 @click.option("--live-events", default=500, show_default=True, help="Events of the live phase.")
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for each phase.")
+@click.option(
+    "--coalesce-backlog/--no-coalesce-backlog",
+    "coalesce",
+    default=True,
+    show_default=True,
+    help="The target's --coalesce-backlog (a DR target's catch-up setting); off: markers per batch only.",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
     as_json: bool,
@@ -189,6 +204,7 @@ def main(
     warmup_events: int,
     live_events: int,
     timeout: float,
+    coalesce: bool,
     work_dir: Path | None,
 ) -> None:
     """Catch-up rate after a target outage vs the live rate; driver memory through the catch-up."""
@@ -202,6 +218,7 @@ def main(
             live_events=live_events,
             timeout=timeout,
             per_trigger=per_trigger,
+            coalesce=coalesce,
         )
     emit("catch-up after a target outage", result, as_json)
 

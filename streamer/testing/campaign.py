@@ -22,7 +22,7 @@ from streamer.errors import StreamerError
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.metastore.thrift_catalog import HmsCatalog
 from streamer.target.state.state_file import TargetState
-from streamer.testing.checker import Report, Sample, check
+from streamer.testing.checker import BATCH_EVENTS, Report, Sample, check
 from streamer.testing.child import STREAMER, Child
 from streamer.testing.history import History
 from streamer.testing.sampler import Sampler, TargetReader
@@ -58,6 +58,7 @@ class CampaignConfig:
     name: str = "campaign"
     catch_up_timeout: float = 600.0
     consistency: str = "global"  # the target's --consistency; the checker judges prefixes in that scope
+    coalesce_backlog: bool = False  # the target's --coalesce-backlog (markers per batch, regrouped, fenced)
 
 
 @dataclass
@@ -286,7 +287,8 @@ def _judge(
     """The samples judged against the source's history (``skipped``: the operator skips the target
     recorded); every violation goes to ``violations.txt``."""
     history = History.from_rows(warehouse.notifications(), source_id, txn_writes=warehouse.txn_write_rows)
-    report = check(history, samples, scope=cfg.consistency, skipped=skipped)
+    batch = BATCH_EVENTS if cfg.coalesce_backlog else None  # markers at a batch's end: a batch ahead
+    report = check(history, samples, scope=cfg.consistency, skipped=skipped, batch_events=batch)
     every = report.summary(limit=len(samples))
     (cfg.work_dir / "violations.txt").write_text(every + "\n", encoding="utf-8")
     return history, report
@@ -310,6 +312,7 @@ def _target_argv(config: CampaignConfig, source_id: str, topic: str) -> list[str
         "--external-base-dir", (work / "target" / "external").as_uri(),
         "--state-dir", str(work / "target" / "state"), "--trigger-seconds", "0.1", "--metrics-port", "0",
         "--consistency", config.consistency,
+        *(["--coalesce-backlog"] if config.coalesce_backlog else []),
     ]
 
 
