@@ -43,6 +43,11 @@ class MemoryTables(MemoryStore):
     def get_table(self, db: str, name: str) -> TableSnapshot | None:
         return self.tables.get((db.lower(), name.lower()))
 
+    def get_tables(self, db: str, names: list[str]) -> list[TableSnapshot]:
+        self.calls.append("get_tables")
+        found = (self.get_table(db, n) for n in dict.fromkeys(x.lower() for x in names))
+        return [t for t in found if t is not None]
+
     def create_table(self, table: TableSnapshot) -> None:
         self.calls.append("create_table")
         key = (table.db.lower(), table.name.lower())

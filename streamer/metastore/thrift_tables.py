@@ -48,6 +48,13 @@ class DatabaseTableCalls(ThriftConnection):
         t = self._get(f"{db}.{name}", lambda c: c.get_table(db, name))
         return None if t is None else convert.from_table(t)
 
+    def get_tables(self, db: str, names: list[str]) -> list[TableSnapshot]:
+        """Those of ``names`` that exist, one round trip (Hive's ``get_table_objects_by_name``)."""
+        if not names:
+            return []
+        found = self._get(db, lambda c: c.get_table_objects_by_name(db, names))
+        return [convert.from_table(t) for t in found or []]
+
     def create_table(self, table: TableSnapshot) -> None:
         obj = table.qualified_name
         self._must(

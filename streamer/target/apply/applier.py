@@ -8,6 +8,7 @@ how a crash converges on replay: docs/design/apply.md.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -36,6 +37,9 @@ T = TypeVar("T")
 
 # Events that change the database object itself (and so its parameters, where repl.last.id lives).
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
+
+
+log = logging.getLogger(__name__)
 
 
 class _InContext(Generic[T]):
@@ -214,7 +218,13 @@ def regrouped(applier: Applier, the_plan: Plan) -> Plan:
     its end (a backlog: ``DEFER_MIN_EVENTS`` or more events, a state dir); else as is."""
     if not (applier.coalesce_backlog and applier.markers.per_batch and applier.state is not None):
         return the_plan
-    return reorder(the_plan) if len(the_plan.event_ids) >= DEFER_MIN_EVENTS else the_plan
+    if len(the_plan.event_ids) < DEFER_MIN_EVENTS:
+        return the_plan
+    backlog = reorder(the_plan)
+    fenced = sum(s.fenced for s in backlog.steps)
+    log.info("backlog of %d events regrouped per table: %d steps instead of %d (%d fenced)",
+             len(the_plan.event_ids), len(backlog.steps), len(the_plan.steps), fenced)
+    return backlog
 
 
 def _fence(markers: DeferredMarkers, ctx: ApplyContext, step: Step, db: DatabaseSnapshot) -> DatabaseSnapshot:

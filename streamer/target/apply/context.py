@@ -56,7 +56,7 @@ class BatchMemory:
 
     def __init__(self) -> None:
         self._databases: dict[str, DatabaseSnapshot] | None = None
-        self._tables: dict[tuple[str, str], TableSnapshot] | None = None
+        self._tables: dict[tuple[str, str], TableSnapshot | None] | None = None  # None: known absent
 
     @contextmanager
     def remembering(self) -> Iterator[None]:
@@ -90,6 +90,17 @@ class BatchMemory:
         known = self._tables
         if known is not None:
             known[(table.db, table.name)] = table
+
+    def remember_absent(self, db: str, name: str) -> None:
+        """Known not to exist (a batch's prefetch, ``prefetch_tables``) until a step forgets it."""
+        known = self._tables
+        if known is not None:
+            known[(db, name)] = None
+
+    def knows_table(self, db: str, name: str) -> bool:
+        """Whether the batch knows the table: as a step left it, or that it does not exist."""
+        known = self._tables
+        return known is not None and (db, name) in known
 
     def forget_table(self, db: str, name: str) -> None:
         known = self._tables
@@ -185,9 +196,11 @@ class ApplyContext:
         return table
 
     def known_table(self, db: str, name: str) -> TableSnapshot | None:
-        """``existing_table``, answered without a call when a step of this batch wrote the table."""
-        table = self.memory.table(db, name)
-        return table if table is not None else self.existing_table(db, name)
+        """``existing_table``, answered without a call when a step of this batch wrote or read the
+        table, or the batch's prefetch found it (or found it absent: ``runner.prefetch``)."""
+        if self.memory.knows_table(db, name):
+            return self.memory.table(db, name)
+        return self.existing_table(db, name)
 
     # --- target objects ----------------------------------------------------------------------
     def target_table(self, snap: TableSnapshot) -> TableSnapshot:

@@ -214,6 +214,16 @@ def _group(events: list[Event]) -> list[Step]:
     return steps
 
 
+def named_tables(event: Event) -> list[tuple[str, str]]:
+    """(source db, table) of every table ``event`` names (a rename: both names), lower case."""
+    p = event.payload
+    if isinstance(p, AlterTablePayload):
+        return [(p.before.db.lower(), p.before.name.lower()), (p.after.db.lower(), p.after.name.lower())]
+    if event.db and event.table:
+        return [(event.db.lower(), event.table.lower())]
+    return []
+
+
 def _is_bootstrap(event: Event) -> bool:
     return isinstance(event.payload, BootstrapObjectPayload | BootstrapMarkerPayload)
 

@@ -83,10 +83,10 @@ def alter_table(ctx: ApplyContext, event: Event) -> None:
 def _rename_table(ctx: ApplyContext, event: Event, payload: AlterTablePayload) -> None:
     old_db, old_name = ctx.target_db(payload.before.db), payload.before.name.lower()
     new_db, new_name = ctx.target_db(payload.after.db), payload.after.name.lower()
-    ctx.memory.forget_table(old_db, old_name)  # (apply() forgets all after a rename; this holds within)
+    old = ctx.known_table(old_db, old_name)
+    new = ctx.known_table(new_db, new_name)
+    ctx.memory.forget_table(old_db, old_name)  # (apply() forgets both after a rename; this holds within)
     ctx.memory.forget_table(new_db, new_name)
-    old = ctx.existing_table(old_db, old_name)
-    new = ctx.existing_table(new_db, new_name)
     REGISTRY.forget(old_db, old_name)
     desired = target_table(ctx, payload.after, old or new)
     if old is None and new is None:
@@ -139,9 +139,9 @@ def drop_table(ctx: ApplyContext, event: Event) -> None:
     snap = payload.table
     db = ctx.target_db(snap.db if snap else event.db or "")
     name = (snap.name if snap else event.table or "").lower()
+    current = ctx.known_table(db, name)
     ctx.memory.forget_table(db, name)
     REGISTRY.forget(db, name)
-    current = ctx.existing_table(db, name)
     if current is not None:
         ctx.catalog.drop_table(db, name)
     known = snap or current

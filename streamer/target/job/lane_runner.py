@@ -18,7 +18,7 @@ from streamer import metrics
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.plan import Plan
-from streamer.target.apply.runner import RunReport, VoidingRuns, run_plan, run_step
+from streamer.target.apply.runner import RunReport, VoidingRuns, prefetch, run_plan, run_step
 from streamer.target.job.lanes import Consistency, Schedule, schedule
 from streamer.target.state.state_file import TargetState
 
@@ -61,6 +61,7 @@ class LaneRunner:
         # and its deferred markers, written after every lane has finished (Applier.batch)
         try:
             with applier.batch(len(plan.event_ids)):
+                prefetch(applier, plan)
                 runs = VoidingRuns(plan, applier)  # one database's steps stay in one lane, in order
                 report = RunReport(held=list(plan.held))
                 report = self._run(applier, the_schedule, state, report, one_halt, runs)

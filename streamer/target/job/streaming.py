@@ -147,10 +147,6 @@ class BatchApplier:
         bounded = split_at(events, self.settings.until_event)
         planned = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         the_plan = regrouped(self.applier, planned)  # --coalesce-backlog: per table, fenced
-        if the_plan is not planned:
-            log.info("backlog of %d events regrouped per table: %d steps instead of %d (%d fenced)",
-                     len(planned.event_ids), len(the_plan.steps), len(planned.steps),
-                     sum(s.fenced for s in the_plan.steps))
         before = self._consumed
         report = self.runner.run(
             self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True)
