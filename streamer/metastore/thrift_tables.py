@@ -52,7 +52,12 @@ class DatabaseTableCalls(ThriftConnection):
         """Those of ``names`` that exist, one round trip (Hive's ``get_table_objects_by_name``)."""
         if not names:
             return []
-        found = self._get(db, lambda c: c.get_table_objects_by_name(db, names))
+        try:
+            found = self._get(db, lambda c: c.get_table_objects_by_name(db, names))
+        except CatalogError:  # Hive 2.3 declares no exception for it: a missing database is "unknown result"
+            if self.get_database(db) is None:
+                return []
+            raise
         return [convert.from_table(t) for t in found or []]
 
     def create_table(self, table: TableSnapshot) -> None:

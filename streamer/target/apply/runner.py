@@ -70,7 +70,15 @@ def prefetch(applier: Applier, plan: Plan) -> None:
                 names.setdefault(applier.ctx.target_db(db), set()).add(name)
     ctx = applier.ctx
     for db, tables in sorted(names.items()):
-        found = {t.name.lower(): t for t in ctx.catalog.get_tables(db, sorted(tables))}
+        try:
+            database = ctx.memory.database(db) or ctx.catalog.get_database(db)
+            listed = ctx.catalog.get_tables(db, sorted(tables)) if database is not None else []
+            found = {t.name.lower(): t for t in listed}
+        except ApplyError as exc:  # the steps read as they go, and meet the failure with their event
+            log.warning("reading the tables of %s for this batch failed: %s", db, exc.cause)
+            continue
+        if database is not None:
+            ctx.memory.remember(db, database)  # the first step's ownership check reads no more
         for name in tables:  # a foreign table stays unknown: the step that reads it refuses it
             table = found.get(name)
             if table is None:

@@ -141,6 +141,7 @@ def test_missing_objects_are_none(hms_catalog: HmsCatalog, db: str) -> None:
     assert hms_catalog.list_partitions(db, "no_such_table") == []
     assert hms_catalog.get_partition(db, "no_such_table", ["1"]) is None
     assert hms_catalog.get_function(db, "no_such_function") is None
+    assert hms_catalog.get_tables("no_such_db", ["t"]) == []
     # drops of missing objects do nothing
     hms_catalog.drop_table(db, "no_such_table")
     hms_catalog.drop_partitions(db, "no_such_table", [["1"]])
@@ -163,6 +164,7 @@ def test_table_round_trip_keeps_every_field(hms_catalog: HmsCatalog, hms: Embedd
     )
     assert got.sd.location is not None and got.sd.location.rstrip("/").endswith(f"{db}.db/events")
     assert hms_catalog.list_tables(db) == ["events"]
+    assert hms_catalog.get_tables(db, ["no_such_table", "events"]) == [got]  # one call, the existing ones
     with pytest.raises(ObjectExistsError, match=f"{db}.events"):
         hms_catalog.create_table(snap)
 
