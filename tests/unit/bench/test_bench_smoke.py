@@ -11,7 +11,10 @@ from types import ModuleType
 import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
-SCRIPTS = ["lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer"]
+SCRIPTS = [
+    "lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer",
+    "regroup",
+]
 
 
 def _common() -> ModuleType:
