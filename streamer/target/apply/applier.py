@@ -220,6 +220,9 @@ def regrouped(applier: Applier, the_plan: Plan) -> Plan:
         return the_plan
     if len(the_plan.event_ids) < DEFER_MIN_EVENTS:
         return the_plan
+    replaying = applier.state.pending_replays()
+    if any(s.db in replaying for s in the_plan.steps):
+        return the_plan  # events re-read after a halt go in order: a failure halts at its own event
     backlog = reorder(the_plan)
     fenced = sum(s.fenced for s in backlog.steps)
     log.info("backlog of %d events regrouped per table: %d steps instead of %d (%d fenced)",

@@ -19,7 +19,7 @@ from streamer.target.apply.applier import Applier, check_events
 from streamer.target.apply.markers import DEFER_MIN_EVENTS
 from streamer.target.apply.plan import Plan, Step, StepKind, named_tables
 from streamer.target.apply.voiding import VoidingRun, strip_files, voiding_run
-from streamer.target.state.state_file import Halt, TargetState
+from streamer.target.state.state_file import REGROUPED_HALT, Halt, TargetState
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def _halt(
 
 
 _FAILED_IN_RUN = "failed while a voiding run was pending"
-_FAILED_OUT_OF_ORDER = "failed in a batch regrouped per table"
+_FAILED_OUT_OF_ORDER = REGROUPED_HALT
 _FAILED_IN_RUN_AT = re.compile(rf"^event (\d+) (?:{_FAILED_IN_RUN}|{_FAILED_OUT_OF_ORDER})")
 
 

@@ -32,6 +32,9 @@ from streamer.target.state.files import (
 from streamer.target.state.lock import state_lock
 
 STATE_FILE = "target-state.json"
+# The cause of a halt in a batch applied out of event-id order (streamer.target.apply.reorder): the
+# halt is at the database's first regrouped event, where the stream is re-read, not at the failed one
+REGROUPED_HALT = "failed in a batch regrouped per table"
 
 
 class StateError(StreamerError):
@@ -160,6 +163,13 @@ class TargetState:
             halt = self._halts.get(db)
             if halt is None:
                 raise StateError(f"database {db!r} is not halted; only a halted event can be skipped")
+            if REGROUPED_HALT in halt.cause:
+                raise StateError(
+                    f"database {db!r} halted in a batch applied out of event-id order (its halt at event "
+                    f"{halt.event_id} is where the stream is re-read, not the event that failed: "
+                    f"{halt.cause}); retry it: the retry applies those events in order, and if the event "
+                    "fails again the database halts at that event itself, which can then be skipped"
+                )
             if halt.event_id != event_id:
                 raise StateError(
                     f"database {db!r} is halted at event {halt.event_id}, not {event_id}; "

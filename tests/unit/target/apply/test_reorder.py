@@ -26,6 +26,7 @@ from streamer.target.apply.plan import Plan, StepKind, plan
 from streamer.target.apply.reorder import PARTITIONS, TABLE, movable, reorder
 from streamer.target.apply.runner import run_plan
 from streamer.target.apply.sources import SourceRules
+from streamer.target.state.state_file import StateError
 from tests.unit.target import builders as b
 
 from .test_apply import Env, make_env
@@ -220,6 +221,15 @@ def test_a_halt_mid_batch_keeps_the_fence_and_re_reads_from_the_first_regrouped_
     assert params[LAST_ID_PARAM] == str(FIRST - 1)
     assert env.applier.progress[DB] == FIRST - 1  # the retry re-plans the whole batch
     assert ProgressJournal(env.state.dir).read().get(DB, 0) < FIRST  # and so does a restart
+    with pytest.raises(StateError, match="retry it"):  # its halt is where to re-read, not what failed
+        env.state.skip(DB, FIRST)
+    env.state.set_offset(DB, 3)  # (the job records where the halted event is in the topic)
+    env.state.retry(DB)
+    replay = plan(events, env.applier.load_progress())
+    assert regrouped(env.applier, replay) is replay  # re-read events go in order: a failure halts at itself
+    halt = run_plan(env.applier, replay, env.state).halted[DB]
+    assert halt.event_id == bad and "regrouped" not in halt.cause
+    env.state.skip(DB, bad)  # the operator can now pass exactly that event
 
 
 def test_a_crash_before_the_markers_leaves_the_fence_and_a_restart_re_applies_the_batch(
