@@ -141,6 +141,12 @@ TARGET_EVENTS_COALESCED = Counter(
     "Events not executed because a later event of the same object in the batch carried its full state",
     registry=TARGET_REGISTRY,
 )
+TARGET_EVENTS_REGROUPED = Counter(
+    "streamer_target_events_regrouped_total",
+    "Events applied out of event-id order, regrouped per table in a backlog's batch behind the apply "
+    "fence (target run --coalesce-backlog)",
+    registry=TARGET_REGISTRY,
+)
 TARGET_EVENTS_VOIDED = Counter(
     "streamer_target_events_voided_total",
     "Writes (INSERTs, partitions added with files) whose files were gone, not copied because a later "

@@ -225,6 +225,7 @@ def regrouped(applier: Applier, the_plan: Plan) -> Plan:
         return the_plan  # events re-read after a halt go in order: a failure halts at its own event
     backlog = reorder(the_plan)
     fenced = sum(s.fenced for s in backlog.steps)
+    metrics.TARGET_EVENTS_REGROUPED.inc(sum(len(s.events) for s in backlog.steps if s.fenced))
     log.info("backlog of %d events regrouped per table: %d steps instead of %d (%d fenced)",
              len(the_plan.event_ids), len(backlog.steps), len(the_plan.steps), fenced)
     return backlog

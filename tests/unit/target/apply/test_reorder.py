@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamer import metrics
 from streamer.events.model import DatabaseSnapshot, Event, EventType
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
 from streamer.target.apply.applier import regrouped
@@ -183,8 +184,11 @@ def test_each_tables_new_partitions_are_one_call_and_the_database_is_fenced_mean
 
     env.catalog.add_partitions = add_partitions  # type: ignore[method-assign]
     calls = len(env.catalog.calls)
+    counted = metrics.REGISTRY.get_sample_value("streamer_target_events_regrouped_total") or 0.0
     the_plan = regrouped(env.applier, plan(events, env.applier.load_progress()))
     assert [s.kind for s in the_plan.steps[:2]] == [StepKind.ADD_PARTITIONS] * 2
+    regrouped_now = metrics.REGISTRY.get_sample_value("streamer_target_events_regrouped_total")
+    assert regrouped_now == counted + sum(len(s.events) for s in the_plan.steps if s.fenced) > counted
     report = run_plan(env.applier, the_plan, env.state)
     assert sorted(report.applied) == [e.event_id for e in events]
     assert fences == [str(FIRST), str(FIRST)]  # both calls made behind the fence
