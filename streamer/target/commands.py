@@ -470,8 +470,10 @@ def status(
         return
     click.echo(f"{'database':<24} {'applied':>10} {'head':>10} {'lag ev':>8} {'lag s':>8}  halted")
     for r in rows:
-        halted = r["halted"]
+        halted, fenced = r["halted"], r.get("fenced_from_event_id")
         halt_text = f"event {halted['event_id']}: {halted['cause']}" if halted else "-"
+        if fenced is not None:  # streamer.apply.fence: mid-batch out of event-id order
+            halt_text += f" (fenced: a batch from event {fenced} applied it out of order; readers read again)"
         lag_s = "-" if r["lag_seconds"] is None else f"{r['lag_seconds']:.1f}"
         click.echo(
             f"{r['db']:<24} {r['last_applied_event_id']:>10} {r['source_head_event_id'] or '-':>10} "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from streamer.errors import ConfigError
-from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.state.files import (
     expect_int,
     expect_object,
@@ -137,14 +137,23 @@ def status_rows(
             others.add(name)
             continue
         applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
-        through = replicated_through({name: applied}, consumed, stuck)[name]
+        fence = db.parameters.get(FENCE_PARAM)  # mid-batch out of order: through its marker only
+        through = replicated_through({name: applied}, consumed, stuck | ({name} if fence else set()))[name]
         rows.append({**_row(name, applied, through, head, progress.get(name), halts.get(name)),
-                     "source_id": owner})
+                     "source_id": owner, "fenced_from_event_id": _event_id(fence)})
     for name, halt in halts.items():
         if name not in others and all(r["db"] != name for r in rows):
             applied = state.applied().get(name, 0)
-            rows.append({**_row(name, applied, applied, head, progress.get(name), halt), "source_id": None})
+            rows.append({**_row(name, applied, applied, head, progress.get(name), halt), "source_id": None,
+                         "fenced_from_event_id": None})
     return rows, sorted(sources)
+
+
+def _event_id(raw: str | None) -> int | None:
+    """The fence's event id (-1 for one that is not a number: still a fence)."""
+    if raw is None:
+        return None
+    return int(raw) if raw.strip().isdigit() else -1
 
 
 def _row(

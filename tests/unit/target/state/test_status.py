@@ -67,14 +67,15 @@ def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
     import streamer.metastore.thrift_catalog as thrift_catalog
     from streamer.cli import cli
     from streamer.events.model import DatabaseSnapshot
-    from streamer.metastore.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
+    from streamer.metastore.catalog import FAILOVER_CUT_PARAM, FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
     from streamer.metastore.memory_catalog import MemoryCatalog
 
     catalog = MemoryCatalog()
     for name, params in {"a1": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "5"},
                          "b1": {REPL_SOURCE_PARAM: "b", LAST_ID_PARAM: "7"},
                          "b_dr": {REPL_SOURCE_PARAM: "b", LAST_ID_PARAM: "6", FAILOVER_CUT_PARAM: "6"},
-                         "mine": {}}.items():
+                         "mine": {},
+                         "a_mid": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "4", FENCE_PARAM: "5"}}.items():
         catalog.create_database(DatabaseSnapshot(name=name, parameters=params))
     monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: catalog)
     return CliRunner().invoke(cli, ["status", "--hms-uri", "thrift://target:9083", "--state-dir",
@@ -86,7 +87,7 @@ def test_status_of_one_source_lists_only_its_databases(tmp_path: Path, monkeypat
     result = _status(tmp_path, monkeypatch, "--source-id", "a", "--output", "json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["databases"]
-    assert [r["db"] for r in rows] == ["a1"] and rows[0]["source_id"] == "a"
+    assert [r["db"] for r in rows] == ["a1", "a_mid"] and rows[0]["source_id"] == "a"
     text = _status(tmp_path, monkeypatch, "--source-id", "b")
     assert text.exit_code == 0 and "b1" in text.output and "b_dr" in text.output and "a1" not in text.output
 
@@ -94,4 +95,17 @@ def test_status_of_one_source_lists_only_its_databases(tmp_path: Path, monkeypat
 def test_status_without_a_source_lists_every_source(tmp_path: Path, monkeypatch: Any) -> None:
     result = _status(tmp_path, monkeypatch, "--output", "json")
     assert result.exit_code == 0, result.output
-    assert [r["db"] for r in json.loads(result.output)["databases"]] == ["a1", "b1", "b_dr"]
+    assert [r["db"] for r in json.loads(result.output)["databases"]] == ["a1", "a_mid", "b1", "b_dr"]
+
+
+def test_a_database_left_mid_batch_out_of_order_is_shown_fenced_and_replicated_only_through_its_marker(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    write_progress(tmp_path, {}, 9)  # the job consumed through 9: a quiet database counts as through 9
+    listed = json.loads(_status(tmp_path, monkeypatch, "--output", "json").output)["databases"]
+    rows = {r["db"]: r for r in listed}
+    assert rows["a_mid"]["fenced_from_event_id"] == 5 and rows["a1"]["fenced_from_event_id"] is None
+    assert rows["a_mid"]["replicated_through_event_id"] == 4  # its tables are a mix past its marker
+    assert rows["a1"]["replicated_through_event_id"] == 9
+    text = _status(tmp_path, monkeypatch).output
+    assert "fenced: a batch from event 5 applied it out of order" in text
