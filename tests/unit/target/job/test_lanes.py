@@ -21,8 +21,9 @@ from streamer.events.model import (
     EventType,
     OpenTxnPayload,
 )
+from streamer.metastore.catalog import FENCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.apply.applier import Applier
+from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
@@ -179,16 +180,20 @@ class SlowCatalog:
         return call
 
 
-def _run(root: Path, mode: Consistency, events: list[Event]) -> tuple[MemoryCatalog, SlowCatalog, float]:
+def _run(
+    root: Path, mode: Consistency, events: list[Event], coalesce: bool = False
+) -> tuple[MemoryCatalog, SlowCatalog, float]:
     inner = MemoryCatalog()
     slow = SlowCatalog(inner)
     state = TargetState(root / "state")
     (root / "wh").mkdir(parents=True, exist_ok=True)
     paths = TargetPaths(str(root / "wh"), str(root / "ext"))
-    applier = Applier(slow, FileCopier(max_workers=2), paths, b.SOURCE_ID, state=state)  # type: ignore[arg-type]
+    applier = Applier(slow, FileCopier(max_workers=2), paths, b.SOURCE_ID, state=state,  # type: ignore[arg-type]
+                      coalesce_backlog=coalesce)
     runner = LaneRunner(mode, lambda: slow, workers=4)  # type: ignore[arg-type,return-value]
     started = time.monotonic()
-    report = runner.run(applier, plan(events, applier.load_progress(), state.halts()), state)
+    the_plan = regrouped(applier, plan(events, applier.load_progress(), state.halts()))
+    report = runner.run(applier, the_plan, state)
     seconds = time.monotonic() - started
     assert sorted(report.applied) == [e.event_id for e in events] and not report.halted
     return inner, slow, seconds
@@ -206,6 +211,23 @@ def test_database_lanes_end_in_the_state_global_order_ends_in(tmp_path: Path) ->
 
     assert seen(four, tmp_path / "database") == seen(one, tmp_path / "global")
     assert one_slow.most == 1 and four_slow.most > 1  # the lanes really ran at once (no timing asserted)
+
+
+def test_database_lanes_apply_a_regrouped_backlog_to_the_same_state_lifting_fences(tmp_path: Path) -> None:
+    setup = _workload(["a", "b"], 2)
+    tables = [(db, f"t{i}") for i in range(2) for db in ("a", "b")]
+    alters = []
+    for i in range(3):  # each table's property ALTERs, interleaved with the other tables': regrouped
+        for db, name in tables:
+            t = b.table(db, name)
+            event_id = len(setup) + len(alters) + 1
+            alters.append(b.alter_table(event_id, t, b.replace(t, parameters={"v": str(i)})))
+    one, _, _ = _run(tmp_path / "global", Consistency.GLOBAL, [*setup, *alters])
+    lanes, _, _ = _run(tmp_path / "database", Consistency.DATABASE, [*setup, *alters], coalesce=True)
+    params = {k: t.parameters for k, t in one.tables.items()}
+    assert {k: t.parameters for k, t in lanes.tables.items()} == params
+    assert all(FENCE_PARAM not in db.parameters for db in lanes.databases.values())
+    assert lanes.calls.count("alter_table") == len(tables) < one.calls.count("alter_table")
 
 
 def test_a_halted_lane_holds_its_database_only(tmp_path: Path) -> None:
