@@ -16,7 +16,7 @@ import pytest
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.testing.campaign import CampaignConfig, run_campaign
+from streamer.testing.campaign import CampaignConfig, CampaignResult, run_campaign
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,6 +32,18 @@ def _size(default: tuple[int, int, int]) -> tuple[int, int, int]:
     )
 
 
+def _judged_clean(result: CampaignResult, tmp_path: Path, workloads: int, kills: int) -> str:
+    """Every kill happened, enough samples were judged and none violated; the target's log."""
+    assert result.agent_kills == result.target_kills == workloads * kills
+    assert result.samples > 10 * workloads, "too few samples to show anything"
+    assert not result.sampler_errors, result.sampler_errors[:5]
+    # the embedded Derby metastore now and then fails a read of a table being changed: rare, or the
+    # samples would not show much
+    assert len(result.read_failures) <= result.samples // 100, result.read_failures[:5]
+    assert result.report.ok, f"{result.report.summary(5)}\n(every violation: {tmp_path}/violations.txt)"
+    return (tmp_path / "target.log").read_text(errors="replace")
+
+
 @pytest.mark.timeout(3600)
 def test_replica_shows_only_source_prefixes_through_crashes(
     broker: EmbeddedBroker, hms: EmbeddedMetastore, tmp_path: Path
@@ -44,14 +56,8 @@ def test_replica_shows_only_source_prefixes_through_crashes(
     print(f"\ncampaign: {result.summary()}; {result.discarded} samples discarded; "
           f"{len(result.read_failures)} reads the metastore failed; {result.seconds:.0f} s\n"
           f"{result.report.summary()}")
-    assert result.agent_kills == result.target_kills == workloads * kills
     assert result.events >= workloads * events
-    assert result.samples > 10 * workloads, "too few samples to show anything"
-    assert not result.sampler_errors, result.sampler_errors[:5]
-    # the embedded Derby metastore now and then fails a read of a table being changed: rare, or the
-    # samples would not show much
-    assert len(result.read_failures) <= result.samples // 100, result.read_failures[:5]
-    assert result.report.ok, f"{result.report.summary(5)}\n(every violation: {tmp_path}/violations.txt)"
+    _judged_clean(result, tmp_path, workloads, kills)
 
 
 @pytest.mark.timeout(1800)
@@ -69,12 +75,7 @@ def test_database_lanes_show_per_database_prefixes_through_crashes(
     ))
     print(f"\ncampaign (database lanes): {result.summary()}; {result.seconds:.0f} s\n"
           f"{result.report.summary()}")
-    assert result.agent_kills == result.target_kills == workloads * kills
-    assert result.samples > 10 * workloads, "too few samples to show anything"
-    assert not result.sampler_errors, result.sampler_errors[:5]
-    assert len(result.read_failures) <= result.samples // 100, result.read_failures[:5]
-    assert result.report.ok, f"{result.report.summary(5)}\n(every violation: {tmp_path}/violations.txt)"
-    log = (tmp_path / "target.log").read_text(errors="replace")
+    log = _judged_clean(result, tmp_path, workloads, kills)
     assert "consistency database" in log, "the target did not run in database mode"
 
 
@@ -94,11 +95,6 @@ def test_a_backlog_regrouped_per_table_shows_only_source_prefixes_through_crashe
     ))
     print(f"\ncampaign (coalesced backlog): {result.summary()}; {result.seconds:.0f} s\n"
           f"{result.report.summary()}")
-    assert result.agent_kills == result.target_kills == workloads * kills
-    assert result.samples > 10 * workloads, "too few samples to show anything"
-    assert not result.sampler_errors, result.sampler_errors[:5]
-    assert len(result.read_failures) <= result.samples // 100, result.read_failures[:5]
-    assert result.report.ok, f"{result.report.summary(5)}\n(every violation: {tmp_path}/violations.txt)"
-    log = (tmp_path / "target.log").read_text(errors="replace")
+    log = _judged_clean(result, tmp_path, workloads, kills)
     fenced = [int(n) for n in re.findall(r"regrouped per table: .*\((\d+) fenced\)", log)]
     assert any(fenced), f"no backlog was regrouped out of order ({len(fenced)} regrouped batches)"

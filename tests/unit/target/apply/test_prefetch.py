@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamer.events.model import TableSnapshot
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.target.apply.markers import DEFER_MIN_EVENTS
 from streamer.target.apply.plan import plan
 from streamer.target.apply.runner import run_plan
 from tests.unit.target import builders as b
 
-from .test_apply import make_env
+from .test_apply import Env, make_env
 
 
 def _counting(env: object) -> list[str]:
@@ -32,10 +33,16 @@ def _counting(env: object) -> list[str]:
     return seen
 
 
-def test_a_backlog_reads_its_tables_in_one_call_and_knows_the_absent_ones(tmp_path: Path) -> None:
+def _with_table(tmp_path: Path) -> tuple[Env, TableSnapshot]:
+    """Database a with table t, applied."""
     env = make_env(tmp_path)
     t = env.table("t")
     env.run([b.create_db(1, "a"), b.create_table(2, t)])
+    return env, t
+
+
+def test_a_backlog_reads_its_tables_in_one_call_and_knows_the_absent_ones(tmp_path: Path) -> None:
+    env, t = _with_table(tmp_path)
     reads = _counting(env)
     calls = len(env.catalog.calls)
     new = [b.create_table(3 + i, env.table(f"n{i}")) for i in range(DEFER_MIN_EVENTS)]  # absent: created
@@ -47,9 +54,7 @@ def test_a_backlog_reads_its_tables_in_one_call_and_knows_the_absent_ones(tmp_pa
 
 
 def test_a_small_batch_reads_as_it_goes(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
-    t = env.table("t")
-    env.run([b.create_db(1, "a"), b.create_table(2, t)])
+    env, t = _with_table(tmp_path)
     reads = _counting(env)
     calls = len(env.catalog.calls)
     env.run([b.alter_table(3, t, b.replace(t, parameters={"v": "1"}))])

@@ -24,7 +24,7 @@ from streamer.target.apply.applier import regrouped
 from streamer.target.apply.journal import ProgressJournal
 from streamer.target.apply.markers import DEFER_MIN_EVENTS
 from streamer.target.apply.plan import Plan, StepKind, plan
-from streamer.target.apply.reorder import PARTITIONS, TABLE, movable, reorder
+from streamer.target.apply.reorder import PARTITIONS, TABLE, _touches, movable, reorder
 from streamer.target.apply.runner import run_plan
 from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import StateError
@@ -83,21 +83,11 @@ def backlog(draw: st.DrawFn) -> list[Event]:
     return out
 
 
-def _touch(event: Event) -> tuple[str, ...]:
-    """A coarse key of what an event touches (for the order check): its table, and partition if any."""
-    from streamer.target.apply.reorder import _touches
-
-    level, parts = _touches(event)
-    return (event.table or "",) if level != PARTITIONS else (event.table or "", *sorted(p[0] for p in parts))
-
-
 def _conflict(a: Event, b_: Event) -> bool:
     if not (movable(a) and movable(b_)):
         return True  # a barrier orders everything
     if a.table != b_.table:
         return False
-    from streamer.target.apply.reorder import _touches
-
     (la, pa), (lb, pb) = _touches(a), _touches(b_)
     if TABLE in (la, lb):
         return True
