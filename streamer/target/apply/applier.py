@@ -25,7 +25,7 @@ from streamer.target.apply.context import ApplyContext, last_id, object_name, to
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.handlers import apply_event
 from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers, changed_objects, write_marker
-from streamer.target.apply.partitions import add_partitions
+from streamer.target.apply.partitions import add_partitions, drop_partitions
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.apply.reorder import reorder
@@ -174,12 +174,7 @@ class Applier:
                 db = _fence(self.markers, ctx, step, db)
             if self.markers.deferring:
                 self.markers.journal_in(ctx).before_step(changed_objects(step))
-            if step.kind is StepKind.ADD_PARTITIONS:
-                add_partitions(ctx, list(step.events))
-            elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
-                apply_event(ctx, step.last)
-            else:
-                apply_event(ctx, step.first)
+            _apply_events(ctx, step)
             # the snapshot read before the step is still current unless the step changed the database
             unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
             if not unchanged:
@@ -277,6 +272,18 @@ def _progress_series(ctx: ApplyContext, in_catalog: Mapping[str, int], progress:
         metrics.TARGET_LAST_APPLIED.labels(db=ctx.target_db(src)).set(progress[src])
     for src in progress.keys() - in_catalog.keys() - {GLOBAL_DB}:  # dropped before this process
         metrics.forget_database(ctx.target_db(src))
+
+
+def _apply_events(ctx: ApplyContext, step: Step) -> None:
+    """The catalog and file work of one step."""
+    if step.kind is StepKind.ADD_PARTITIONS:
+        add_partitions(ctx, list(step.events))
+    elif step.kind is StepKind.DROP_PARTITIONS:
+        drop_partitions(ctx, list(step.events))
+    elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
+        apply_event(ctx, step.last)
+    else:
+        apply_event(ctx, step.first)
 
 
 def _count_applied(step: Step, now: float) -> None:

@@ -170,23 +170,30 @@ def _rename_partition(
 
 
 def drop_partition(ctx: ApplyContext, event: Event) -> None:
-    payload = payload_of(event, DropPartitionPayload)
-    db = ctx.target_db(payload.table.db if payload.table else event.db or "")
-    name = (payload.table.name if payload.table else event.table or "").lower()
+    drop_partitions(ctx, [event])
+
+
+def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
+    """DROP_PARTITION events of one table (a merged step, or one event) in one catalog call, then
+    the managed table's partition directories."""
+    first = payload_of(events[0], DropPartitionPayload)
+    db = ctx.target_db(first.table.db if first.table else events[0].db or "")
+    name = (first.table.name if first.table else events[0].table or "").lower()
     table = ctx.known_table(db, name)  # a batch reads a table once for its partition events
     if table is None:
         return  # the table is gone (replay after a later drop): nothing to drop
     ctx.memory.remember_table(table)
     keys = [c.name for c in table.partition_keys]
-    if payload.partition_values:  # one call; partitions already gone (a replay) are no error
-        ctx.catalog.drop_partitions(db, name, [list(v) for v in payload.partition_values], keys)
+    dropped: dict[tuple[str, ...], int] = {}  # partition values -> the event dropping them
+    for event in events:
+        for part in payload_of(event, DropPartitionPayload).partition_values:
+            dropped.setdefault(tuple(part), event.event_id)
+    if dropped:  # one call; partitions already gone (a replay) are no error
+        ctx.catalog.drop_partitions(db, name, [list(v) for v in dropped], keys)
     if is_managed(table):
-        for values in payload.partition_values:
-            remove_tree(
-                ctx.paths.partition_location(db, name, keys, values),
-                ctx.paths.roots,
-                event_id=event.event_id,
-            )
+        for values, event_id in dropped.items():
+            remove_tree(ctx.paths.partition_location(db, name, keys, list(values)), ctx.paths.roots,
+                        event_id=event_id)
 
 
 def partition_values(name: str) -> list[str]:

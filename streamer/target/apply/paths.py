@@ -144,7 +144,7 @@ def check_segments(path: str, what: str, *, strict: bool = False) -> None:
         segments.pop()  # one trailing slash is harmless
     for seg in segments:
         decoded = seg
-        for _ in range(3):  # %252e%252e as well as %2e%2e
+        for _ in range(3 if "%" in seg else 0):  # %252e%252e as well as %2e%2e
             decoded = unquote(decoded)
         parts = decoded.replace("\\", "/").split("/") if strict else [decoded]
         if seg == "" or "\x00" in decoded or any(p in (".", "..") for p in parts):

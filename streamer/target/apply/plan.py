@@ -54,6 +54,7 @@ _STATS = frozenset({EventType.UPDATE_TABLE_COLUMN_STAT, EventType.UPDATE_PARTITI
 class StepKind(StrEnum):
     EVENT = "event"  # apply one event
     ADD_PARTITIONS = "add_partitions"  # consecutive ADD_PARTITION of one table, one catalog call
+    DROP_PARTITIONS = "drop_partitions"  # consecutive DROP_PARTITION of one table, one catalog call
     COLLAPSED = "collapsed"  # create ... drop of one object: only the last event (the drop) is applied
     COALESCED = "coalesced"  # full after-states of one object: only the last event is applied
     BOOTSTRAP = "bootstrap"  # one bootstrap record or marker (streamer.target.apply.bootstrap)
@@ -178,6 +179,14 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
     )
 
 
+MERGED_KINDS = {
+    EventType.ADD_PARTITION: StepKind.ADD_PARTITIONS,
+    EventType.DROP_PARTITION: StepKind.DROP_PARTITIONS,
+}
+"""Events of one table that are applied together in one catalog call when they follow each other
+(Hive 2.x logs one DROP_PARTITION per partition of an ``ALTER TABLE ... DROP PARTITION``)."""
+
+
 def _group(events: list[Event]) -> list[Step]:
     steps: list[Step] = []
     i = 0
@@ -201,14 +210,15 @@ def _group(events: list[Event]) -> list[Step]:
                               step_db(event)))
             i = j
             continue
-        if event.event_type is EventType.ADD_PARTITION:
+        merged = MERGED_KINDS.get(event.event_type)
+        if merged is not None:
             while (
                 j < len(events)
-                and events[j].event_type is EventType.ADD_PARTITION
+                and events[j].event_type is event.event_type
                 and table_key(events[j]) == table_key(event)
             ):
                 j += 1
-        kind = StepKind.ADD_PARTITIONS if j - i > 1 else StepKind.EVENT
+        kind = merged if merged is not None and j - i > 1 else StepKind.EVENT
         steps.append(Step(kind, tuple(events[i:j]), step_db(event)))
         i = j
     return steps

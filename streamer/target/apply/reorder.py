@@ -2,15 +2,16 @@
 
 ``target run --coalesce-backlog``: within a micro-batch, events of one table that are apart in the
 stream (other tables' events between them) are applied together: a table's ADD_PARTITIONs in one
-``add_partitions`` call, its full after-states (ALTER_TABLE, ALTER_PARTITION, statistics) as the
-last one, a create..drop as the drop. Only events that act on one table alone move (a *segment*
-between barriers: renames, database, function, constraint, transaction and bootstrap events stay in
-place, and nothing moves across them); inside a table, events that touch the same object keep their
-order (a table-level event orders everything of its table, a partition event the events of its
-partitions). So the batch ends in the state applying every event in order ends in, but while it runs
-a table can show a state the source never had next to another's: each step of a regrouped segment
-is *fenced*, and the applier marks its database (``FENCE_PARAM``) until the batch's end, so readers
-read again instead (docs/design/apply.md, "Coalescing a backlog").
+``add_partitions`` call and its DROP_PARTITIONs in one ``drop_partitions`` call, its full
+after-states (ALTER_TABLE, ALTER_PARTITION, statistics) as the last one, a create..drop as the drop.
+Only events that act on one table alone move (a *segment* between barriers: renames, database,
+function, constraint, transaction and bootstrap events stay in place, and nothing moves across
+them); inside a table, events that touch the same object keep their order (a table-level event
+orders everything of its table, a partition event the events of its partitions). So the batch ends
+in the state applying every event in order ends in, but while it runs a table can show a state the
+source never had next to another's: each step of a regrouped segment is *fenced*, and the applier
+marks its database (``FENCE_PARAM``) until the batch's end, so readers read again instead
+(docs/design/apply.md, "Coalescing a backlog").
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from streamer.target.apply.by_state import (
     state_sync_reason,
 )
 from streamer.target.apply.plan import (
+    MERGED_KINDS,
     Plan,
     Step,
     StepKind,
@@ -263,15 +265,18 @@ def _layers(units: list[Unit]) -> list[int]:
 
 
 def _layer_steps(units: list[Unit]) -> list[Step]:
-    """One layer's steps: each table's single ADD_PARTITION units as one step, the others one each."""
-    adds: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    """One layer's steps: each table's single ADD_PARTITION units as one step, and its single
+    DROP_PARTITION units as another (a layer's units of one table share no partition), the others
+    one each."""
+    merged: dict[tuple[EventType, tuple[str, str]], list[Event]] = defaultdict(list)
     steps: list[Step] = []
     for unit in units:
-        if unit.kind is StepKind.EVENT and unit.events[0].event_type is EventType.ADD_PARTITION:
-            adds[table_key(unit.events[0])].append(unit.events[0])
+        event = unit.events[0]
+        if unit.kind is StepKind.EVENT and event.event_type in MERGED_KINDS:
+            merged[(event.event_type, table_key(event))].append(event)
             continue
-        steps.append(Step(unit.kind, unit.events, step_db(unit.events[0])))
-    for events in adds.values():
-        kind = StepKind.ADD_PARTITIONS if len(events) > 1 else StepKind.EVENT
+        steps.append(Step(unit.kind, unit.events, step_db(event)))
+    for (event_type, _), events in merged.items():
+        kind = MERGED_KINDS[event_type] if len(events) > 1 else StepKind.EVENT
         steps.append(Step(kind, tuple(events), step_db(events[0])))
     return sorted(steps, key=lambda s: s.events[0].event_id)

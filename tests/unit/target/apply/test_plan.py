@@ -31,6 +31,8 @@ def one_event(draw: st.DrawFn, event_id: int) -> Event:
                 "add",
                 "add",
                 "add",
+                "droppart",
+                "droppart",
                 "create",
                 "drop",
                 "insert",
@@ -47,6 +49,8 @@ def one_event(draw: st.DrawFn, event_id: int) -> Event:
     snap = b.table(db, name, ("p",))
     if kind == "add":
         return b.add_partition(event_id, snap, [b.partition(snap, str(event_id))])
+    if kind == "droppart":
+        return b.drop_partition(event_id, snap, [[str(event_id % 7)]])
     if kind == "create":
         return b.create_table(event_id, snap)
     if kind == "external":
@@ -101,16 +105,22 @@ def test_plan_keeps_order_never_loses_never_duplicates(batch: tuple[list[Event],
 
 
 @given(batches())
-def test_only_consecutive_same_table_add_partitions_merge(batch: tuple[list[Event], dict[str, int]]) -> None:
+def test_only_consecutive_same_table_partition_events_merge(
+    batch: tuple[list[Event], dict[str, int]],
+) -> None:
     events, applied = batch
     result = plan(events, applied)
     for step in result.steps:
         assert all(step_db(e) == step.db for e in step.events)
         if step.kind is StepKind.EVENT:
             assert len(step.events) == 1
-        elif step.kind is StepKind.ADD_PARTITIONS:
+        elif step.kind in (StepKind.ADD_PARTITIONS, StepKind.DROP_PARTITIONS):
             assert len(step.events) > 1
-            assert {e.event_type for e in step.events} == {EventType.ADD_PARTITION}
+            merged = {
+                StepKind.ADD_PARTITIONS: EventType.ADD_PARTITION,
+                StepKind.DROP_PARTITIONS: EventType.DROP_PARTITION,
+            }
+            assert {e.event_type for e in step.events} == {merged[step.kind]}
             assert len({(e.db, e.table) for e in step.events}) == 1
         elif step.kind is StepKind.COALESCED:  # runs of full after-states: test_plan_coalesce.py
             assert len(step.events) > 1 and len({(e.db, e.table, e.event_type) for e in step.events}) == 1
@@ -141,6 +151,25 @@ def test_add_partitions_coalesce_and_break_on_other_tables() -> None:
         (StepKind.ADD_PARTITIONS, (1, 2)),
         (StepKind.EVENT, (3,)),
         (StepKind.EVENT, (4,)),
+    ]
+
+
+def test_drop_partitions_of_one_table_in_a_row_are_one_step() -> None:
+    """Hive 2.x logs one DROP_PARTITION per partition of one ``ALTER TABLE ... DROP PARTITION``."""
+    t, u = b.table("a", "t", ("p",)), b.table("a", "u", ("p",))
+    events = [
+        b.drop_partition(1, t, [["1"]]),
+        b.drop_partition(2, t, [["2"], ["3"]]),
+        b.add_partition(3, t, [b.partition(t, "4")]),
+        b.drop_partition(4, t, [["4"]]),
+        b.drop_partition(5, u, [["1"]]),
+    ]
+    steps = plan(events, {}).steps
+    assert [(s.kind, s.event_ids) for s in steps] == [
+        (StepKind.DROP_PARTITIONS, (1, 2)),
+        (StepKind.EVENT, (3,)),
+        (StepKind.EVENT, (4,)),
+        (StepKind.EVENT, (5,)),
     ]
 
 

@@ -149,7 +149,7 @@ def test_a_regrouped_backlog_ends_in_the_state_of_applying_every_event(events: l
     assert len(calls) <= len(every_calls) + 1  # at most the fence more
 
 
-def _interleaved(env: Env) -> list[Event]:
+def _interleaved() -> list[Event]:
     """Two tables, each getting a new partition and an insert into it, in turn: 4 x 2 x 2 events."""
     out: list[Event] = []
     for i in range(4):
@@ -164,7 +164,7 @@ def _interleaved(env: Env) -> list[Event]:
 def test_each_tables_new_partitions_are_one_call_and_the_database_is_fenced_meanwhile(tmp_path: Path) -> None:
     env = make_env(tmp_path, sources=SourceRules((SRC.as_uri(),)), coalesce_backlog=True)
     env.run(setup_events())
-    events = _interleaved(env)
+    events = _interleaved()
     fences: list[str | None] = []
     real = env.catalog.add_partitions
 
@@ -189,9 +189,31 @@ def test_each_tables_new_partitions_are_one_call_and_the_database_is_fenced_mean
     assert env.catalog.databases[DB].parameters[LAST_ID_PARAM] == str(events[-1].event_id)
 
 
+def test_each_tables_dropped_partitions_are_one_call_and_their_directories_go(tmp_path: Path) -> None:
+    """New partitions with a file each, then dropped, the two tables in turn: per table one
+    ``add_partitions`` and one ``drop_partitions``, ending where event by event ends."""
+    events = _interleaved()
+    for i in range(4):
+        for name in TABLES:
+            events.append(b.drop_partition(FIRST + len(events), _table(name), [[f"n{i}"]]))
+    root = tmp_path / "target"
+    expected, expected_files, _, _ = _final(root, [one_by_one(setup_events()), one_by_one(events)])
+    shutil.rmtree(root)
+    backlog_plan = reorder(plan(events, {DB: FIRST - 1}))
+    drops = [s for s in backlog_plan.steps if s.kind is StepKind.DROP_PARTITIONS]
+    assert [len(s.events) for s in drops] == [4, 4] and all(s.fenced for s in drops)
+    got, got_files, calls, _ = _final(root, [one_by_one(setup_events()), backlog_plan])
+    assert calls.count("drop_partitions") == 2 and calls.count("add_partitions") == 2
+    assert not list(root.rglob("p=n*"))  # every dropped partition's directory is gone
+    _final(tmp_path / "adds", [one_by_one(setup_events()), one_by_one(events[:16])])
+    assert len(list((tmp_path / "adds").rglob("p=n*"))) == 8  # where the inserts had put files
+    got["databases"][DB] = expected["databases"][DB]  # type: ignore[index]  # markers differ in count only
+    assert (got, got_files) == (expected, expected_files)
+
+
 def test_a_small_batch_and_a_target_without_the_setting_keep_event_order(tmp_path: Path) -> None:
     env = make_env(tmp_path, sources=SourceRules((SRC.as_uri(),)), coalesce_backlog=True)
-    events = _interleaved(env)
+    events = _interleaved()
     small = plan(events[: DEFER_MIN_EVENTS - 1], {DB: FIRST - 1})
     assert regrouped(env.applier, small) is small
     plain = make_env(tmp_path / "plain", markers_per_batch=True)
@@ -203,7 +225,7 @@ def test_a_small_batch_and_a_target_without_the_setting_keep_event_order(tmp_pat
 def test_a_halt_mid_batch_keeps_the_fence_and_re_reads_from_the_first_regrouped_event(tmp_path: Path) -> None:
     env = make_env(tmp_path, sources=SourceRules((SRC.as_uri(),)), coalesce_backlog=True)
     env.run(setup_events())
-    events = _interleaved(env)
+    events = _interleaved()
     bad = events[-1].event_id  # the last insert's file does not exist at the source
     events[-1] = b.insert(bad, _table(TABLES[1]), [source_file(bad + 1000)], values=["n3"])
     backlog_plan = regrouped(env.applier, plan(events, env.applier.load_progress()))
@@ -231,7 +253,7 @@ def test_a_crash_before_the_markers_leaves_the_fence_and_a_restart_re_applies_th
 ) -> None:
     env = make_env(tmp_path, sources=SourceRules((SRC.as_uri(),)), coalesce_backlog=True)
     env.run(setup_events())
-    events = _interleaved(env)
+    events = _interleaved()
     real = env.catalog.alter_database
 
     def alter_database(name: str, db: DatabaseSnapshot, **kw: object) -> None:
