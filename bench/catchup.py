@@ -10,6 +10,11 @@ catch-up rate is N / (last apply - restart). While it catches up, the resident m
 whole catch-up / the peak while it applied the first quarter of the backlog. A driver that held the
 backlog would grow through the catch-up; one that holds a micro-batch (``--max-events-per-trigger``)
 stays flat.
+
+``metastore_bound_eps`` is the backlog over the seconds the catch-up waited for metastore answers:
+the rate a target that makes its calls one at a time would reach if everything else (Kafka, Spark,
+files, planning) took no time. ``ratio_bound`` sets it against the live rate: no batching of
+everything but the metastore calls can take the ratio past it (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -117,6 +122,7 @@ def run_catchup(
         live_first, live_last, live_source_s = _write(p, workload, live_events)
         if not p.wait_applied(live_last, timeout):
             raise click.ClickException(f"the target did not follow the live phase in {timeout:.0f} s")
+        live_seconds = CALLS.seconds
         live_calls = CALLS.reset()
         live_eps = (live_last - live_first + 1) / (p.stages.applied.get(live_last, time.time()) - t0)
 
@@ -134,6 +140,7 @@ def run_catchup(
             t_restart = time.time()
             p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
             caught_up = p.wait_applied(last, timeout)
+        catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
         t_done = p.stages.applied.get(last, time.time())
         applied = sorted(t for i, t in p.stages.applied.items() if first <= i <= last)
@@ -141,6 +148,7 @@ def run_catchup(
         starts = [p.stages.batch_start.get(i, t_done) for i in range(first, last + 1)]
         first_batch = min(starts, default=t_done)
         catchup_eps = backlog / (t_done - t_restart)
+        bound_eps = backlog / max(1e-9, catchup_seconds)
         halts = p.applier.state.halts() if p.applier is not None else {}
         return {
             "events": backlog,
@@ -149,6 +157,11 @@ def run_catchup(
             "ratio": ratio(catchup_eps, live_eps),
             "metastore_calls_per_event": catchup_calls / backlog,
             "metastore_calls_per_event_live": live_calls / (live_last - live_first + 1),
+            "metastore_seconds_per_event": catchup_seconds / backlog,
+            "metastore_seconds_per_event_live": live_seconds / (live_last - live_first + 1),
+            "metastore_share": catchup_seconds / (t_done - t_restart),
+            "metastore_bound_eps": bound_eps,
+            "ratio_bound": ratio(bound_eps, live_eps),
             "peak_rss_bytes": rss.peak("driver"),
             "rss_growth_ratio": ratio(rss.peak("driver"), rss.peak("driver", until=quarter)),
             "jvm_peak_rss_bytes": rss.peak("jvm"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 from urllib.parse import urlparse
@@ -58,15 +59,17 @@ _BROKEN = (TTransport.TTransportException, OSError, EOFError)
 
 
 class CallCounter:
-    """Metastore round trips made by every ``ThriftConnection`` of this process, for the benches'
-    ``metastore_calls_per_event`` (a plain int under the GIL: a lost increment only blurs a figure)."""
+    """Metastore round trips made by every ``ThriftConnection`` of this process and the seconds spent
+    waiting for their answers, for the benches' ``metastore_calls_per_event`` and
+    ``metastore_seconds_per_event`` (plain numbers under the GIL: a lost update only blurs a figure)."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.seconds = 0.0
 
     def reset(self) -> int:
-        """The count so far, then zero."""
-        calls, self.calls = self.calls, 0
+        """The count so far (``seconds``: read it before), then both zero."""
+        calls, self.calls, self.seconds = self.calls, 0, 0.0
         return calls
 
 
@@ -117,6 +120,7 @@ class ThriftConnection:
         for attempt in (1, 2):
             client = self._client or self._connect()
             CALLS.calls += 1
+            started = time.perf_counter()
             try:
                 return fn(client)
             except _BROKEN as exc:
@@ -133,6 +137,8 @@ class ThriftConnection:
             except TException as exc:
                 message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
                 raise CatalogError(f"{type(exc).__name__}: {message}", obj=obj) from exc
+            finally:
+                CALLS.seconds += time.perf_counter() - started
         raise AssertionError("unreachable")
 
     def _get(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T | None:
