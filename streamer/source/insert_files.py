@@ -14,7 +14,9 @@ it: possibly newer than the event, but a state the source had (docs/features.md,
 
 The object is located through the metastore when the agent has one to ask (``--hms-uri``): its table
 and partition as they are now. Their snapshots also go into INSERTs that carry files but no snapshots
-(Hive 2.3's never do), so a target knows where the event's files may be read from. Without a metastore
+(Hive 2.3's never do), so a target knows where the event's files may be read from; when the
+partition is gone by then, its table's snapshot alone (a target reads the partition as part of its
+table's location, finds the files gone, and applies the INSERT with the later drop). Without a metastore
 to ask, the message's own snapshots locate the object (Hive 3 and later carry them). A table renamed
 after the event is followed to its new name through the log (``streamer.source.renames``) and listed
 there, under the event's names. An object that is gone by then (a later event dropped it), or whose
@@ -95,11 +97,15 @@ def locate(
     live_partition: PartitionSnapshot | None,
     *,
     asked: bool,
+    listing: bool = True,
 ) -> Located | str:
     """Where the INSERT's object is now, or why that cannot be said.
 
     ``asked``: ``live_table`` and ``live_partition`` are the metastore's answers (``None``: there is no
-    such object); otherwise the message's own snapshots are all there is."""
+    such object); otherwise the message's own snapshots are all there is. ``listing``: the object is
+    to be listed (an INSERT without files), so it must still be there; an INSERT with files needs
+    only its table, to say where its files may be read from, so a partition dropped since leaves
+    the partition unlocated (a target reads it as part of its table's location)."""
     values = list(p.partition_values)
     if asked:
         if live_table is None:
@@ -108,10 +114,10 @@ def locate(
             return "its table's name belongs to a table created after the event"
         table, partition = live_table, live_partition
         if values:
-            if live_partition is None:
+            if live_partition is None and listing:
                 return f"its partition {values} is gone (a later event dropped it)"
-            if _created_after(event, p.partition.create_time if p.partition else None,
-                              live_partition.create_time):
+            made = p.partition.create_time if p.partition else None
+            if live_partition is not None and _created_after(event, made, live_partition.create_time):
                 return f"its partition {values} was created again after the event"
     else:
         if p.table is None:
@@ -258,7 +264,7 @@ class InsertResolver:
         if now != (db, name):  # renamed after the event: its files under the new name, the event's names
             table = dataclasses.replace(table, db=db, name=name) if table else None
             partition = dataclasses.replace(partition, db=db, table=name) if partition else None
-        return locate(event, p, table, partition, asked=True)
+        return locate(event, p, table, partition, asked=True, listing=not p.files)
 
     def _holds_nothing(self, event: Event, p: InsertPayload, found: Located) -> bool:
         """An empty listing is the object's state (an empty replace) when its directory exists, or

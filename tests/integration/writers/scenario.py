@@ -247,7 +247,7 @@ class Outcome:
     by_state: float = 0.0  # the job's streamer_target_tables_synced_by_state for the database
     halts: dict[str, Any] = field(default_factory=dict)  # database: its Halt (event id, object, cause)
     cm_fallbacks: float = 0.0  # the job's streamer_target_cm_fallbacks_total
-    events: list[Any] = field(default_factory=list)  # every published event (unpaced), in order
+    events: list[Any] = field(default_factory=list)  # every published event, in order
 
 
 
@@ -270,8 +270,9 @@ def thrift_agent(
 
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,
         work: Path, *, check: bool = True) -> Outcome:
-    """The whole scenario: both formats, then an overwrite published only after a rename of its table
-    and one after a drop of its partition. ``check``: raise at the first difference."""
+    """The whole scenario: both formats, then an overwrite published only after a rename of its table,
+    one after a drop of its partition, and an insert published after a drop of two partitions at
+    once. ``check``: raise at the first difference."""
     db = f"spark{int(time.time() * 1000) % 10**8}"
     agent, stream, start = thrift_agent(source_hms, kafka, db)
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log")
@@ -293,16 +294,22 @@ def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, ta
         scenario.step(f"INSERT OVERWRITE TABLE {db}.p_textfile PARTITION (dt='1') VALUES (10, 'y')",
                       "p_textfile", "textfile",
                       then=(f"ALTER TABLE {db}.p_textfile DROP PARTITION (dt='1')",))
+        # one statement dropping two partitions logs a DROP_PARTITION each (Spark calls the metastore
+        # per partition), applied in one call; the INSERT's files are gone by then, voided by the drop
+        added = "PARTITION (dt='7') PARTITION (dt='8') PARTITION (dt='9')"
+        scenario.step(f"ALTER TABLE {db}.p_textfile ADD {added}", "p_textfile", "textfile",
+                      then=(f"INSERT INTO TABLE {db}.p_textfile PARTITION (dt='7') VALUES (11, 'x')",
+                            f"ALTER TABLE {db}.p_textfile DROP PARTITION (dt='7'), PARTITION (dt='8')"))
         writer.sql(f"SET {CONVERSION}=true")  # Spark's default: its own writer, no INSERT logged
         for statement, table in by_state_statements(db):
             scenario.step(statement, table, "parquet", by_state=True)
         writer.sql(f"SET {CONVERSION}=false")
         tables = {table: scenario.verdict(table, fmt, "the end") for table, fmt in FINAL_TABLES.items()}
-        published = {e.event_id: e.payload for e in topic_events(kafka, stream.topic)
-                     if e.event_type is EventType.INSERT}
+        events = topic_events(kafka, stream.topic)
+        published = {e.event_id: e.payload for e in events if e.event_type is EventType.INSERT}
         by_state = job.metric("streamer_target_tables_synced_by_state", db=db)
         return Outcome(tables, scenario.cursor.inserts, published, scenario.seconds, scenario.diverged,
-                       by_state)
+                       by_state, events=events)
     finally:
         writer.close()
         job.stop()

@@ -1,5 +1,5 @@
 """The writer scenario unpaced, against a source that runs Hive's change management: Spark SQL writes
-every statement as fast as it can (overwrites, a rename, drops of a partition and of a table
+every statement as fast as it can (overwrites, a rename, drops of partitions and of a table
 included) while the agent publishes and the target applies behind it; only at the end does the test
 wait for the replica and compare. Shared by ``test_unpaced.py`` and ``bench/writer.py --unpaced``.
 
@@ -61,6 +61,10 @@ def unpaced_statements(db: str) -> Iterator[str]:
     yield f"ALTER TABLE {db}.t_parquet RENAME TO {db}.t_moved"
     yield f"INSERT OVERWRITE TABLE {db}.p_textfile PARTITION (dt='1') VALUES (10, 'y')"
     yield f"ALTER TABLE {db}.p_textfile DROP PARTITION (dt='1')"
+    # Spark drops each partition of one statement with its own call: DROP_PARTITIONs in a row,
+    # which the target applies in one drop_partitions call
+    yield f"ALTER TABLE {db}.p_textfile ADD PARTITION (dt='7') PARTITION (dt='8') PARTITION (dt='9')"
+    yield f"ALTER TABLE {db}.p_textfile DROP PARTITION (dt='7'), PARTITION (dt='8')"
     yield f"SET {CONVERSION}=true"
     yield from (sql for sql, _ in by_state_statements(db))
     yield f"SET {CONVERSION}=false"

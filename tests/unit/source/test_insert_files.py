@@ -194,6 +194,20 @@ def test_an_insert_with_files_gets_the_snapshots_its_message_lacks_and_keeps_its
     assert out.payload == dataclasses.replace(_p(event), table=table)
 
 
+def test_an_insert_with_files_into_a_partition_dropped_since_gets_its_tables_snapshot() -> None:
+    """Spark's ``INSERT INTO t PARTITION (dt='7')`` then ``ALTER TABLE t DROP PARTITION (dt='7')``
+    before the agent reads the INSERT: its table still says where its files may be read from (a
+    target then finds them gone and voids them with the drop); a file-less one is not listed."""
+    table = _table(keys=DAY)
+    resolver = InsertResolver(FakeLocator(table, None), _lister({}))
+    event = _insert(files=[FileRef("file:///wh/s.db/t/dt=7/f")], values=["7"])
+    out, listed = resolver(event)
+    assert not listed
+    assert out.payload == dataclasses.replace(_p(event), table=table)
+    file_less = _insert(values=["7"])
+    assert resolver(file_less) == (file_less, False)
+
+
 @pytest.mark.parametrize(
     "live",
     [None, _table(created=EVENT_TIME + 60), _table(transactional="true"),

@@ -253,6 +253,31 @@ def test_a_partition_added_with_gone_files_is_added_without_them_then_overwritte
     assert {("3",), ("4",)} <= set(env.catalog.partitions[(DB, "t")])
 
 
+def test_a_run_reaching_a_merged_drop_of_partitions_ends_with_the_whole_step(tmp_path: Path) -> None:
+    """Hive 2.x logs a drop of two partitions as two DROP_PARTITIONs, one step in the plan: the gone
+    INSERT's run, voided by the first, ends with the step (a run ends where a step does), and the
+    table goes from before the INSERT to after both drops."""
+    env = _env(tmp_path)
+    env.run(setup_events())
+    snap = _table("t")
+    events = [
+        insert(FIRST, "t", "1", missing=True),
+        insert(FIRST + 1, "u", "1"),
+        b.drop_partition(FIRST + 2, snap, [["1"]]),
+        b.drop_partition(FIRST + 3, snap, [["2"]]),
+    ]
+    assert [len(s.events) for s in plan(events, env.applier.load_progress()).steps] == [1, 1, 2]
+    the_plan = plan(events, env.applier.load_progress())
+    later = [e for s in the_plan.steps[1:] for e in s.events]
+    run = voiding_run([events[0]], later, {s.last_event_id for s in the_plan.steps[1:]})
+    assert run is not None and run.end == FIRST + 3
+    assert sorted(env.run(events)) == [e.event_id for e in events]
+    assert not env.state.halts()
+    assert (DB, "t") not in env.catalog.partitions or not env.catalog.partitions[(DB, "t")]
+    assert not [k for k in env.files() if "/t/" in k]
+    assert env.catalog.databases[DB].parameters[LAST_ID_PARAM] == str(FIRST + 3)
+
+
 def test_a_file_gone_before_the_agent_could_checksum_it_is_voided_too(tmp_path: Path) -> None:
     """The agent found it gone when it published the event, so the event carries no checksum: refused
     as unverifiable, unless a later event voids it (then it is never read)."""
@@ -325,7 +350,8 @@ def writes(draw: st.DrawFn) -> list[Event]:
             break
         name = draw(st.sampled_from(("t", "u")))
         part = draw(st.sampled_from("12"))
-        kind = draw(st.sampled_from(["insert", "gone", "replace", "replace", "part", "stats", "drop"]))
+        kinds = ["insert", "gone", "replace", "replace", "part", "stats", "drop", "drops"]
+        kind = draw(st.sampled_from(kinds))
         if kind in ("insert", "gone", "replace"):
             out.append(insert(event_id, name, part, replace=kind == "replace", missing=kind == "gone"))
         elif kind == "part":
@@ -334,6 +360,11 @@ def writes(draw: st.DrawFn) -> list[Event]:
             snap = _table(name)
             out.append(b.drop_partition(event_id, snap, [[part]]))
             out.append(b.add_partition(event_id + 1, snap, [b.partition(snap, part)]))
+        elif kind == "drops":  # both partitions, one event each (as Hive 2.x logs them): one step
+            snap = _table(name)
+            out.append(b.drop_partition(event_id, snap, [[part]]))
+            out.append(b.drop_partition(event_id + 1, snap, [["2" if part == "1" else "1"]]))
+            out.append(b.add_partition(event_id + 2, snap, [b.partition(snap, "1"), b.partition(snap, "2")]))
         else:
             out.append(stats(event_id, name, ("id",), event_id, part))
     return out
