@@ -16,8 +16,10 @@ The object is located through the metastore when the agent has one to ask (``--h
 and partition as they are now. Their snapshots also go into INSERTs that carry files but no snapshots
 (Hive 2.3's never do), so a target knows where the event's files may be read from; when the
 partition is gone by then, its table's snapshot alone (a target reads the partition as part of its
-table's location, finds the files gone, and applies the INSERT with the later drop). Without a metastore
-to ask, the message's own snapshots locate the object (Hive 3 and later carry them). A table renamed
+table's location, finds the files gone, and applies the INSERT with the later drop), and when the
+table is gone too, the table as the log's events before showed it (``streamer.source.table_memory``).
+Without a metastore to ask, the message's own snapshots locate the object (Hive 3 and later carry
+them), else the log's. A table renamed
 after the event is followed to its new name through the log (``streamer.source.renames``) and listed
 there, under the event's names. An object that is gone by then (a later event dropped it), or whose
 name now belongs to an object created after the event, is not listed: the event goes out as it came,
@@ -40,6 +42,7 @@ from streamer.events.model import Event, FileRef, InsertPayload, PartitionSnapsh
 from streamer.hive.files import partition_name
 from streamer.metastore.transport import HmsAuth
 from streamer.source.listing import exists, list_files
+from streamer.source.table_memory import TableMemory
 from streamer.source.thrift_reader import ThriftNotificationReader
 
 log = logging.getLogger(__name__)
@@ -222,18 +225,21 @@ class InsertResolver:
         self.lister = lister
         self.exists = exists
         self.renames = renames
+        self.logged = TableMemory()  # the tables as the log's events before this one had them
 
     def __call__(self, event: Event) -> tuple[Event, bool]:
         """The event to publish, and whether its files are a listing made now."""
         p = event.payload
         if not isinstance(p, InsertPayload):
+            self.logged.see(event)
             return event, False
-        if p.files and not (self.locator is not None and unlocated(p)):
+        if p.files and not unlocated(p):
             return event, False
-        found = self._locate(event, p)
+        found = self._locate(event, p) if self.locator is not None or not p.files else "no metastore to ask"
         if isinstance(found, str):
-            if not p.files:
-                self._not_listed(event, p, found)
+            if p.files:  # a table gone (or made again) since: as the log had it at the event
+                return self._as_logged(event, p), False
+            self._not_listed(event, p, found)
             return event, False
         if p.files:
             return with_snapshots(event, found), False
@@ -265,6 +271,14 @@ class InsertResolver:
             table = dataclasses.replace(table, db=db, name=name) if table else None
             partition = dataclasses.replace(partition, db=db, table=name) if partition else None
         return locate(event, p, table, partition, asked=True, listing=not p.files)
+
+    def _as_logged(self, event: Event, p: InsertPayload) -> Event:
+        """An INSERT with files and no table snapshot, given the table the log's events last showed
+        under its name (``TableMemory``): where its files may be read from, for a target."""
+        table = p.table or self.logged.get(event.db or "", event.table or "")
+        if table is None or table is p.table:
+            return event
+        return with_snapshots(event, Located(table, None, None, None))
 
     def _holds_nothing(self, event: Event, p: InsertPayload, found: Located) -> bool:
         """An empty listing is the object's state (an empty replace) when its directory exists, or
