@@ -106,9 +106,11 @@ def locate(
 
     ``asked``: ``live_table`` and ``live_partition`` are the metastore's answers (``None``: there is no
     such object); otherwise the message's own snapshots are all there is. ``listing``: the object is
-    to be listed (an INSERT without files), so it must still be there; an INSERT with files needs
-    only its table, to say where its files may be read from, so a partition dropped since leaves
-    the partition unlocated (a target reads it as part of its table's location)."""
+    to be listed (an INSERT without files), so it must still be there; an INSERT with files into a
+    managed table needs only its table, to say where its files may be read from, so a partition
+    dropped since leaves the partition unlocated (a target reads it as part of its table's location
+    and writes it where it derives every managed partition). An external table's partition must
+    be found: its own location is where a target puts its files."""
     values = list(p.partition_values)
     if asked:
         if live_table is None:
@@ -117,7 +119,7 @@ def locate(
             return "its table's name belongs to a table created after the event"
         table, partition = live_table, live_partition
         if values:
-            if live_partition is None and listing:
+            if live_partition is None and (listing or not _own_partitions(table)):
                 return f"its partition {values} is gone (a later event dropped it)"
             made = p.partition.create_time if p.partition else None
             if live_partition is not None and _created_after(event, made, live_partition.create_time):
@@ -134,6 +136,11 @@ def locate(
     if not location and table.sd.location:
         location = table.sd.location.rstrip("/") + (f"/{name}" if name else "")
     return Located(table, partition, location, name)
+
+
+def _own_partitions(table: TableSnapshot) -> bool:
+    """A managed table: a target derives its partitions' directories, whatever the source's were."""
+    return table.table_type not in ("EXTERNAL_TABLE", *VIEW_TYPES)
 
 
 def as_replace(event: Event, found: Located, files: list[FileRef]) -> Event:
@@ -273,10 +280,11 @@ class InsertResolver:
         return locate(event, p, table, partition, asked=True, listing=not p.files)
 
     def _as_logged(self, event: Event, p: InsertPayload) -> Event:
-        """An INSERT with files and no table snapshot, given the table the log's events last showed
-        under its name (``TableMemory``): where its files may be read from, for a target."""
-        table = p.table or self.logged.get(event.db or "", event.table or "")
-        if table is None or table is p.table:
+        """An INSERT with files and no table snapshot, given the table the log's events before it
+        last showed under its name (``TableMemory``): where its files may be read from, for a target
+        (into a partition: only for a managed table, as ``locate`` says)."""
+        table = p.table or self.logged.get(event.db or "", event.table or "", before=event.event_id)
+        if table is None or table is p.table or (p.partition_values and not _own_partitions(table)):
             return event
         return with_snapshots(event, Located(table, None, None, None))
 

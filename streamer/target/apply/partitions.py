@@ -175,7 +175,8 @@ def drop_partition(ctx: ApplyContext, event: Event) -> None:
 
 def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
     """DROP_PARTITION events of one table (a merged step, or one event) in one catalog call, then
-    the managed table's partition directories."""
+    the managed table's partition directories. An event whose partitions cannot be named fails as
+    itself, after the events before it are applied, as each would have been as its own step."""
     first = payload_of(events[0], DropPartitionPayload)
     db = ctx.target_db(first.table.db if first.table else events[0].db or "")
     name = (first.table.name if first.table else events[0].table or "").lower()
@@ -184,16 +185,24 @@ def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
         return  # the table is gone (replay after a later drop): nothing to drop
     ctx.memory.remember_table(table)
     keys = [c.name for c in table.partition_keys]
-    dropped: dict[tuple[str, ...], int] = {}  # partition values -> the event dropping them
-    for event in events:
-        for part in payload_of(event, DropPartitionPayload).partition_values:
-            dropped.setdefault(tuple(part), event.event_id)
+    managed = is_managed(table)
+    dropped: dict[tuple[str, ...], tuple[int, str | None]] = {}  # values -> (event, directory)
+    for i, event in enumerate(events):
+        try:
+            for part in payload_of(event, DropPartitionPayload).partition_values:
+                where = ctx.paths.partition_location(db, name, keys, list(part)) if managed else None
+                partition_name(keys, list(part))  # what the catalog call names it by
+                dropped.setdefault(tuple(part), (event.event_id, where))
+        except ApplyError as exc:
+            if i:
+                drop_partitions(ctx, events[:i])
+            raise ApplyError(exc.cause, event_id=event.event_id, event_type=str(event.event_type),
+                             obj=exc.obj or f"{db}.{name}") from exc
     if dropped:  # one call; partitions already gone (a replay) are no error
         ctx.catalog.drop_partitions(db, name, [list(v) for v in dropped], keys)
-    if is_managed(table):
-        for values, event_id in dropped.items():
-            remove_tree(ctx.paths.partition_location(db, name, keys, list(values)), ctx.paths.roots,
-                        event_id=event_id)
+    for event_id, where in dropped.values():
+        if where is not None:
+            remove_tree(where, ctx.paths.roots, event_id=event_id)
 
 
 def partition_values(name: str) -> list[str]:

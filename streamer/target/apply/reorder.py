@@ -138,7 +138,8 @@ def _segments(steps: Sequence[Step]) -> Iterator[tuple[list[Event], Step | None]
 
 def _regroup(events: list[Event]) -> list[Step]:
     """One segment: units per table, layered (a unit after every unit it must follow), each layer's
-    ADD_PARTITION units of a table merged; fenced when the events' order changed."""
+    ADD_PARTITION units of a table merged, and its DROP_PARTITION units; fenced when the events'
+    order changed."""
     units = sorted(
         (u for table_events in _by_table(events).values() for u in _units(table_events)),
         key=lambda u: u.events[-1].event_id,  # a unit stands where its last event stands

@@ -53,7 +53,8 @@ def test_spark_sql_writes_replicate_overwrites_included(
         assert payload.table is not None and all(f.checksum for f in payload.files), payload
     dropped = outcome.published[file_less[-1][0]]
     assert isinstance(dropped, InsertPayload) and not dropped.replace and not dropped.files
-    # one statement dropping two partitions came as two events in a row (one step on the target), and
+    # one statement dropping two partitions came as two events in a row (which a target's plan merges
+    # into one step: tests/unit/target/apply/test_plan.py), and
     # the INSERT into one of them, read by the agent after the drop, carries its table to read it by
     drops = [e.event_id for e in outcome.events
              if e.event_type is EventType.DROP_PARTITION and (e.table or "").lower() == "p_textfile"]

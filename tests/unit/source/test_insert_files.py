@@ -206,6 +206,8 @@ def test_an_insert_with_files_into_a_partition_dropped_since_gets_its_tables_sna
     assert out.payload == dataclasses.replace(_p(event), table=table)
     file_less = _insert(values=["7"])
     assert resolver(file_less) == (file_less, False)
+    external = dataclasses.replace(table, table_type="EXTERNAL_TABLE")  # its partition's own location
+    assert InsertResolver(FakeLocator(external, None), _lister({}))(event) == (event, False)
 
 
 @pytest.mark.parametrize(

@@ -101,3 +101,34 @@ def test_an_insert_whose_table_was_dropped_before_the_agent_read_it_gets_the_log
         assert out.payload == dataclasses.replace(written.payload, table=altered)
         resolver(b.drop_table(5, created))
         assert resolver(written) == (written, False)  # dropped and not made again: nothing known
+
+
+def test_a_table_seen_at_or_after_the_asking_event_is_not_its_table() -> None:
+    """After a failed publish the agent reads the log again from an earlier event: a table it saw
+    created later (dropped and made again after the INSERT) is not the INSERT's table."""
+    first, again = _snap("t", 1), _snap("t", 103)
+    memory = TableMemory()
+    memory.see(b.create_table(1, first))
+    assert memory.get("s", "t", before=101) == first
+    memory.see(b.drop_table(102, first))
+    memory.see(b.create_table(103, again))
+    assert memory.get("s", "t", before=101) is None  # re-reading event 101
+    assert memory.get("s", "t", before=104) == again
+
+
+def test_an_external_tables_partition_is_never_guessed_from_its_table() -> None:
+    """A target puts an external partition's files at the partition's own location: with the
+    partition gone, the table's snapshot alone would send them elsewhere, so none is given."""
+    keyed = b.table("s", "t", ("dt",), location="file:///wh/s.db/t-1")
+    external = dataclasses.replace(keyed, table_type="EXTERNAL_TABLE")
+    written = b.insert(4, external, [FileRef("file:///wh/s.db/t-1/custom7/part-0")], values=["7"])
+    assert isinstance(written.payload, InsertPayload)
+    unlocated = dataclasses.replace(written.payload, table=None, partition=None)  # as Hive 2.3 logs it
+    written = dataclasses.replace(written, payload=unlocated)
+    resolver = InsertResolver(None, lambda loc, part: [])
+    resolver(b.create_table(2, external))
+    assert resolver(written) == (written, False)
+    managed = dataclasses.replace(external, table_type="MANAGED_TABLE")
+    resolver(b.alter_table(3, external, managed))
+    out, _ = resolver(written)
+    assert isinstance(out.payload, InsertPayload) and out.payload.table == managed

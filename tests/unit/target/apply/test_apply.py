@@ -163,6 +163,24 @@ def test_operator_skip_advances_past_exactly_the_event(env: Env) -> None:
     assert env.files() == {"a.db/t/g": b"g"}
 
 
+def test_a_merged_drop_of_partitions_halts_at_the_event_that_fails_and_skip_passes_only_it(env: Env) -> None:
+    """Hive 2.x's drops of one statement are one step: one of them naming values the table's keys do
+    not fit fails as itself, after the drops before it are applied, so that skipping it loses none."""
+    t = env.table("t", ("p",))
+    parts = [b.partition(t, v) for v in "123"]
+    env.run([b.create_db(1, "a"), b.create_table(2, t), b.add_partition(3, t, parts)])
+    drops = [b.drop_partition(4, t, [["1"]]), b.drop_partition(5, t, [["2", "x"]]),
+             b.drop_partition(6, t, [["3"]])]
+    assert [len(s.events) for s in plan(drops, env.applier.load_progress()).steps] == [3]
+    assert env.run(drops) == []
+    halt = env.state.halts()["a"]
+    assert (halt.event_id, halt.event_type) == (5, "DROP_PARTITION") and "p" in halt.cause
+    assert [p.values for p in env.catalog.list_partitions("a", "t")] == [["2"], ["3"]]  # 4 applied
+    env.state.skip("a", 5)
+    assert env.run(drops) == [6]
+    assert [p.values for p in env.catalog.list_partitions("a", "t")] == [["2"]]
+
+
 def test_managed_rename_moves_data_and_repoints_partitions(env: Env) -> None:
     t = env.table("t", ("p",))
     f = env.file(t, "p=1/f", b"1")
