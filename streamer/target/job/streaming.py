@@ -39,7 +39,6 @@ from streamer.errors import EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
-from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
@@ -50,6 +49,7 @@ from streamer.target.job.bounded import UntilReached, consumed_through, reached,
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.settings import TargetSettings
+from streamer.target.job.spark_kerberos import jvm_kerberos_login, spark_kerberos_conf
 from streamer.target.job.voided_halts import VoidedHalts
 from streamer.target.job.watermark import (
     WatermarkPublisher,
@@ -114,8 +114,9 @@ class BatchApplier:
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
 
-    def process(self, records: Iterable[tuple[int, bytes]]) -> Plan:
+    def process(self, records: Iterable[tuple[int, bytes]], *, bound: int | None = None) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed.
+        ``bound``: held events are re-read up to it when there is no record (``replay_held``).
 
         Raises ``EventChainError`` (after applying the records before it) when the batch does not
         continue the event chain, and on every batch after that."""
@@ -123,7 +124,7 @@ class BatchApplier:
             raise self.chain_error
         started = time.monotonic()
         refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
-        self._reload_state()
+        self.reload_state()
         decoded = [(offset, self.deserialize(value)) for offset, value in records]
         chain = check_chain(self.settings.topic, decoded, self.anchor)
         if chain.error is not None:
@@ -141,7 +142,7 @@ class BatchApplier:
             events.append(event)
         self.state.offset_of = offsets.get  # a halt records where to re-read from in the same change
         read = list(events)  # from the topic in this batch (the replayed held events come next)
-        first_offset = min((offset for offset, _ in decoded[: chain.intact]), default=None)
+        first_offset = min((offset for offset, _ in decoded[: chain.intact]), default=bound)
         replayed, released = self.held.take(self.state, self.applier.load_progress, first_offset, offsets)
         events.extend(replayed)
         bounded = split_at(events, self.settings.until_event)
@@ -210,13 +211,25 @@ class BatchApplier:
         )
         self.watermark.publish(mark, required=halt)
 
-    def _reload_state(self) -> None:
+    def reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
         before = set(self.state.halts())
         self.state = TargetState(self.settings.state_dir, label=self.applier.target_db)
         self.applier.state = self.state
         for db in before - set(self.state.halts()):
             metrics.TARGET_HALTED.labels(db=self.applier.target_db(db)).set(0)
+
+
+def replay_held(job: BatchApplier) -> bool:
+    """Re-read the held events of a released database (``streamer target retry``, a voided halt)
+    when no record comes to bound them: on an idle stream, up to the last record ``job`` consumed."""
+    with job.lock:
+        job.reload_state()
+        released = set(job.state.pending_replays()) - set(job.state.halts())
+        if not released or job.anchor is None or job.anchor.topic != job.settings.topic:
+            return False
+        job.process([], bound=job.anchor.offset + 1)
+        return True
 
 
 def _applier(
@@ -242,49 +255,6 @@ def _applier(
 
 
 # --- Spark wiring ------------------------------------------------------------------------------
-
-
-def spark_kerberos_conf(auth: HmsAuth) -> dict[str, str]:
-    """Spark settings for a Kerberos metastore (Hive's own client keys).
-
-    Not ``spark.kerberos.keytab``: in local mode it makes Spark's token manager log in before the
-    JVM knows ``KRB5_CONFIG`` (a failed login logged at start); ``_jvm_kerberos_login`` logs in.
-    Under spark-submit on a cluster manager, pass ``--principal``/``--keytab`` as Spark documents.
-    """
-    if not auth.kerberos:
-        return {}
-    assert auth.principal is not None  # checked by HmsAuth
-    return {
-        "spark.hadoop.hive.metastore.sasl.enabled": "true",
-        "spark.hadoop.hive.metastore.kerberos.principal": auth.principal,
-        # Hadoop's UserGroupInformation hands Kerberos credentials to the metastore client only
-        # when security is on; it then reads the ticket cache or logs in from the keytab, and
-        # renews a keytab login before its ticket expires.
-        "spark.hadoop.hadoop.security.authentication": "kerberos",
-        "spark.hadoop.hadoop.kerberos.keytab.login.autorenewal.enabled": "true",
-    }
-
-
-def _jvm_kerberos_login(spark: SparkSession, auth: HmsAuth) -> None:
-    """Log the driver's JVM in before its Hive client first connects.
-
-    Hadoop's ``UserGroupInformation`` reads its own configuration (core-site.xml), not Spark's
-    ``spark.hadoop.*``, so in a driver PySpark started itself security stays off and spark-submit's
-    keytab login is skipped silently: the metastore client then has no Kerberos credentials. Java
-    also ignores ``KRB5_CONFIG``; it is handed over as ``java.security.krb5.conf``.
-    """
-    jvm: Any = spark.sparkContext._jvm
-    system = jvm.java.lang.System
-    krb5_config = os.environ.get("KRB5_CONFIG")
-    if krb5_config and system.getProperty("java.security.krb5.conf") is None:
-        system.setProperty("java.security.krb5.conf", krb5_config)
-        # Spark has read the default krb5.conf already; Spark opens this package to reflection
-        jvm.sun.security.krb5.Config.refresh()
-    ugi = jvm.org.apache.hadoop.security.UserGroupInformation
-    ugi.setConfiguration(spark.sparkContext._jsc.hadoopConfiguration())
-    if auth.client_keytab and auth.client_principal:
-        ugi.loginUserFromKeytab(auth.client_principal, os.path.abspath(auth.client_keytab))
-    log.info("Spark's metastore client authenticates as %s", ugi.getLoginUser().getUserName())
 
 
 def spark_session(
@@ -323,7 +293,7 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if kerberos:
-        _jvm_kerberos_login(spark, settings.hms_auth)
+        jvm_kerberos_login(spark, settings.hms_auth)
     return spark
 
 
@@ -483,7 +453,8 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
                 if read_record(settings.state_dir) is not None:
                     stopped = FAILED_OVER
                     break
-                query.awaitTermination(1)
+                if not query.awaitTermination(1):
+                    replay_held(batch_applier)  # a retry on an idle stream
             exc: Any = query.exception()
             failure = None if exc is None else str(exc)
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure

@@ -11,7 +11,7 @@ import pytest
 from streamer.cli import main
 from streamer.errors import ConfigError
 from streamer.metastore.transport import HmsAuth, SaslAdapter, parse_uri, server_principal, split_principal
-from streamer.target.job.streaming import spark_kerberos_conf
+from streamer.target.job.spark_kerberos import spark_kerberos_conf
 
 PRINCIPAL = "hive/_HOST@EXAMPLE.COM"
 

@@ -11,7 +11,7 @@ import pytest
 
 from streamer.events.model import Event, FileRef
 from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.target.job.streaming import BatchApplier
+from streamer.target.job.streaming import BatchApplier, replay_held
 from tests.unit.target import builders as b
 
 from .test_held_events import Topic
@@ -65,6 +65,29 @@ def test_a_later_overwrite_releases_the_halted_insert_and_the_run_applies(
     assert sorted(p.name for p in table_dir.iterdir() if not p.name.startswith((".", "_"))) == ["final"]
     table = catalog.get_table("a", "t")
     assert table is not None and table.parameters.get("numRows") == "1"  # the deferred ALTER applied
+
+
+def test_a_release_on_an_idle_stream_is_applied_without_waiting_for_another_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The voiding event is the last the source wrote: no later batch comes to re-read the held
+    events, so the job's loop does (``replay_held``), up to the last record it consumed."""
+    catalog, topic = MemoryCatalog(), Topic()
+    job = _job(tmp_path, catalog, topic, monkeypatch)
+    events, first, _ = _events(tmp_path)
+    Path(first.uri.removeprefix("file://")).unlink()
+    assert not replay_held(job)  # nothing consumed, nothing held
+    job.process(topic.append(*events[:5]))
+    assert not replay_held(job)  # halted: nothing to re-read until a release
+    job.process(topic.append(events[5]))
+    assert "a" not in job.state.halts() and job.applier.progress["a"] == 3  # released, not yet re-read
+    assert replay_held(job)
+    assert job.applier.progress["a"] == 6 and not job.state.pending_replays()
+    table = catalog.get_table("a", "t")
+    assert table is not None and table.parameters.get("numRows") == "1"
+    assert not replay_held(job)  # done: the next call does nothing
+    job.process(topic.append(b.create_db(7, "other")))  # the next record is not re-applied
+    assert job.applier.progress["a"] == 6 and "a" not in job.state.halts()
 
 
 def test_an_insert_no_later_event_voids_stays_halted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
