@@ -4,8 +4,9 @@
 # EXTRAS chooses what else goes into the virtualenv:
 #   runtime (`make demo`): streamer and its runtime dependencies; the `kerberos` extra too when it can
 #                          be built here (MIT Kerberos' headers and gcc present)
-#   dev     (`make test`): the same plus the test tooling (the `dev` extra); MIT Kerberos' headers are
-#                          installed first if missing, so that the Kerberos tests can run
+#   dev     (`make test`): the same plus the test tooling (the `dev` extra); MIT Kerberos' headers, a
+#                          KDC and Prometheus (promtool) are installed first if missing, so that the
+#                          Kerberos and alert-rule tests run instead of skipping
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
@@ -26,7 +27,8 @@ apt_install() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing $* with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive  # krb5-config would ask for a default realm
-    (apt-get install -y -q "$@" >/dev/null 2>&1) || (apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null)
+    (apt-get install -y -q "$@" >/dev/null 2>&1) || (apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null) \
+      || return 1
     return 0
   fi
   return 1
@@ -47,6 +49,19 @@ fi
 
 if [ ! -f /usr/share/java/postgresql.jar ]; then
   apt_install libpostgresql-jdbc-java || echo "setup: note: libpostgresql-jdbc-java not installed; metastores on PostgreSQL need it" >&2
+fi
+
+# Test-only services (EXTRAS=dev): promtool and a Prometheus server for the alert-rule tests, and an
+# MIT Kerberos KDC for the metastore Kerberos tests. Without root or apt-get they are not installed and
+# those tests skip, each naming the package to install.
+if [ "$EXTRAS" = dev ]; then
+  if ! command -v promtool >/dev/null 2>&1; then
+    apt_install prometheus || echo "setup: note: promtool not installed; the Prometheus tests will skip (apt-get install prometheus)" >&2
+  fi
+  if ! command -v krb5kdc >/dev/null 2>&1 && [ ! -x /usr/sbin/krb5kdc ]; then
+    apt_install krb5-kdc krb5-admin-server krb5-user \
+      || echo "setup: note: krb5-kdc not installed; the Kerberos tests will skip (apt-get install krb5-kdc krb5-admin-server krb5-user)" >&2
+  fi
 fi
 
 kerberos_buildable() { command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1; }

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -16,6 +16,9 @@ from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
 from streamer.target.state.dir_option import DEFAULT_HELP, state_dir_option
+
+if TYPE_CHECKING:
+    from streamer.target.job.settings import TargetSettings
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -238,111 +241,76 @@ def target() -> None:
 @click.option("--metrics-tls-key", default=None, help="Private key (PEM) of --metrics-tls-cert.")
 @click.option("--metrics-basic-auth-user", default=None, help="Require HTTP basic auth on /metrics.")
 @click.option("--metrics-basic-auth-password", default=None, help="Password for --metrics-basic-auth-user.")
-def run_cmd(
-    bootstrap_servers: str,
-    kafka_setting: tuple[str, ...],
-    source_id: str,
-    topic: str | None,
-    hms_uri: str,
-    hms_auth: str,
-    hms_kerberos_principal: str | None,
-    hms_client_principal: str | None,
-    hms_client_keytab: str | None,
-    warehouse_root: str,
-    external_base_dir: str | None,
-    external_layout: str,
-    source_prefix: tuple[str, ...],
-    source_cmroot: tuple[str, ...],
-    allow_unverified_files: bool,
-    state_dir: Path,
-    checkpoint_dir: str | None,
-    db_map: tuple[str, ...],
-    allow_existing_db: bool,
-    max_events_per_trigger: int,
-    trigger_seconds: float,
-    kafka_reader: str,
-    copy_workers: int,
-    consistency: str,
-    apply_lanes: int,
-    executor_copy_min_bytes: int,
-    executor_copy_min_files: int,
-    py_files: tuple[str, ...],
-    spark_master: str | None,
-    external_sync_seconds: float,
-    external_source_prefix: str,
-    verify_every: float,
-    verify_source_hms_uri: str | None,
-    verify_source_notification_db: str | None,
-    until_event: int | None,
-    markers_per_batch: bool,
-    coalesce_backlog: bool,
-    mark_readonly: bool,
-    watermark_db: str | None,
-    metrics_port: int,
-    metrics_addr: str,
-    metrics_tls_cert: str | None,
-    metrics_tls_key: str | None,
-    metrics_basic_auth_user: str | None,
-    metrics_basic_auth_password: str | None,
-) -> None:
+def run_cmd(**options: Any) -> None:
     """Apply the source's events to a target metastore and filesystem, continuously."""
     from streamer import metrics
     from streamer.kafka.reachability import check_reachable
-    from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import run
 
-    auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
-    settings = TargetSettings(
-        bootstrap_servers=bootstrap_servers,
-        topic=topic_or_default(topic, source_id),
-        hms_uri=hms_uri,
-        hms_auth=auth,
-        warehouse_root=warehouse_root,
-        state_dir=str(state_dir),
-        checkpoint_dir=checkpoint_dir or str(state_dir / "checkpoint"),
-        source_id=source_id,
-        external_base_dir=external_base_dir,
-        external_layout=external_layout,
-        source_prefixes=source_prefix,
-        source_cmroots=source_cmroot,
-        allow_unverified_files=allow_unverified_files,
-        kafka_settings=_kafka_settings(bootstrap_servers, kafka_setting),
-        db_map=_pairs(db_map, "--db-map", ":"),
-        allow_existing_db=allow_existing_db,
-        max_events_per_trigger=max_events_per_trigger,
-        trigger_seconds=trigger_seconds,
-        kafka_reader=kafka_reader,
-        copy_workers=copy_workers,
-        consistency=consistency,
-        apply_lanes=apply_lanes,
-        executor_copy_min_bytes=executor_copy_min_bytes,
-        executor_copy_min_files=executor_copy_min_files,
-        spark_master=spark_master,
-        py_files=tuple(py_files),
-        external_sync_seconds=external_sync_seconds,
-        external_source_prefix=external_source_prefix,
-        verify_every=verify_every,
-        verify_source_hms_uri=verify_source_hms_uri,
-        verify_source_notification_db=verify_source_notification_db,
-        verify_source_auth=auth,
-        until_event=until_event,
-        mark_readonly=mark_readonly,
-        markers_per_batch=markers_per_batch or coalesce_backlog,
-        coalesce_backlog=coalesce_backlog,
-        watermark_db=watermark_db,
-    )
-    if (verify_source_hms_uri or verify_source_notification_db) and not verify_every:
-        raise click.UsageError("--verify-source-hms-uri/--verify-source-notification-db need --verify-every")
-    check_reachable({"bootstrap.servers": bootstrap_servers, **settings.kafka_settings})  # one line, fast
+    settings = run_settings(options)
+    check_reachable({"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_settings})  # one line
     metrics.serve(
         metrics.MetricsEndpoint(
-            metrics_port, metrics_addr, metrics_tls_cert, metrics_tls_key,
-            metrics_basic_auth_user, metrics_basic_auth_password,
+            options["metrics_port"], options["metrics_addr"], options["metrics_tls_cert"],
+            options["metrics_tls_key"], options["metrics_basic_auth_user"],
+            options["metrics_basic_auth_password"],
         ),
         role=metrics.Role.TARGET,
     )
     stopped = run(settings)
     click.echo(f"target job {stopped}")
+
+
+def run_settings(options: Mapping[str, Any]) -> TargetSettings:
+    """The job's settings from ``target run``'s parsed options (click's names), validated: what the
+    command runs, and what a test running the job in its own process runs (``run_cmd.make_context``)."""
+    from streamer.target.job.settings import TargetSettings
+
+    o = options
+    auth = auth_from_options(o["hms_auth"], o["hms_kerberos_principal"], o["hms_client_principal"],
+                             o["hms_client_keytab"])
+    if (o["verify_source_hms_uri"] or o["verify_source_notification_db"]) and not o["verify_every"]:
+        raise click.UsageError("--verify-source-hms-uri/--verify-source-notification-db need --verify-every")
+    state_dir = Path(o["state_dir"])
+    return TargetSettings(
+        bootstrap_servers=o["bootstrap_servers"],
+        topic=topic_or_default(o["topic"], o["source_id"]),
+        hms_uri=o["hms_uri"],
+        hms_auth=auth,
+        warehouse_root=o["warehouse_root"],
+        state_dir=str(state_dir),
+        checkpoint_dir=o["checkpoint_dir"] or str(state_dir / "checkpoint"),
+        source_id=o["source_id"],
+        external_base_dir=o["external_base_dir"],
+        external_layout=o["external_layout"],
+        source_prefixes=tuple(o["source_prefix"]),
+        source_cmroots=tuple(o["source_cmroot"]),
+        allow_unverified_files=o["allow_unverified_files"],
+        kafka_settings=_kafka_settings(o["bootstrap_servers"], o["kafka_setting"]),
+        db_map=_pairs(o["db_map"], "--db-map", ":"),
+        allow_existing_db=o["allow_existing_db"],
+        max_events_per_trigger=o["max_events_per_trigger"],
+        trigger_seconds=o["trigger_seconds"],
+        kafka_reader=o["kafka_reader"],
+        copy_workers=o["copy_workers"],
+        consistency=o["consistency"],
+        apply_lanes=o["apply_lanes"],
+        executor_copy_min_bytes=o["executor_copy_min_bytes"],
+        executor_copy_min_files=o["executor_copy_min_files"],
+        spark_master=o["spark_master"],
+        py_files=tuple(o["py_files"]),
+        external_sync_seconds=o["external_sync_seconds"],
+        external_source_prefix=o["external_source_prefix"],
+        verify_every=o["verify_every"],
+        verify_source_hms_uri=o["verify_source_hms_uri"],
+        verify_source_notification_db=o["verify_source_notification_db"],
+        verify_source_auth=auth,
+        until_event=o["until_event"],
+        mark_readonly=o["mark_readonly"],
+        markers_per_batch=o["markers_per_batch"] or o["coalesce_backlog"],
+        coalesce_backlog=o["coalesce_backlog"],
+        watermark_db=o["watermark_db"],
+    )
 
 
 @target.command("retry")

@@ -67,6 +67,7 @@ that changes nothing else, which no partition or file event reads); some partiti
 Partition = tuple[str, ...]
 
 _EXTERNAL = "EXTERNAL_TABLE"
+_MERGED_STEPS = frozenset(MERGED_KINDS.values())
 # Events that name at most one partition in ``partition_values`` (none: the table's own level)
 _PARTITION_LEVEL = frozenset({
     EventType.INSERT, EventType.UPDATE_PARTITION_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT,
@@ -95,7 +96,7 @@ def reorder(the_plan: Plan) -> Plan:
     changed are ``fenced``. A plan without movable runs comes back with the same steps."""
     steps: list[Step] = []
     for segment, barrier in _segments(the_plan.steps):
-        steps.extend(_regroup(segment) if segment else [])
+        steps.extend(_regroup(segment))
         if barrier is not None:
             steps.append(barrier)
     return dataclasses.replace(the_plan, steps=tuple(steps))
@@ -124,24 +125,28 @@ def _own_directory(table: TableSnapshot) -> bool:
     return table.table_type != _EXTERNAL
 
 
-def _segments(steps: Sequence[Step]) -> Iterator[tuple[list[Event], Step | None]]:
-    """Runs of movable events, each followed by the step that ends it (None at the plan's end)."""
-    run: list[Event] = []
+def _segments(steps: Sequence[Step]) -> Iterator[tuple[list[Step], Step | None]]:
+    """Runs of steps of movable events, each followed by the step that ends it (None at the plan's end)."""
+    run: list[Step] = []
     for step in steps:
         if step.kind is not StepKind.BOOTSTRAP and all(movable(e) for e in step.events):
-            run.extend(step.events)
+            run.append(step)
             continue
         yield run, step
         run = []
     yield run, None
 
 
-def _regroup(events: list[Event]) -> list[Step]:
+def _regroup(segment: list[Step]) -> list[Step]:
     """One segment: units per table, layered (a unit after every unit it must follow), each layer's
     ADD_PARTITION units of a table merged, and its DROP_PARTITION units; fenced when the events'
-    order changed."""
+    order changed. Never more steps than the segment had: the plan's own steps then stand (layers
+    can part partition events the plan had merged, e.g. two drops whose partitions were added in
+    different layers)."""
+    events = [e for step in segment for e in step.events]
+    joined = {e.event_id for step in segment if step.kind in _MERGED_STEPS for e in step.events[1:]}
     units = sorted(
-        (u for table_events in _by_table(events).values() for u in _units(table_events)),
+        (u for table_events in _by_table(events).values() for u in _units(table_events, joined)),
         key=lambda u: u.events[-1].event_id,  # a unit stands where its last event stands
     )
     layers: dict[int, list[Unit]] = defaultdict(list)
@@ -150,6 +155,8 @@ def _regroup(events: list[Event]) -> list[Step]:
     steps: list[Step] = []
     for layer in sorted(layers):
         steps.extend(_layer_steps(layers[layer]))
+    if len(steps) > len(segment):
+        return segment
     order = [e.event_id for s in steps for e in s.events]
     if order == [e.event_id for e in events]:
         return steps
@@ -163,9 +170,11 @@ def _by_table(events: list[Event]) -> dict[tuple[str, str], list[Event]]:
     return out
 
 
-def _units(events: list[Event]) -> list[Unit]:
+def _units(events: list[Event], joined: frozenset[int] | set[int] = frozenset()) -> list[Unit]:
     """One table's events (in order) as units: create..drop collapsed, full after-states coalesced
-    (a run of property-only ALTER_TABLEs across the partition events between them)."""
+    (a run of property-only ALTER_TABLEs across the partition events between them), and the
+    partition events the plan merged into one call (``joined``: each but the first of such a run)
+    kept together."""
     units: list[Unit | list[Event]] = []  # a list: property-only ALTER_TABLEs still being collected
     alters: list[Event] | None = None  # the open run: only partition events since its last ALTER
     i = 0
@@ -179,6 +188,14 @@ def _units(events: list[Event]) -> list[Unit]:
             continue
         touches, partitions = _touches(event)
         i += 1
+        if i < len(events) and events[i].event_id in joined:
+            run = [event]
+            while i < len(events) and events[i].event_id in joined:
+                run.append(events[i])
+                i += 1
+            alters = None if touches == TABLE else alters
+            units.append(_merged_unit(run))
+            continue
         if touches == PROPERTIES:
             if alters is not None:
                 alters.append(event)  # the later after-state carries the earlier ones' parameters
@@ -196,6 +213,15 @@ def _units(events: list[Event]) -> list[Unit]:
         kind = StepKind.COALESCED if len(run) > 1 else StepKind.EVENT
         units.append(Unit(kind, tuple(run), touches, partitions))
     return [u if isinstance(u, Unit) else _alter_unit(u) for u in units]
+
+
+def _merged_unit(events: list[Event]) -> Unit:
+    """Partition events the plan applies in one call, as one unit touching all their partitions."""
+    kind = MERGED_KINDS[events[0].event_type]
+    touched = [_touches(e) for e in events]
+    if any(t == TABLE for t, _ in touched):
+        return Unit(kind, tuple(events), TABLE)
+    return Unit(kind, tuple(events), PARTITIONS, frozenset().union(*(p for _, p in touched)))
 
 
 def _alter_unit(events: list[Event]) -> Unit:
@@ -273,11 +299,12 @@ def _layer_steps(units: list[Unit]) -> list[Step]:
     steps: list[Step] = []
     for unit in units:
         event = unit.events[0]
-        if unit.kind is StepKind.EVENT and event.event_type in MERGED_KINDS:
-            merged[(event.event_type, table_key(event))].append(event)
+        if (unit.kind is StepKind.EVENT or unit.kind in _MERGED_STEPS) and event.event_type in MERGED_KINDS:
+            merged[(event.event_type, table_key(event))].extend(unit.events)
             continue
         steps.append(Step(unit.kind, unit.events, step_db(event)))
     for (event_type, _), events in merged.items():
         kind = MERGED_KINDS[event_type] if len(events) > 1 else StepKind.EVENT
-        steps.append(Step(kind, tuple(events), step_db(events[0])))
+        in_order = tuple(sorted(events, key=lambda e: e.event_id))
+        steps.append(Step(kind, in_order, step_db(events[0])))
     return sorted(steps, key=lambda s: s.events[0].event_id)

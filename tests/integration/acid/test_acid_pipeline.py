@@ -30,7 +30,7 @@ from tests.integration.acid.conftest import Pipeline, multiset
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 COLUMNS = [
     Column("id", "bigint"), Column("name", "string"), Column("amount", "double"), Column("ok", "boolean"),

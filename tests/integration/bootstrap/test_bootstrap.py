@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column
@@ -22,11 +23,11 @@ from streamer.warehouse.workload import COLUMNS, Workload
 from tests.integration.target.helpers import (
     Source,
     SparkReader,
-    TargetProcess,
     TargetStack,
     assert_target_equals_source,
     wait_applied,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -60,9 +61,10 @@ def _some(wh: Warehouse, db: str, start: str, last: bool = False) -> str:
 
 def test_bootstrap_during_a_workload_then_incremental_events(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
@@ -102,7 +104,7 @@ def test_bootstrap_during_a_workload_then_incremental_events(
     source.agent.start()  # recovers E1 from the topic: continues after the bootstrap
     assert source.agent.last_id == e1
 
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=600)
     bootstrapped = time.monotonic() - started

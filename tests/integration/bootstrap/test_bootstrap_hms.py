@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import (
@@ -52,7 +53,8 @@ from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.thrift_reader import ThriftNotificationReader
-from tests.integration.target.helpers import STREAMER, TargetProcess, TargetStack, target_files, wait_applied
+from tests.integration.target.helpers import STREAMER, TargetStack, target_files, wait_applied
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -69,7 +71,7 @@ PARQUET = dict(
 
 @dataclass(frozen=True)
 class _Topic:
-    """What ``TargetProcess`` needs of a source: its id and topic."""
+    """What a target job needs of a source: its id and topic."""
 
     source_id: str
     topic: str
@@ -353,10 +355,11 @@ def _local(location: str | None) -> Path:
 
 def test_bootstrap_of_a_hive_metastore_then_incremental_events(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     hive: HiveSource,
     topic: str,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     prefix: str,
 ) -> None:
     dbs, days = _history(hive, prefix)
@@ -366,8 +369,9 @@ def test_bootstrap_of_a_hive_metastore_then_incremental_events(
     assert f"as of event {e1}:" in out, out
     assert "2 databases, 4 tables, 4 partitions" in out, out
 
-    job = TargetProcess(
-        target_stack, broker.bootstrap_servers, cast(Any, _Topic(hive.source_id, topic))
+    job = TargetInProcess(
+        target_stack, broker.bootstrap_servers, cast(Any, _Topic(hive.source_id, topic)),
+        spark=spark,
     ).start()
     target_jobs.append(job)
     wait_applied(job, target_stack, {db: e1 for db in dbs}, timeout=400)

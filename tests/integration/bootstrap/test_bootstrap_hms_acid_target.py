@@ -35,7 +35,8 @@ from tests.integration.bootstrap.test_bootstrap_hms import (
     write_parquet,
 )
 from tests.integration.bootstrap.test_bootstrap_hms_acid import _bootstrap, _create_acid_table, _deltas
-from tests.integration.target.helpers import TargetProcess, TargetStack, sha256, wait_applied
+from tests.integration.target.helpers import TargetStack, sha256, wait_applied
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,12 +71,13 @@ def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
     hive: HiveSource,
     topic: str,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     prefix: str,
     spark: SparkSession,
 ) -> None:
-    # the target job starts first (its JVM takes longer than preparing the source and the dump)
-    job = TargetProcess(target_stack, broker.bootstrap_servers, cast(Any, _Topic(hive.source_id, topic)))
+    # the target job starts first (its query takes longer to start than preparing the source and the dump)
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, cast(Any, _Topic(hive.source_id, topic)),
+                          spark=spark)
     target_jobs.append(job.start())
     db = f"{prefix}acid"
     hive.create_database(db)

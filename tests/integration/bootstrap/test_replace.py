@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import (
@@ -53,10 +54,10 @@ from tests.integration.target.helpers import (
     Comparison,
     Source,
     SparkReader,
-    TargetProcess,
     TargetStack,
     assert_target_equals_source,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -211,7 +212,7 @@ class AgentProcess:
         return self.proc.wait(30)
 
 
-def _wait_applied(job: TargetProcess, stack: TargetStack, db: str, event_id: int, timeout: float) -> None:
+def _wait_applied(job: TargetJob, stack: TargetStack, db: str, event_id: int, timeout: float) -> None:
     def done() -> bool:
         halts = stack.halts()
         assert not halts, halts
@@ -264,9 +265,10 @@ def _assert_replica(source: Source, stack: TargetStack, reader: SparkReader, pol
 
 def test_policy_replace_drops_and_bootstraps_tables_without_stopping_the_stream(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
     tmp_path: Path,
@@ -281,7 +283,7 @@ def test_policy_replace_drops_and_bootstraps_tables_without_stopping_the_stream(
     _history(wh, db, other)
     source.agent.policy = first
     source.publish()
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     _wait_applied(job, target_stack, db, wh.current_event_id(), timeout=240)
     with target_stack.catalog() as catalog:

@@ -18,7 +18,7 @@ from streamer.embedded_metastore.site import MetastoreSettings, derby_url, rende
 from streamer.events.model import Column, DatabaseSnapshot, PartitionSnapshot, TableSnapshot
 from streamer.metastore.thrift_catalog import HmsCatalog
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def test_site_xml_for_derby_is_valid_and_complete(tmp_path: Path) -> None:
@@ -49,7 +49,6 @@ def test_site_xml_for_postgres_escapes_values(tmp_path: Path) -> None:
     assert props["javax.jdo.option.ConnectionPassword"] == "p<&>"
 
 
-@pytest.mark.integration
 def test_running_metastore_answers(hms: EmbeddedMetastore) -> None:
     assert hms.uri == f"thrift://127.0.0.1:{hms.port}"
     assert hms.running
@@ -59,7 +58,6 @@ def test_running_metastore_answers(hms: EmbeddedMetastore) -> None:
     print(f"\nmetastore start took {hms.start_seconds:.1f} s")
 
 
-@pytest.mark.integration
 def test_start_timeout_reports_the_log_tail_and_stops_the_process(tmp_path: Path) -> None:
     server = EmbeddedMetastore(work_dir=tmp_path, start_timeout=0.5)
     with pytest.raises(MetastoreStartError, match="did not answer") as info:
@@ -69,7 +67,6 @@ def test_start_timeout_reports_the_log_tail_and_stops_the_process(tmp_path: Path
     assert (tmp_path / "conf" / "hive-site.xml").exists()
 
 
-@pytest.mark.integration
 def test_postgres_backed_metastore_starts_and_answers(hms_postgres: EmbeddedMetastore) -> None:
     print(f"\npostgres-backed metastore start took {hms_postgres.start_seconds:.1f} s")
     with HmsCatalog(hms_postgres.uri) as catalog:

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column, ColumnStatistic, Constraint, ResourceUri
@@ -19,12 +20,12 @@ from streamer.metastore.catalog import LAST_ID_PARAM
 from tests.integration.target.helpers import (
     Source,
     SparkReader,
-    TargetProcess,
     TargetStack,
     by_partition,
     leftovers,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -67,9 +68,10 @@ def _digest(directory: Path) -> dict[str, str]:
 
 def test_statistics_constraints_functions_and_views_read_back_equal(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
@@ -104,7 +106,7 @@ def test_statistics_constraints_functions_and_views_read_back_equal(
     wh.add_not_null(bad, "t", f"{bad}_nn", "id")
     wh.create_table(bad, "later", COLS)
 
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     want = source.last_ids()[db]
     job.wait_for(
@@ -165,9 +167,10 @@ def test_statistics_constraints_functions_and_views_read_back_equal(
 
 def test_external_table_data_converges_including_deletes(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
@@ -181,8 +184,9 @@ def test_external_table_data_converges_including_deletes(
     wh.insert(db, "daily", ROWS, {"dt": "d1"})
     wh.add_partitions(db, "daily", [{"dt": "d2"}])
 
-    job = TargetProcess(
-        target_stack, broker.bootstrap_servers, source, extra=["--external-sync-seconds", "1"]
+    job = TargetInProcess(
+        target_stack, broker.bootstrap_servers, source, extra=["--external-sync-seconds", "1"],
+        spark=spark,
     ).start()
     target_jobs.append(job)
     wait_converged(job, source)

@@ -14,6 +14,8 @@ from streamer.kafka.errors import KafkaUnreachableError
 from streamer.kafka.reachability import CONNECT_TIMEOUT_ENV, check_reachable, connect_timeout
 from streamer.kafka.topics import ensure_topic, read_tail
 
+pytestmark = pytest.mark.integration
+
 CALLS: dict[str, Callable[[dict[str, Any]], object]] = {
     "check_reachable": check_reachable,
     "ensure_topic": lambda config: ensure_topic(config, "never-created"),

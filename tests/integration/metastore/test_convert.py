@@ -24,6 +24,8 @@ from streamer.events.model import (
 from streamer.hive.files import DEFAULT_PARTITION_NAME, partition_name
 from streamer.metastore import convert
 
+pytestmark = pytest.mark.integration
+
 text = st.text(min_size=1, max_size=12)
 params = st.dictionaries(text, st.text(max_size=12), max_size=3)
 columns = st.lists(

@@ -17,6 +17,8 @@ import pytest
 
 from streamer.kafka.broker import free_port
 
+pytestmark = pytest.mark.integration
+
 STREAMER = shutil.which("streamer", path=str(Path(sys.executable).parent)) or "streamer"
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
-from tests.integration.target.helpers import Source, SparkReader, TargetProcess, TargetStack
+from tests.integration.target.helpers import Source, SparkReader, TargetStack
+from tests.integration.target.in_process import TargetJob
 
 
 @pytest.fixture(scope="session")
@@ -67,9 +68,10 @@ def target_stack(hms: EmbeddedMetastore, tmp_path: Path) -> TargetStack:
 
 
 @pytest.fixture
-def target_jobs() -> Iterator[list[TargetProcess]]:
-    """Target processes a test starts; all are stopped afterwards, whatever happened."""
-    jobs: list[TargetProcess] = []
+def target_jobs() -> Iterator[list[TargetJob]]:
+    """Target jobs a test starts (in this process or a child); all are stopped afterwards, whatever
+    happened."""
+    jobs: list[TargetJob] = []
     try:
         yield jobs
     finally:

@@ -201,8 +201,30 @@ class TargetStack:
         return done
 
 
+def target_argv(stack: TargetStack, bootstrap: str, source: Stream, *, metrics_port: int,
+                roots: tuple[str, str] | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """``target run``'s flags for ``stack`` fed by ``source``: a test's job, in a child process or in
+    this one. ``roots``: warehouse root and external base dir URLs (an object store's) instead of
+    the stack's local directories."""
+    warehouse, external = roots or (stack.warehouse_root.as_uri(), stack.external_base.as_uri())
+    return [
+        "target", "run",
+        "--bootstrap-servers", bootstrap,
+        "--source-id", source.source_id,
+        "--topic", source.topic,
+        "--hms-uri", stack.hms.uri,
+        "--warehouse-root", warehouse,
+        "--external-base-dir", external,
+        "--state-dir", str(stack.state_dir),
+        "--trigger-seconds", "0.1",
+        "--metrics-port", str(metrics_port),
+        *extra,
+    ]
+
+
 class TargetProcess(Child):
-    """``streamer target run`` as a child process (its own process group, so SIGKILL takes all of it)."""
+    """``streamer target run`` as a child process (its own process group, so SIGKILL takes all of it).
+    Tests about what the job applies use ``TargetInProcess`` (tests/integration/target/in_process.py)."""
 
     def __init__(self, stack: TargetStack, bootstrap: str, source: Stream, *, extra: Sequence[str] = (),
                  name: str = "target", roots: tuple[str, str] | None = None) -> None:
@@ -210,20 +232,8 @@ class TargetProcess(Child):
         stack's local directories."""
         self.stack = stack
         self.metrics_port = free_port()
-        warehouse, external = roots or (stack.warehouse_root.as_uri(), stack.external_base.as_uri())
-        super().__init__(name, [
-            "target", "run",
-            "--bootstrap-servers", bootstrap,
-            "--source-id", source.source_id,
-            "--topic", source.topic,
-            "--hms-uri", stack.hms.uri,
-            "--warehouse-root", warehouse,
-            "--external-base-dir", external,
-            "--state-dir", str(stack.state_dir),
-            "--trigger-seconds", "0.1",
-            "--metrics-port", str(self.metrics_port),
-            *extra,
-        ], stack.base / f"{name}.log")
+        argv = target_argv(stack, bootstrap, source, metrics_port=self.metrics_port, roots=roots, extra=extra)
+        super().__init__(name, argv, stack.base / f"{name}.log")
 
     def start(self) -> Self:
         assert not self.alive, "already running"

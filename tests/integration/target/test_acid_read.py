@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from streamer.embedded_metastore.server import EmbeddedMetastore
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 SOURCE = "acid-src"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column
@@ -32,6 +33,7 @@ from tests.integration.target.helpers import (
     target_files,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -59,9 +61,10 @@ def _watermark(stack: TargetStack, *dbs: str) -> Any:
 
 def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
@@ -80,7 +83,7 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     wh.drop_partitions(a, "p", [{"dt": "d1"}])
     assert not (source_files(wh, a, "t") & originals)
 
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     job.wait_for(lambda: target_stack.applied_ids([a])[a] == published, f"{a} at event {published}")
     with target_stack.catalog() as catalog:
@@ -172,7 +175,7 @@ def test_sigkill_mid_batch_then_restart_converges(
     broker: EmbeddedBroker,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
     kills: int,

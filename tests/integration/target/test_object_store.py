@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.codec import EventSerializer
@@ -28,12 +29,12 @@ from streamer.warehouse.workload import COLUMNS
 from tests.fixtures.s3 import S3Server
 from tests.integration.target.helpers import (
     Source,
-    TargetProcess,
     TargetStack,
     seed_databases,
     source_files,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -77,11 +78,12 @@ def _s3_target_files(
 
 def test_target_replicates_into_s3_verified_and_refuses_a_mismatch(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     hms_s3a: EmbeddedMetastore,
     s3_env: S3Server,
     s3_replica_bucket: str,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     tmp_path: Path,
     prefix: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -105,8 +107,8 @@ def test_target_replicates_into_s3_verified_and_refuses_a_mismatch(
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     stack = TargetStack(hms_s3a, tmp_path / "target")
     roots = (f"s3a://{bucket}/warehouse", f"s3a://{bucket}/external")
-    job = TargetProcess(stack, broker.bootstrap_servers, source, roots=roots,
-                        extra=["--fs-option", f"s3.endpoint_url={s3_env.endpoint}"]).start()
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, roots=roots,
+                          extra=["--fs-option", f"s3.endpoint_url={s3_env.endpoint}"], spark=spark).start()
     target_jobs.append(job)
     wait_converged(job, source)
 

@@ -29,7 +29,8 @@ from streamer.testing import intervals
 from streamer.testing.checker import CUT, EVERYTHING, Sample, check
 from streamer.testing.history import History
 from streamer.warehouse import Warehouse
-from tests.integration.target.helpers import Source, TargetProcess, TargetStack, wait_converged
+from tests.integration.target.helpers import Source, TargetStack, wait_converged
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -161,7 +162,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     broker: EmbeddedBroker,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark: SparkSession,
     prefix: str,
     tmp_path: Path,
@@ -176,7 +177,7 @@ def test_snapshot_reads_only_source_prefixes_where_plain_reads_mix_states(
     wh.create_table(books, "ledger", COLS)
     tables = [f"{shop}.orders", f"{shop}.items", f"{books}.ledger"]
     source.start_background()
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     hms_uri = target_stack.hms.uri
 

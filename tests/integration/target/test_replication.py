@@ -1,5 +1,6 @@
 """The target job end to end: bundled warehouse -> agent -> Tansu -> ``streamer target run`` (Spark,
-a child process) -> target HMS + files, compared with the source through Spark SQL on the target.
+in this process or a child one) -> target HMS + files, compared with the source through Spark SQL
+on the target.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
@@ -20,22 +22,24 @@ from tests.integration.target.helpers import (
     mixed_workload,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_mixed_workload_replicates_rows_partitions_and_files(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
     started = time.monotonic()
     wh = source.warehouse
     mixed_workload(source.publishing(), prefix, 300, seed=11)  # waiting in the topic at start-up
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     last = mixed_workload(source.publishing(), prefix, 220, seed=12)  # arrives while the job runs
     assert last >= 500
@@ -53,16 +57,19 @@ def test_mixed_workload_replicates_rows_partitions_and_files(
 
 def test_hub_and_spoke_targets_are_independent(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     hms_spoke: EmbeddedMetastore,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     spark_readers: Callable[[EmbeddedMetastore], SparkReader],
     prefix: str,
 ) -> None:
-    """Two targets, each with its own metastore, warehouse root and checkpoint, read one topic."""
+    """Two targets, each with its own metastore, warehouse root and checkpoint, read one topic. The
+    hub runs in this process; the spoke, which stops and restarts, is a process of its own (its
+    ``/metrics`` counts its own events only)."""
     started = time.monotonic()
-    hub = TargetProcess(target_stack, broker.bootstrap_servers, source, name="hub").start()
+    hub = TargetInProcess(target_stack, broker.bootstrap_servers, source, name="hub", spark=spark).start()
     spoke_stack = TargetStack(hms_spoke, target_stack.base.parent / "spoke")
     spoke = TargetProcess(spoke_stack, broker.bootstrap_servers, source, name="spoke").start()
     target_jobs.extend([hub, spoke])

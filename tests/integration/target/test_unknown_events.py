@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer import metrics
 from streamer.events.codec import decode_event
@@ -25,11 +26,11 @@ from streamer.warehouse import Warehouse
 from streamer.warehouse.workload import COLUMNS
 from tests.integration.target.helpers import (
     Source,
-    TargetProcess,
     TargetStack,
     seed_databases,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -58,9 +59,10 @@ def _other_catalog() -> float:
 
 def test_unknown_types_halt_only_their_database_and_other_catalogs_never_reach_the_target(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     prefix: str,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -108,7 +110,7 @@ def test_unknown_types_halt_only_their_database_and_other_catalogs_never_reach_t
     assert opaque.payload.message == future.encode() and opaque.payload.message_format == GZIP_FORMAT
     assert opaque.prev_event_id is not None and opaque.prev_event_id < unknown_id
 
-    job = TargetProcess(target_stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(target_stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     job.wait_for(lambda: target_stack.applied_ids([b]) == {b: source.last_ids()[b]}, f"{b} to go on")
     job.wait_for(lambda: a in target_stack.halts(), f"{a} to halt")

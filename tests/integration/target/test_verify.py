@@ -13,17 +13,18 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.metastore.thrift_catalog import HmsCatalog
 from tests.integration.target.helpers import (
     STREAMER,
     Source,
-    TargetProcess,
     TargetStack,
     mixed_workload,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -83,16 +84,18 @@ def find_victim(catalog: HmsCatalog, db: str) -> Victim:
 
 def test_verify_finds_each_kind_of_drift_repairs_files_and_ignores_a_source_that_moved_on(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     prefix: str,
 ) -> None:
     started = time.monotonic()
     stack = target_stack
     mixed_workload(source.publishing(), prefix, 40, seed=31)
     make_victim(source, f"{prefix}a")
-    job = TargetProcess(stack, broker.bootstrap_servers, source, extra=["--verify-every", "1"]).start()
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, extra=["--verify-every", "1"],
+                          spark=spark).start()
     target_jobs.append(job)
     wait_converged(job, source)
     converged = time.time()

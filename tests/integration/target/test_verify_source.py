@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamer import metrics
 from streamer.kafka.broker import EmbeddedBroker
@@ -16,11 +17,11 @@ from streamer.target.dr.source_check import SourceConnection, check_against_sour
 from streamer.target.dr.verify import VerifySettings
 from tests.integration.target.helpers import (
     Source,
-    TargetProcess,
     TargetStack,
     mixed_workload,
     wait_converged,
 )
+from tests.integration.target.in_process import TargetInProcess, TargetJob
 from tests.integration.target.test_verify import find_victim, local, make_victim
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -44,9 +45,10 @@ def gauge(db: str, kind: str) -> float:
 
 def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_tables_the_source_moved(
     broker: EmbeddedBroker,
+    spark: SparkSession,
     source: Source,
     target_stack: TargetStack,
-    target_jobs: list[TargetProcess],
+    target_jobs: list[TargetJob],
     prefix: str,
 ) -> None:
     started = time.monotonic()
@@ -56,7 +58,7 @@ def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_table
     make_victim(source, db)
     wh = source.publishing()
     wh.insert(db, "victim", [{"id": 9, "name": "m", "amount": 1.0, "ok": True}], {"dt": "2024-03-03"})
-    job = TargetProcess(stack, broker.bootstrap_servers, source).start()
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start()
     target_jobs.append(job)
     wait_converged(job, source)
     job.stop()
