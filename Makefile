@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - install what is missing (the runtime only), then run the whole pipeline on embedded services
-#   make test   - install what is missing (the runtime and the test tooling), then run the test suite
+#   make test   - install what is missing (the runtime and the test tooling), then run the test suite's
+#                 first tier (unit + fast integration, <= 15 min on 2 cores)
+# The other tiers (docs/testing.md): `make test-ci` (what .ci/run calls: make test's tests, the demo,
+# real writers, smoke-size crash campaigns) and `make test-all` (everything, full-size campaigns too).
 # Both are idempotent: a second run re-installs nothing unless pyproject.toml or scripts/setup.sh changed,
 # and `make demo` after `make test` installs nothing (the test set-up holds the runtime).
 
@@ -9,10 +12,14 @@ VENV   ?= .venv
 HASH   := $(shell cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)
 RUNTIME_STAMP := $(VENV)/.installed-$(HASH)-runtime
 DEV_STAMP     := $(VENV)/.installed-$(HASH)-dev
-# CI and `make test` run everything but the `slow` tests (`-m slow`); `make test-all` runs those too.
-PYTEST_ARGS ?= -m "not slow"
+# Extra pytest arguments, e.g. PYTEST_ARGS="tests/unit -x" for a subset of a tier
+PYTEST_ARGS ?=
+# Hypothesis: `ci` (the same examples every run), `dev` (few) or `explore` (random, many)
+HYPOTHESIS_PROFILE ?= ci
+PYTEST = HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) PYSPARK_PYTHON=$(abspath $(VENV))/bin/python \
+	$(VENV)/bin/pytest --durations=30
 
-.PHONY: setup setup-dev demo test test-all lint clean
+.PHONY: setup setup-dev demo test test-ci test-all lint clean
 
 setup: $(RUNTIME_STAMP)
 
@@ -30,13 +37,14 @@ $(DEV_STAMP): pyproject.toml scripts/setup.sh
 demo: setup
 	$(VENV)/bin/streamer demo
 
-test: setup-dev
-	$(VENV)/bin/ruff check streamer tests bench
-	$(VENV)/bin/mypy
-	PYSPARK_PYTHON=$(abspath $(VENV))/bin/python $(VENV)/bin/pytest --durations=30 $(PYTEST_ARGS)
+test: lint
+	$(PYTEST) -m "not ci and not slow" $(PYTEST_ARGS)
 
-test-all: setup-dev
-	$(MAKE) test PYTEST_ARGS=
+test-ci: lint
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-all: lint
+	$(PYTEST) $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(VENV)/bin/ruff check streamer tests bench

@@ -51,15 +51,18 @@ if [ ! -f /usr/share/java/postgresql.jar ]; then
   apt_install libpostgresql-jdbc-java || echo "setup: note: libpostgresql-jdbc-java not installed; metastores on PostgreSQL need it" >&2
 fi
 
+# Test-only tools (not the runtime's, so not the Dockerfile's either).
+apt_install_for_tests() { apt_install "$@"; }
+
 # Test-only services (EXTRAS=dev): promtool and a Prometheus server for the alert-rule tests, and an
 # MIT Kerberos KDC for the metastore Kerberos tests. Without root or apt-get they are not installed and
 # those tests skip, each naming the package to install.
 if [ "$EXTRAS" = dev ]; then
   if ! command -v promtool >/dev/null 2>&1; then
-    apt_install prometheus || echo "setup: note: promtool not installed; the Prometheus tests will skip (apt-get install prometheus)" >&2
+    apt_install_for_tests prometheus || echo "setup: note: promtool not installed; the Prometheus tests will skip (apt-get install prometheus)" >&2
   fi
   if ! command -v krb5kdc >/dev/null 2>&1 && [ ! -x /usr/sbin/krb5kdc ]; then
-    apt_install krb5-kdc krb5-admin-server krb5-user \
+    apt_install_for_tests krb5-kdc krb5-admin-server krb5-user \
       || echo "setup: note: krb5-kdc not installed; the Kerberos tests will skip (apt-get install krb5-kdc krb5-admin-server krb5-user)" >&2
   fi
 fi

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ci]  # the CI tier (make test-ci)
 
 
 def test_demo_replicates_the_scripted_workload(tmp_path: Path) -> None:

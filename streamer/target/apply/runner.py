@@ -7,7 +7,6 @@ unless it is an INSERT whose files are gone and a later event of the batch voids
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from streamer.target.apply.applier import Applier, check_events
 from streamer.target.apply.markers import DEFER_MIN_EVENTS
 from streamer.target.apply.plan import Plan, Step, StepKind, named_tables
 from streamer.target.apply.voiding import VoidingRun, strip_files, voiding_run
-from streamer.target.state.state_file import REGROUPED_HALT, Halt, TargetState
+from streamer.target.state.state_file import REGROUPED_HALT, VOIDING_RUN_HALT, Halt, HaltKind, TargetState
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +137,7 @@ def _halt(
     """Halt the step's database: at the failed event, or at the start of the earliest voiding run it
     leaves pending (the stream must be re-read from there), naming both."""
     failed_id = exc.event_id or step.first.event_id
-    event_id, obj, cause = failed_id, exc.obj, exc.cause
+    event_id, obj, cause, kind = failed_id, exc.obj, exc.cause, HaltKind.EVENT
     event_type = exc.event_type or str(step.first.event_type)
     pending = runs.abandon(step.db) if runs is not None else []
     if ending is not None and all(r is not ending for r in pending):
@@ -148,7 +147,8 @@ def _halt(
         event_id, obj = first.run.start, ".".join(first.run.table)
         event_type = str(first.start.first.event_type)
         runs_note = "; ".join(r.run.describe() for r in pending)
-        cause = f"event {failed_id} {_FAILED_IN_RUN} ({runs_note}): {exc.cause}"
+        cause = f"event {failed_id} {VOIDING_RUN_HALT} ({runs_note}): {exc.cause}"
+        kind = HaltKind.VOIDING_RUN
         for r in pending:
             report.held.extend(r.event_ids)
     fenced_from = runs.first_fenced(step.db) if runs is not None else None
@@ -156,25 +156,15 @@ def _halt(
         # out of order: the database's events from its first regrouped one are not all applied (and
         # its marker stays before them): the stream is re-read from there, the failed event named
         event_id = fenced_from
-        cause = f"event {failed_id} {_FAILED_OUT_OF_ORDER} (re-read from event {fenced_from}): {exc.cause}"
-    halt = state.halt(step.db, event_id, cause, event_type=event_type, obj=obj)
+        cause = f"event {failed_id} {REGROUPED_HALT} (re-read from event {fenced_from}): {exc.cause}"
+        kind = HaltKind.REGROUPED
+    halt = state.halt(step.db, event_id, cause, event_type=event_type, obj=obj, kind=kind,
+                      failed_event_id=failed_id)
     log.error("database %s halted at event %s (%s): %s", step.db, halt.event_id, halt.object, halt.cause)
     report.halted[step.db] = halt
     report.held.extend(step.event_ids)
     if on_halt is not None:
         on_halt(step.db)
-
-
-_FAILED_IN_RUN = "failed while a voiding run was pending"
-_FAILED_OUT_OF_ORDER = REGROUPED_HALT
-_FAILED_IN_RUN_AT = re.compile(rf"^event (\d+) (?:{_FAILED_IN_RUN}|{_FAILED_OUT_OF_ORDER})")
-
-
-def failed_in_run(cause: str) -> int | None:
-    """The event whose failure halted a database while a voiding run was pending (the halt itself is
-    at the run's start), read back from the halt's cause; None for any other halt."""
-    found = _FAILED_IN_RUN_AT.match(cause)
-    return int(found.group(1)) if found else None
 
 
 @dataclass

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from streamer.events.model import Event
 from streamer.target.apply.plan import step_db
-from streamer.target.apply.runner import failed_in_run
 from streamer.target.apply.sources import NO_CHECKSUM
 from streamer.target.apply.voiding import ObjectKey, voids, written_objects
 from streamer.target.state.state_file import Halt, TargetState
@@ -52,7 +51,7 @@ class VoidedHalts:
         first record's offset. Returns those databases."""
         released = []
         for db, halt in state.halts().items():
-            failed = failed_in_run(halt.cause) or halt.event_id
+            failed = halt.failed
             key = (db, halt.event_id, failed)
             if not gone_files(halt) or key in self._retried:
                 continue

@@ -9,9 +9,11 @@ the state dir's lock (read-modify-write). See docs/design/consistency.md.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,22 @@ STATE_FILE = "target-state.json"
 # The cause of a halt in a batch applied out of event-id order (streamer.target.apply.reorder): the
 # halt is at the database's first regrouped event, where the stream is re-read, not at the failed one
 REGROUPED_HALT = "failed in a batch regrouped per table"
+VOIDING_RUN_HALT = "failed while a voiding run was pending"
+
+
+class HaltKind(StrEnum):
+    """Where a halt sits relative to the event that failed."""
+
+    EVENT = "event"  # at the failed event itself
+    VOIDING_RUN = "voiding-run"  # at the start of a voiding run the failure left pending
+    REGROUPED = "regrouped"  # at the first event of a batch applied out of event-id order
 
 
 class StateError(StreamerError):
     """An operator command does not match the recorded halt (an unreadable file: ``StateFileError``)."""
 
 
-__all__ = ["STATE_FILE", "Halt", "Skip", "StateError", "StateFileError", "TargetState"]
+__all__ = ["STATE_FILE", "Halt", "HaltKind", "Skip", "StateError", "StateFileError", "TargetState"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,13 @@ class Halt:
     cause: str
     time: str  # ISO-8601, UTC
     offset: int | None = None  # Kafka offset of the halted event: held events are re-read from here
+    kind: HaltKind = HaltKind.EVENT
+    failed_event_id: int | None = None  # the event that failed, where the halt sits elsewhere (``kind``)
+
+    @property
+    def failed(self) -> int:
+        """The id of the event whose failure halted the database."""
+        return self.failed_event_id if self.failed_event_id is not None else self.event_id
 
 
 @dataclass(frozen=True)
@@ -135,15 +153,18 @@ class TargetState:
                 self._replay_from.pop(db, None)
 
     def halt(
-        self, db: str, event_id: int, cause: str, *, event_type: str | None = None, obj: str | None = None
+        self, db: str, event_id: int, cause: str, *, event_type: str | None = None, obj: str | None = None,
+        kind: HaltKind = HaltKind.EVENT, failed_event_id: int | None = None,
     ) -> Halt:
-        """Halt ``db`` at ``event_id``; an existing halt is kept (the stream stopped at the first one)."""
+        """Halt ``db`` at ``event_id``; an existing halt is kept (the stream stopped at the first one).
+        ``kind`` and ``failed_event_id``: a halt placed before the event that failed, and that event."""
         with self._change():
             current = self._halts.get(db)
             if current is not None:
                 return current
             offset = self.offset_of(event_id) if self.offset_of is not None else None
-            halt = Halt(db, event_id, event_type, obj, cause, _now(), offset)
+            halt = Halt(db, event_id, event_type, obj, cause, _now(), offset, kind,
+                        None if failed_event_id == event_id else failed_event_id)
             self._halts[db] = halt
         metrics.TARGET_HALTED.labels(db=self._label(db)).set(1)
         return halt
@@ -163,7 +184,7 @@ class TargetState:
             halt = self._halts.get(db)
             if halt is None:
                 raise StateError(f"database {db!r} is not halted; only a halted event can be skipped")
-            if REGROUPED_HALT in halt.cause:
+            if halt.kind is HaltKind.REGROUPED:
                 raise StateError(
                     f"database {db!r} halted in a batch applied out of event-id order (its halt at event "
                     f"{halt.event_id} is where the stream is re-read, not the event that failed: "
@@ -222,6 +243,15 @@ def _parse(path: Path, raw: Any) -> _Parsed:
             time=expect_str(field(h, "time", path, what), path, f"{what}.time"),
             offset=expect_opt_int(h.get("offset"), path, f"{what}.offset"),
         )
+        kind = expect_opt_str(h.get("kind"), path, f"{what}.kind")
+        if kind is None:
+            halt = _legacy(halt)
+        else:
+            if kind not in HaltKind.__members__.values():
+                raise StateFileError(f"{path}: {what}.kind must be one of {[k.value for k in HaltKind]}, "
+                                     f"not {kind!r}")
+            failed = expect_opt_int(h.get("failed_event_id"), path, f"{what}.failed_event_id")
+            halt = replace(halt, kind=HaltKind(kind), failed_event_id=failed)
         halts[halt.db] = halt
     skips: list[Skip] = []
     for i, item in enumerate(expect_list(body.get("skips", []), path, "'skips'")):
@@ -233,6 +263,19 @@ def _parse(path: Path, raw: Any) -> _Parsed:
             time=expect_str(field(s, "time", path, what), path, f"{what}.time"),
         ))
     return halts, skips, _ids(path, body, "applied"), _ids(path, body, "replay_from")
+
+
+_LEGACY_FAILED = re.compile(rf"^event (\d+) ({VOIDING_RUN_HALT}|{REGROUPED_HALT})")
+
+
+def _legacy(halt: Halt) -> Halt:
+    """A halt a version before structured halts wrote (no ``kind``): its kind and failed event were
+    only in the cause's first words. Read once, when such a file is loaded; written back structured."""
+    found = _LEGACY_FAILED.match(halt.cause)
+    if found is None:
+        return halt
+    kind = HaltKind.REGROUPED if found.group(2) == REGROUPED_HALT else HaltKind.VOIDING_RUN
+    return replace(halt, kind=kind, failed_event_id=int(found.group(1)))
 
 
 def _ids(path: Path, body: Mapping[str, Any], key: str) -> dict[str, int]:

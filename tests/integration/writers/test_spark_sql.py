@@ -30,7 +30,7 @@ from streamer.kafka.broker import EmbeddedBroker
 from tests.integration.writers.scenario import FINAL_TABLES, by_state_statements, run
 
 BY_STATE_STEPS = len(list(by_state_statements("db")))
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.ci, pytest.mark.timeout(900)]  # the CI tier
 
 
 def test_spark_sql_writes_replicate_overwrites_included(

@@ -139,8 +139,9 @@ def test_prometheus_and_grafana_are_provisioned_from_deploy() -> None:
 
 def test_dockerfile_installs_what_setup_sh_installs() -> None:
     setup = (REPO / "scripts" / "setup.sh").read_text()
-    apt_packages = set(re.findall(r"apt_install ([a-z0-9.+-]+)", setup))
+    apt_packages = set(re.findall(r"apt_install ([a-z0-9.+-]+)", setup))  # the runtime's, not the tests'
     assert apt_packages == {"openjdk-17-jdk-headless", "libpostgresql-jdbc-java", "libkrb5-dev"}
+    assert {"prometheus", "krb5-kdc"} <= set(re.findall(r"apt_install_for_tests ([a-z0-9.+-]+)", setup))
     install_line = re.search(r"apt-get install[^\n]*", DOCKERFILE)
     assert install_line is not None and apt_packages <= set(install_line.group(0).split())
     base = re.search(r"^FROM python:(\d+)\.(\d+)\S*-(bookworm|bullseye|trixie)", DOCKERFILE, re.M)
