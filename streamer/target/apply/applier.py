@@ -238,15 +238,16 @@ def _fence(markers: DeferredMarkers, ctx: ApplyContext, step: Step, db: Database
 
 
 def check_events(ctx: ApplyContext, step: Step) -> None:
-    """Every event of the step (a run's superseded ones too) acts only on the database its envelope
-    names (``check_envelope``) and on no other this source does not own (``touched_databases``); a
-    failure halts the step's database at its first event, naming the event refused."""
+    """Every event of the step (a run's superseded ones too, bootstrap records too) acts only on the
+    database its envelope names (``check_envelope``) and on no other this source does not own
+    (``touched_databases``, through ``ApplyContext.check_owned``, the one ownership check: ``apply``
+    checks an incremental step's own database with it, ``bootstrap`` each record's); a failure halts
+    the step's database at its first event, naming the event refused."""
     for event in step.events:
         try:
             check_envelope(event)
-            if step.kind is not StepKind.BOOTSTRAP:  # bootstrap records have their own ownership rules
-                for name in touched_databases(event):
-                    ctx.check_owned(ctx.target_db(name))
+            for name in touched_databases(event):
+                ctx.check_owned(ctx.target_db(name))
         except EventError as exc:
             if event is step.first:
                 raise

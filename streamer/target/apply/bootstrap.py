@@ -7,8 +7,9 @@ The last applied record of each bootstrap is kept in ``<state dir>/bootstrap-pro
 interrupted bootstrap resumes after the last finished object instead of redoing them all.
 Progress shows as a bar while stderr is a terminal, as a log line every 5% otherwise.
 
-A FULL bootstrap refuses a target database that exists and was not made by this bootstrap (foreign,
-or replicated before: it has a ``repl.last.id``) unless the applier allows existing databases.
+Every record, whatever its kind, changes only a database this source owns, by the check incremental
+events pass (``ApplyContext.check_owned``: ``check_owned`` here), and a DATABASE record also refuses
+one replicated before (it has a ``repl.last.id``), unless the applier allows existing databases.
 A table is created afresh by its TABLE record: a leftover table of that name is dropped first.
 """
 
@@ -41,7 +42,7 @@ from streamer.events.model import (
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.catalog_objects import add_constraints, create_function
-from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.data import insert
 from streamer.target.apply.databases import source_location_params
 from streamer.target.apply.partitions import add_partitions
@@ -136,9 +137,38 @@ def apply_bootstrap(applier: BootstrapApplier, step: Step) -> None:
             raise ApplyError(f"payload is {type(payload).__name__}, not a bootstrap record", obj=event.db)
         if payload.sequence <= progress.applied_through(payload.bootstrap_id):
             continue  # finished before an interruption
+        check_owned(ctx, event, payload)
         _apply_object(ctx, event, payload)
         progress.record(payload.bootstrap_id, payload.sequence)
         _report(payload)
+
+
+def check_owned(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
+    """Every record, of any kind, changes only a database this source owns (or may adopt:
+    ``--allow-existing-db``) or one still to be made, by the check incremental events pass
+    (``ApplyContext.check_owned``; ``Applier.apply`` calls it for a step's database). A refusal names
+    the record (its bootstrap's records share one event id) and halts its database before any of it
+    is applied."""
+    for name in dict.fromkeys([n for n in (event.db,) if n] + touched_databases(event)):
+        try:
+            ctx.check_owned(ctx.target_db(name))
+        except ApplyError as exc:
+            what = record_object(event, p)
+            raise ApplyError(
+                f"bootstrap record {p.sequence} of {p.total} ({p.kind} {what}): {exc.cause}",
+                event_id=event.event_id,
+                event_type=str(event.event_type),
+                obj=what,
+            ) from exc
+
+
+def record_object(event: Event, p: BootstrapObjectPayload) -> str:
+    """The object a record is about, by its source names (``db.table``, ``db.function``, ``db``)."""
+    if p.table is not None:
+        return f"{p.table.db}.{p.table.name}"
+    if p.function is not None:
+        return f"{p.function.db}.{p.function.name}"
+    return p.database.name if p.database is not None else event.db or "?"
 
 
 def _synth(event: Event, event_type: EventType, payload: Payload, table: str | None = None) -> Event:
@@ -165,16 +195,14 @@ def _apply_object(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) ->
 
 def _database(ctx: ApplyContext, snap: DatabaseSnapshot, scope: BootstrapScope) -> None:
     name = ctx.target_db(snap.name)
-    current = ctx.catalog.get_database(name)
-    if current is not None and not ctx.allow_existing_db:
-        ours = current.parameters.get(REPL_SOURCE_PARAM) == ctx.source_id
-        if not ours or LAST_ID_PARAM in current.parameters:
-            raise ApplyError(
-                f"target database {name!r} already exists; a bootstrap refuses to overwrite it "
-                "(drop it, use --db-map to bootstrap into another name, or --allow-existing-db to "
-                "replace its content)",
-                obj=name,
-            )
+    current = ctx.catalog.get_database(name)  # absent, ours or adopted: ``check_owned`` refused the rest
+    if current is not None and not ctx.allow_existing_db and LAST_ID_PARAM in current.parameters:
+        raise ApplyError(  # replicated before: a bootstrap would overwrite what it replicated
+            f"target database {name!r} already exists; a bootstrap refuses to overwrite it "
+            "(drop it, use --db-map to bootstrap into another name, or --allow-existing-db to "
+            "replace its content)",
+            obj=name,
+        )
     own = source_params(snap.parameters)
     own.pop(SOURCE_LOCATION_PARAM, None)  # another replica's record, never this target's
     # where the source keeps the database: the root its functions' resources may be read below
@@ -242,12 +270,12 @@ def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayl
     ctx = applier.ctx
     for source_db in marker.databases:
         name = ctx.target_db(source_db)
-        current = ctx.catalog.get_database(name)
-        if current is None:
+        try:
+            current = ctx.check_owned(name)  # the one ownership check; the marker names many: no halt
+        except ApplyError as exc:
+            log.warning("bootstrap %d: %s; its repl.last.id stays", marker.bootstrap_id, exc.cause)
             continue
-        if current.parameters.get(REPL_SOURCE_PARAM) != ctx.source_id and not ctx.allow_existing_db:
-            log.warning("bootstrap %d: %s is not replicated from %s; its repl.last.id stays",
-                        marker.bootstrap_id, name, ctx.source_id)
+        if current is None:
             continue
         last = int(current.parameters.get(LAST_ID_PARAM, "0") or 0)
         if last >= marker.bootstrap_id:

@@ -18,6 +18,7 @@ from streamer.errors import ApplyError
 from streamer.events.model import (
     AddConstraintsPayload,
     AlterTablePayload,
+    BootstrapObjectPayload,
     CommitTxnPayload,
     DatabaseSnapshot,
     Event,
@@ -287,8 +288,9 @@ def object_name(event: Event) -> str | None:
 
 
 def touched_databases(event: Event) -> list[str]:
-    """Source databases ``event`` changes other than its envelope's (which the applier checks).
-    (A FULL bootstrap's closing marker moves only databases this source owns: ``bootstrap._finish``.)"""
+    """Source databases ``event`` changes other than its envelope's (which the applier checks, and
+    the bootstrap for a record). (A FULL bootstrap's closing marker moves only databases this source
+    owns: ``bootstrap._finish``.)"""
     payload = event.payload
     names: list[str | None] = []
     if isinstance(payload, AlterTablePayload):
@@ -297,6 +299,11 @@ def touched_databases(event: Event) -> list[str]:
         names += [c.db for c in payload.constraints]
     elif isinstance(payload, CommitTxnPayload):
         names += [w.table_snapshot.db if w.table_snapshot else w.db for w in payload.writes]
+    elif isinstance(payload, BootstrapObjectPayload):  # its own object's (``check_envelope``: the envelope's)
+        names += [payload.database.name if payload.database else None,
+                  payload.table.db if payload.table else None,
+                  payload.function.db if payload.function else None]
+        names += [p.db for p in payload.partitions] + [c.db for c in payload.constraints]
     own = (event.db or "").lower()
     return list(dict.fromkeys(n for n in names if n and n.lower() != own))
 

@@ -189,7 +189,7 @@ def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
     dropped: dict[tuple[str, ...], tuple[int, str | None]] = {}  # values -> (event, directory)
     for i, event in enumerate(events):
         try:
-            for part in payload_of(event, DropPartitionPayload).partition_values:
+            for part in drop_specs(event, keys, f"{db}.{name}"):
                 where = ctx.paths.partition_location(db, name, keys, list(part)) if managed else None
                 partition_name(keys, list(part))  # what the catalog call names it by
                 dropped.setdefault(tuple(part), (event.event_id, where))
@@ -203,6 +203,28 @@ def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
     for event_id, where in dropped.values():
         if where is not None:
             remove_tree(where, ctx.paths.roots, event_id=event_id)
+
+
+def drop_specs(event: Event, keys: list[str], table: str) -> list[list[str]]:
+    """The partitions a DROP_PARTITION names, each by one value per partition key of ``table`` (the
+    target's), in order. A drop on a table without partition keys, and a spec of another length
+    (an empty one: the name of the table's own directory), name no partition of the table: refused,
+    before anything is dropped."""
+    specs = payload_of(event, DropPartitionPayload).partition_values
+    if not keys:
+        raise ApplyError(
+            f"DROP_PARTITION of {[list(s) for s in specs]} on {table}, which has no partition keys: "
+            "refused (there is no partition to drop; a table's own data goes only with the table)",
+            obj=table,
+        )
+    for spec in specs:
+        if len(spec) != len(keys):
+            raise ApplyError(
+                f"DROP_PARTITION names partition {list(spec)} of {table}, whose partition keys are "
+                f"{keys}: refused (a partition spec gives one value per key, in order)",
+                obj=table,
+            )
+    return [list(spec) for spec in specs]
 
 
 def partition_values(name: str) -> list[str]:

@@ -36,7 +36,11 @@ VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
 
 
 def partition_name(keys: list[str], values: list[str]) -> str:
-    """Hive's partition name ``k=v/k2=v2``; a key/value mismatch is a path error naming the keys."""
+    """Hive's partition name ``k=v/k2=v2``; a key/value mismatch is a path error naming the keys, and
+    so is a spec of no key: its name is empty, its directory its table's own."""
+    if not keys:
+        raise PathEscapeError(f"partition {values!r} names no partition key: a table without partition "
+                              "keys has no partitions")
     try:
         return hive_partition_name(keys, values)
     except ValueError as exc:
