@@ -19,6 +19,7 @@ import logging
 import os
 import posixpath
 import secrets
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -301,23 +302,49 @@ class FileCopier:
 def _stream(
     src_url: str, f: StagedFile, tmp: str, algo: str | None, chunk_size: int, event_id: int | None
 ) -> tuple[str | None, int]:
-    """Copy ``src_url`` into ``tmp`` (on ``f``'s filesystem), hashing it: (hex digest, size)."""
+    """Copy ``src_url`` into ``tmp`` (on ``f``'s filesystem), hashing it: (hex digest, size). Only a
+    regular file is read, and no more than it held when looked at (``readable_size``)."""
     src_fs, src_path = url_to_fs(src_url)
+    held = readable_size(src_fs, src_path, src_url, event_id)
+    limit = held
+    if not f.ref.checksum and f.ref.size is not None:  # its declared size decides: read enough to
+        limit = min(held, f.ref.size + 1)  # see that it differs, no more
     digest = hasher(algo, f.ref.checksum) if algo else None
     size = 0
     with src_fs.open(src_path, "rb") as reader:
         try:
             with f.fs.open(tmp, "wb") as writer:
-                while chunk := reader.read(chunk_size):
+                while size < limit and (chunk := reader.read(min(chunk_size, limit - size))):
                     if digest is not None:
                         digest.update(chunk)
                     writer.write(chunk)
                     size += len(chunk)
+                if size >= held and reader.read(1):
+                    raise ApplyError(
+                        f"{src_url} grew past {held} bytes while it was copied; refusing the copy "
+                        "(a data file of an event does not change)",
+                        event_id=event_id, obj=src_url,
+                    )
                 writer.flush()
                 _fsync(writer)
         except OSError as exc:
             raise ApplyError(f"writing {f.final} failed: {exc}", event_id=event_id, obj=f.final) from exc
     return (digest.hexdigest() if digest is not None else None), size
+
+
+def readable_size(fs: AbstractFileSystem, path: str, url: str, event_id: int | None) -> int:
+    """How many bytes a copy of ``url`` may read: the regular file's size when looked at. A device,
+    FIFO, socket or directory (``file:///dev/zero`` would stream until the disk is full) is refused;
+    a missing file raises ``FileNotFoundError`` (its cmroot copy is tried next)."""
+    info = fs.info(path)
+    kind = info.get("type")
+    if kind != "file":
+        raise ApplyError(
+            f"{url} is not a regular file ({kind}); an event's data file must be one",
+            event_id=event_id, obj=url,
+        )
+    size = info.get("size")
+    return int(size) if size is not None else sys.maxsize  # a store that tells no size: unbounded
 
 
 def _jobs(

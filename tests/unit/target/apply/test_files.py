@@ -253,3 +253,36 @@ def test_malformed_hdfs_checksum_is_an_error_before_any_copy(dirs: tuple[Path, P
         _copier(dst).copy_all([ref], lambda r: str(dst), event_id=9)
     assert (info.value.event_id, info.value.obj) == (9, ref.uri)
     assert _visible(dst) == {}
+
+
+@pytest.mark.parametrize("special", ["device", "fifo", "link to a device", "directory"])
+def test_only_regular_files_are_read(dirs: tuple[Path, Path, Path], special: str) -> None:
+    """``file:///dev/zero`` with a declared size would stream zeros until the disk is full: a record
+    names data files, and only a regular file is read (a link counts as what it points at)."""
+    src, _, dst = dirs
+    path = src / "f"
+    if special == "device":
+        path = Path("/dev/zero")
+    elif special == "fifo":
+        os.mkfifo(path)
+    elif special == "link to a device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    digest = hashlib.sha256(b"\0" * 10).hexdigest()
+    ref = FileRef(uri=path.as_uri(), checksum=digest, checksum_algorithm="sha256", size=10)
+    with pytest.raises(ApplyError, match="not a regular file") as raised:
+        _copier(dst).copy_all([ref], lambda r: str(dst / "t"), event_id=12)
+    assert raised.value.event_id == 12
+    assert _visible(dst) == {} and not _temps(dst)
+
+
+def test_a_file_without_checksum_is_read_no_further_than_its_declared_size(
+    dirs: tuple[Path, Path, Path],
+) -> None:
+    src, _, dst = dirs
+    (src / "f").write_bytes(b"x" * 1000)
+    ref = FileRef(uri=str(src / "f"), size=10)
+    with pytest.raises(ChecksumMismatchError, match="size 11 != expected 10"):
+        _copier(dst).copy_all([ref], lambda r: str(dst / "t"), event_id=3)
+    assert _visible(dst) == {} and not _temps(dst)
