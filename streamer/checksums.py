@@ -106,6 +106,26 @@ def check_value(name: str, value: str) -> None:
                                 "(4 bytes)")
 
 
+RECORDED_BYTES_PER_CRC = (16, 64 * 1024)
+"""The bytesPerCRC a record's MD5-of-MD5 value may carry (``recorded_sizes_in_bounds``): HDFS's
+default is 512 (``dfs.bytes-per-checksum``); 1 would make hashing hundreds of times slower, and
+2^31-1 would buffer the whole file several times over."""
+
+
+def recorded_sizes_in_bounds(name: str, value: str) -> None:
+    """``ChecksumError`` when an MD5-of-MD5 ``value`` (already valid: ``check_value``) records a
+    bytesPerCRC outside :data:`RECORDED_BYTES_PER_CRC`; other algorithms record no sizes."""
+    algorithm = normalize(name)
+    raw = bytes.fromhex(value)
+    if algorithm not in (HDFS_MD5_CRC32C, HDFS_MD5_CRC32) or len(raw) != _MD5_CRC_HEX // 2:
+        return
+    bytes_per_crc, _ = _HEADER.unpack_from(raw)
+    low, high = RECORDED_BYTES_PER_CRC
+    if value.lower() != EMPTY_FILE and not low <= bytes_per_crc <= high:
+        raise ChecksumError(f"checksum {value!r} records bytesPerCRC {bytes_per_crc}; accepted from a "
+                            f"record: {low}..{high} (HDFS's default is {DEFAULT_BYTES_PER_CRC})")
+
+
 def new(
     name: str,
     expected: str | None = None,

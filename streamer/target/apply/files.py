@@ -50,6 +50,9 @@ def hasher(
     own parameters (HDFS's bytes per CRC and block size); an unknown algorithm or a value that cannot
     be one of its checksums is an error, never 'unverified'."""
     try:
+        if expected is not None:
+            checksums.check_value(algorithm, expected)
+            checksums.recorded_sizes_in_bounds(algorithm, expected)  # a record's sizes cost time and memory
         return checksums.new(algorithm, expected)
     except checksums.ChecksumError as exc:
         raise ApplyError(str(exc), event_id=event_id, obj=obj) from exc

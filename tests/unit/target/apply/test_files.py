@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -285,4 +286,19 @@ def test_a_file_without_checksum_is_read_no_further_than_its_declared_size(
     ref = FileRef(uri=str(src / "f"), size=10)
     with pytest.raises(ChecksumMismatchError, match="size 11 != expected 10"):
         _copier(dst).copy_all([ref], lambda r: str(dst / "t"), event_id=3)
+    assert _visible(dst) == {} and not _temps(dst)
+
+
+@pytest.mark.parametrize("bytes_per_crc", [1, 8, 2**16 + 1, 2**31 - 1])
+def test_hdfs_sizes_a_record_carries_are_bounded_before_any_read(
+    dirs: tuple[Path, Path, Path], bytes_per_crc: int
+) -> None:
+    """bytesPerCRC 1 would make hashing hundreds of times slower, 2^31-1 would buffer the file
+    several times over: a record's value may carry only sizes HDFS is configured with."""
+    src, _, dst = dirs
+    ref = write_source_file(src, "f", b"data")
+    value = (struct.pack(">iq", bytes_per_crc, 0) + hashlib.md5(b"x").digest()).hex()
+    crafted = FileRef(uri=ref.uri, checksum=value, checksum_algorithm=checksums.HDFS_MD5_CRC32C, size=4)
+    with pytest.raises(ApplyError, match=f"bytesPerCRC {bytes_per_crc}; accepted from a record: 16..65536"):
+        _copier(dst).copy_all([crafted], lambda r: str(dst / "t"), event_id=5)
     assert _visible(dst) == {} and not _temps(dst)
