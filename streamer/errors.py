@@ -65,6 +65,12 @@ class CodecError(StreamerError):
     """An Avro record could not be encoded or decoded."""
 
 
+class InvalidNameError(DecodeError, CodecError):
+    """A record names a database or table no metastore can hold: a control character (a tab or a
+    newline would forge lines in what the target writes: logs, its progress journal) or a name longer
+    than Hive's columns store."""
+
+
 class EnvelopeMismatchError(DecodeError, CodecError):
     """A record's envelope names one database or table and its payload another.
 

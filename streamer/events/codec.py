@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from streamer.errors import CodecError, EnvelopeMismatchError
+from streamer.errors import CodecError, EnvelopeMismatchError, InvalidNameError
 from streamer.events.avro import from_avro, to_avro
 from streamer.events.model import (
     PAYLOAD_TYPE_OF,
@@ -234,6 +234,7 @@ def check_envelope(event: Event) -> None:
     """
     names = _Names()
     names.collect(event)
+    check_names(event, names)
     envelope_db, envelope_table = _lower(event.db), _lower(event.table)
     dbs = [] if event.db is None and event.event_type in _UNKEYED else names.dbs
     wrong = [f"{where} {name!r}" for where, name in dbs if name is not None and _lower(name) != envelope_db]
@@ -248,6 +249,41 @@ def check_envelope(event: Event) -> None:
         event_type=str(event.event_type),
         obj=".".join(n for n in (event.db, event.table) if n) or None,
     )
+
+
+MAX_DB_NAME, MAX_TABLE_NAME = 128, 256
+"""Hive's metastore columns: ``DBS.NAME`` VARCHAR(128), ``TBLS.TBL_NAME`` VARCHAR(256)."""
+
+
+def check_names(event: Event, names: _Names | None = None) -> None:
+    """Refuse ``event`` when its envelope or payload names a database or table with a control
+    character or longer than Hive stores: :class:`InvalidNameError` naming the event and the name
+    (escaped). Every record passes this before the target writes any of its names anywhere."""
+    if names is None:
+        names = _Names()
+        names.collect(event)
+    found = [("envelope database", event.db, MAX_DB_NAME), ("envelope table", event.table, MAX_TABLE_NAME)]
+    found += [(where, name, MAX_DB_NAME) for where, name in names.dbs]
+    found += [(where, name, MAX_TABLE_NAME) for where, name in names.tables]
+    for where, name, limit in found:
+        if name is None:
+            continue
+        problem = (
+            f"holds control character {next(c for c in name if _control(c))!r}" if any(map(_control, name))
+            else f"is {len(name)} characters long, over Hive's {limit}" if len(name) > limit
+            else None
+        )
+        if problem is not None:
+            shown = name if len(name) <= 80 else f"{name[:80]}..."
+            raise InvalidNameError(
+                f"the {where} name {shown!r} {problem}: refused (no metastore holds such a name)",
+                event_id=event.event_id,
+                event_type=str(event.event_type),
+            )
+
+
+def _control(char: str) -> bool:
+    return char < " " or "\x7f" <= char <= "\x9f"
 
 
 def _lower(name: str | None) -> str | None:

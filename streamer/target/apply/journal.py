@@ -11,6 +11,7 @@ batch's markers. Design: docs/design/apply.md ("Progress per batch").
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable
@@ -24,7 +25,9 @@ ANY_OBJECT: ObjectKey = ("*", "*")  # a step whose objects are not known one by 
 
 
 class ProgressJournal:
-    """Append-only ``<db>\\t<event id>`` lines; ``read`` gives the newest id per database."""
+    """Append-only lines, each a JSON array ``[db, event id]`` (a name's tab or newline is escaped, so
+    no name forges a line); ``read`` gives the newest id per database. The file is opened without
+    following a symlink (one planted in the state dir would be written through)."""
 
     def __init__(self, state_dir: str | Path) -> None:
         self.path = Path(state_dir) / JOURNAL_FILE
@@ -47,8 +50,9 @@ class ProgressJournal:
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open per batch)
-            self._file.write(f"{db}\t{event_id}\n")
+                fd = _open_no_follow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                self._file = os.fdopen(fd, "a", encoding="utf-8")  # kept open per batch
+            self._file.write(json.dumps([db, event_id]) + "\n")
             self._file.flush()
 
     def sync(self) -> None:
@@ -63,15 +67,15 @@ class ProgressJournal:
     def read(self) -> dict[str, int]:
         """Newest recorded id per database; a torn last line (no newline: a crash mid-write) is ignored."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            with os.fdopen(_open_no_follow(self.path, os.O_RDONLY), encoding="utf-8") as f:
+                text = f.read()
         except FileNotFoundError:
             return {}
         out: dict[str, int] = {}
         for line in text.split("\n")[:-1]:
-            db, sep, raw = line.rpartition("\t")
-            if not sep or not raw.isdigit():
-                continue
-            out[db] = max(out.get(db, 0), int(raw))
+            entry = _entry(line)
+            if entry is not None:
+                out[entry[0]] = max(out.get(entry[0], 0), entry[1])
         return out
 
     def clear(self) -> None:
@@ -81,7 +85,31 @@ class ProgressJournal:
                 self._file.close()
                 self._file = None
             self._unsynced.clear()
-            if self.path.exists():
-                with open(self.path, "w", encoding="utf-8") as f:
+            if self.path.exists() or self.path.is_symlink():
+                with os.fdopen(_open_no_follow(self.path, os.O_WRONLY | os.O_TRUNC), "w") as f:
                     f.flush()
                     os.fsync(f.fileno())
+
+
+def _open_no_follow(path: Path, flags: int) -> int:
+    """``path`` opened with ``flags``, refusing a symlink (``OSError`` ELOOP names it)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if path.is_symlink():
+            raise OSError(exc.errno, f"{path} is a symlink; the state dir's files are never followed (one "
+                                     "was planted: remove it and check who can write the state dir)") from exc
+        raise
+
+
+def _entry(line: str) -> tuple[str, int] | None:
+    """One line's (db, event id); None for a torn or foreign line. Lines of versions before JSON
+    (``<db>\\t<id>``) are read too, so a job upgraded mid-batch resumes where it was."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        db, sep, raw = line.rpartition("\t")
+        return (db, int(raw)) if sep and raw.isdigit() else None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and type(value[1]) is int:
+        return value[0], value[1]
+    return None

@@ -8,6 +8,7 @@ and noted here, and the batch's end writes one marker per database. Design: docs
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -15,11 +16,13 @@ from pathlib import Path
 from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, EventType
-from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
+from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.target.apply.context import ApplyContext, last_id
 from streamer.target.apply.journal import ANY_OBJECT, ObjectKey, ProgressJournal
 from streamer.target.apply.plan import GLOBAL_DB, Step
 from streamer.target.state.state_file import TargetState
+
+log = logging.getLogger(__name__)
 
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
 
@@ -174,6 +177,15 @@ def write_marker(
         ctx.memory.forget(name)
         record_off_catalog(ctx.state, src, last)
         metrics.forget_database(name)
+        return
+    owner = db.parameters.get(REPL_SOURCE_PARAM)
+    if owner != ctx.source_id and not ctx.allow_existing_db:
+        # a step of this source never changed it (each was checked): only a progress journal could
+        # name it; this source's marks never go on a database it does not own
+        log.warning("database %r is %s, not this source's (%s): its repl.last.id stays; progress of "
+                    "event %d is kept in the state dir", name,
+                    f"replicated from {owner!r}" if owner else "not made by replication", ctx.source_id, last)
+        record_off_catalog(ctx.state, src, last)
         return
     metrics.database_created(name)  # it exists, whichever step created it
     metrics.TARGET_LAST_APPLIED.labels(db=name).set(progress)

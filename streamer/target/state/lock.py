@@ -90,7 +90,11 @@ def holder(state_dir: str | Path) -> str:
 
 
 def _lock_file(path: Path, wait: float) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a symlink: one planted in the state dir would be truncated and written
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise StateLockTimeout(f"cannot open the state dir lock {path}: {exc}"
+                               + (" (a symlink: remove it)" if path.is_symlink() else "")) from exc
     deadline = time.monotonic() + wait
     pause = 0.005
     while True:

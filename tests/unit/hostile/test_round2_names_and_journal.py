@@ -1,0 +1,132 @@
+"""A record's names never forge what the target writes, and its state dir files are never followed.
+
+Found by the second security review: a no-op event whose envelope database held a tab and newlines
+forged lines in the progress journal; after a crash mid-batch the restart stamped this source's
+marks on a foreign database. Names are now checked with the envelope (``codec.check_names``), the
+journal is JSON lines, a marker never goes on a database this source does not own, and the journal
+and the state dir lock are never opened through a symlink.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from streamer.errors import InvalidNameError
+from streamer.events.codec import check_envelope
+from streamer.events.model import DatabaseSnapshot
+from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.target.apply.applier import Applier
+from streamer.target.apply.files import FileCopier
+from streamer.target.apply.journal import JOURNAL_FILE, ProgressJournal
+from streamer.target.state.lock import LOCK_FILE, StateLockTimeout, state_lock
+from tests.unit.target import builders as b
+from tests.unit.target.apply.test_apply import Env, make_env
+
+FORGED = "a\tb\nforeign\t999999"
+
+
+@pytest.mark.parametrize(
+    ("db", "table", "why"),
+    [
+        (FORGED, None, "control character '\\t'"),
+        ("a\x00", None, "control character '\\x00'"),
+        ("a\x85", None, "control character '\\x85'"),
+        ("d" * 129, None, "129 characters long, over Hive's 128"),
+        ("a", "t\n", "control character '\\n'"),
+        ("a", "t" * 257, "257 characters long, over Hive's 256"),
+    ],
+)
+def test_names_no_metastore_holds_are_refused_with_the_envelope(db: str, table: str | None, why: str) -> None:
+    event = b.create_db(7, db) if table is None else b.create_table(7, b.table(db, table))
+    with pytest.raises(InvalidNameError, match=re.escape(why)) as raised:
+        check_envelope(event)
+    assert raised.value.event_id == 7
+
+
+def test_names_hive_holds_pass() -> None:
+    check_envelope(b.create_table(7, b.table("d" * 128, "t" * 256)))
+    check_envelope(b.create_db(8, "sales_eu-2"))
+    check_envelope(b.create_db(9, "données"))  # not ASCII, no control character
+
+
+def test_a_hostile_name_halts_before_the_journal_or_any_marker(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    env.applier.markers.per_batch = True
+    assert env.run([b.create_db(1, "a")]) == [1]
+    assert env.run([b.create_db(2, FORGED)]) == []
+    halted = env.state.halts()
+    assert list(halted) == [FORGED] and "control character" in halted[FORGED].cause
+    assert ProgressJournal(env.state.dir).read() == {}
+    assert set(env.catalog.databases) == {"a"}
+
+
+def test_the_journal_writes_one_json_line_per_step_whatever_the_name(tmp_path: Path) -> None:
+    journal = ProgressJournal(tmp_path)
+    journal.record(FORGED, 7)
+    journal.record("b", 8)
+    lines = (tmp_path / JOURNAL_FILE).read_text().split("\n")
+    assert lines[-1] == "" and [json.loads(line) for line in lines[:-1]] == [[FORGED, 7], ["b", 8]]
+    assert ProgressJournal(tmp_path).read() == {FORGED: 7, "b": 8}  # never {"foreign": 999999}
+
+
+def test_a_journal_an_older_version_wrote_is_read(tmp_path: Path) -> None:
+    (tmp_path / JOURNAL_FILE).write_text("a\t3\nb\t4\na\t5\nc\t6")  # c's line is torn: no newline
+    assert ProgressJournal(tmp_path).read() == {"a": 5, "b": 4}
+
+
+def _planted(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    state, victim = tmp_path / "state", tmp_path / "victim"
+    state.mkdir()
+    victim.write_text("precious")
+    (state / name).symlink_to(victim)
+    return state, victim
+
+
+def test_the_journal_never_follows_a_symlink_planted_in_the_state_dir(tmp_path: Path) -> None:
+    state, victim = _planted(tmp_path, JOURNAL_FILE)
+    journal = ProgressJournal(state)
+    with pytest.raises(OSError, match="symlink"):
+        journal.record("a", 1)
+    with pytest.raises(OSError, match="symlink"):
+        journal.clear()
+    with pytest.raises(OSError, match="symlink"):
+        journal.read()
+    assert victim.read_text() == "precious"
+
+
+def test_the_state_lock_never_follows_a_symlink_planted_in_the_state_dir(tmp_path: Path) -> None:
+    state, victim = _planted(tmp_path, LOCK_FILE)
+    with pytest.raises(StateLockTimeout, match="symlink"), state_lock(state, wait=1):
+        pass
+    assert victim.read_text() == "precious"
+
+
+def _foreign(env: Env, name: str, owner: str | None) -> dict[str, str]:
+    params = {REPL_SOURCE_PARAM: owner, LAST_ID_PARAM: "5"} if owner else {}
+    location = str(env.wh / f"{name}.db")
+    env.catalog.create_database(DatabaseSnapshot(name, location=location, parameters=params))
+    return dict(env.catalog.databases[name].parameters)
+
+
+@pytest.mark.parametrize("owner", ["another-source", None])
+def test_a_restart_never_stamps_a_journaled_id_on_a_database_this_source_does_not_own(
+    tmp_path: Path, owner: str | None
+) -> None:
+    """A journal line naming a foreign database (an older version's forged line, or a file edited
+    by hand): the restart keeps that progress in the state dir and leaves the database as it is."""
+    env = make_env(tmp_path)
+    before = _foreign(env, "foreign", owner)
+    assert env.run([b.create_db(1, "a")]) == [1]
+    journal = ProgressJournal(env.state.dir)
+    journal.record("foreign", 999)
+    journal.record("a", 3)
+    copier = FileCopier(max_workers=2)
+    restarted = Applier(env.catalog, copier, env.applier.paths, b.SOURCE_ID, state=env.state)
+    progress = restarted.load_progress()
+    assert env.catalog.databases["foreign"].parameters == before
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "3"
+    assert progress["a"] == 3
