@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 from datetime import UTC, datetime
 from types import TracebackType
 
@@ -81,10 +82,31 @@ class TextFormatter(logging.Formatter):
         return super().formatMessage(record)
 
     def formatException(self, ei: _ExcInfo) -> str:
-        return mask_secrets(super().formatException(ei))
+        return mask_secrets(format_exception(ei))
 
     def formatStack(self, stack_info: str) -> str:
         return mask_secrets(super().formatStack(stack_info))
+
+
+def format_exception(ei: _ExcInfo) -> str:
+    """A traceback on its own lines, each exception's message (a cause, a chained one's) on one line:
+    a name in a message (``"x\\n2026-01-01 ERROR ..."``) cannot forge a line after the frames."""
+    if ei[1] is None:
+        return ""
+    te = traceback.TracebackException.from_exception(ei[1])
+    seen: set[int] = set()
+    todo = [te]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        message = getattr(node, "_str", None)  # the message CPython prints for it
+        if isinstance(message, str):
+            setattr(node, "_str", escape_controls(message))  # noqa: B010 (a private attribute)
+        todo += [n for n in (node.__cause__, node.__context__) if n is not None]
+        todo += list(getattr(node, "exceptions", None) or [])  # an exception group's members
+    return "".join(te.format()).rstrip("\n")
 
 
 class JsonFormatter(logging.Formatter):

@@ -120,3 +120,22 @@ def test_json_log_lines_stay_json_and_are_masked(logged: Callable[[str], io.Stri
     assert records[0]["msg"].startswith("db x\ny\x00\u2028: sasl.jaas.config=")
     assert SECRET not in stderr.getvalue()
     assert "mysql://u:***@h/m" in records[1]["exc"]
+
+
+def test_a_newline_in_an_exception_message_cannot_forge_a_line_after_the_traceback(
+    logged: Callable[[str], io.StringIO],
+) -> None:
+    stderr = logged("text")
+    forged = "sales\n2026-01-01 00:00:00,000 ERROR   streamer.target: database hr dropped"
+    try:
+        try:
+            raise KeyError(forged)
+        except KeyError as inner:
+            raise ValueError(f"cannot apply {forged}") from inner
+    except ValueError:
+        logging.getLogger("streamer.test").exception("failed")
+    lines = stderr.getvalue().splitlines()
+    assert not [line for line in lines if line.startswith("2026-01-01")], lines
+    assert any(line.startswith("ValueError: cannot apply sales\\n2026-01-01") for line in lines)
+    assert any(line.startswith("KeyError: 'sales\\n2026") for line in lines)  # its repr escapes already
+    assert "Traceback (most recent call last):" in lines
