@@ -279,7 +279,9 @@ def serve(
         except (OSError, ssl.SSLError) as exc:
             server.server_close()
             raise ConfigError(f"metrics TLS certificate/key: {exc}") from exc
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        # the handshake runs in each connection's own thread, under the handler's timeout: never in
+        # the accepting thread, where one idle client would block every scrape
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()
     scheme = "https" if endpoint.tls_cert else "http"
@@ -318,6 +320,8 @@ def _header_bytes(value: str) -> bytes:
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = 10.0  # seconds a connection may stay silent (its TLS handshake included)
+
     def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
         return
 

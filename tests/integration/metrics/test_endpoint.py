@@ -176,3 +176,22 @@ def test_a_command_that_names_no_role_serves_its_own_packages(module: str, prese
         server.server_close()
     assert metrics.role_of_module("streamer.sourcery") is None
     assert metrics.role_of_module("tests.integration.metrics") is None
+
+
+def test_an_idle_tls_client_blocks_no_other_scrape(tmp_path: Path) -> None:
+    """One TCP connection that never starts its TLS handshake: the handshake runs in that
+    connection's own thread (with a timeout), so scrapes beside it are answered."""
+    ca, cert, key = _make_certs(tmp_path)
+    port = _free_port()
+    server = metrics.serve(metrics.MetricsEndpoint(port, tls_cert=str(cert), tls_key=str(key)))
+    assert server is not None
+    idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        trusted = ssl.create_default_context(cafile=str(ca))
+        for _ in range(3):
+            status, body = _get(f"https://localhost:{port}/metrics", context=trusted)
+            assert status == 200 and "streamer_target_halted" in body
+    finally:
+        idle.close()
+        server.shutdown()
+        server.server_close()
