@@ -84,11 +84,11 @@ def test_tasks_fall_back_to_cmroot_and_a_mismatch_halts_with_nothing_left(
 def test_a_failed_copy_job_halts_the_event_and_leaves_no_staging_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """An I/O failure (here: the source is a directory) fails its task; once Spark gives up on the
-    job, the files other tasks staged are removed and the event fails with the cause."""
+    """A failure a task cannot turn into a typed error (here: a filesystem no executor knows) fails
+    its task; once Spark gives up on the job, the files other tasks staged are removed and the event
+    fails with the cause."""
     refs = _files(tmp_path / "src", 6)
-    (tmp_path / "src" / "adir").mkdir()
-    broken = FileRef(uri=(tmp_path / "src" / "adir").as_uri(), checksum=refs[0].checksum,
+    broken = FileRef(uri="nosuchfs://nowhere/src/f", checksum=refs[0].checksum,
                      checksum_algorithm="sha256", size=10)
     dst = tmp_path / "dst"
     copier = _copier(spark, dst, min_bytes=0, min_files=2)
