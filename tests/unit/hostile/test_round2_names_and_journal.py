@@ -17,8 +17,9 @@ import pytest
 
 from streamer.errors import InvalidNameError
 from streamer.events.codec import check_envelope
-from streamer.events.model import DatabaseSnapshot
+from streamer.events.model import DatabaseSnapshot, Event, EventType, OpenTxnPayload
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
+from streamer.target.apply import transactions
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.journal import JOURNAL_FILE, ProgressJournal
@@ -130,3 +131,35 @@ def test_a_restart_never_stamps_a_journaled_id_on_a_database_this_source_does_no
     assert env.catalog.databases["foreign"].parameters == before
     assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == "3"
     assert progress["a"] == 3
+
+
+def _open(event_id: int, ids: range) -> Event:
+    return b.event(event_id, EventType.OPEN_TXN, OpenTxnPayload(list(ids)))
+
+
+def test_one_open_txn_event_opens_a_bounded_number_of_transactions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An 800 KB OPEN_TXN of 200,000 ids would grow the shared visibility file that every later
+    transaction event of every source reads: one event opens at most ``MAX_TXNS_PER_EVENT`` (10,000;
+    50 here, to stay fast)."""
+    assert transactions.MAX_TXNS_PER_EVENT == 10_000
+    monkeypatch.setattr(transactions, "MAX_TXNS_PER_EVENT", 50)
+    env = make_env(tmp_path)
+    assert env.run([_open(1, range(1, 51))]) == [1]
+    assert env.run([_open(2, range(100, 151))]) == []
+    (halt,) = env.state.halts().values()
+    assert halt.event_id == 2 and "OPEN_TXN opens 51 transactions" in halt.cause
+    assert env.applier.ctx.acid.current().open_count() == 50
+
+
+def test_a_source_keeps_a_bounded_number_of_transactions_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transactions, "MAX_OPEN_TXNS_PER_SOURCE", 25)
+    env = make_env(tmp_path)
+    assert env.run([_open(1, range(1, 21)), _open(2, range(1, 21))]) == [1, 2]  # re-opened: not new
+    assert env.run([_open(3, range(21, 31))]) == []
+    (halt,) = env.state.halts().values()
+    assert halt.event_id == 3 and "would leave 30 transactions" in halt.cause
+    assert env.applier.ctx.acid.current().open_count() == 20
