@@ -147,3 +147,27 @@ def envvars_of(path: tuple[str, ...]) -> set[str]:
             else:
                 out.add(f"{prefix}_{param.name.upper()}")
     return out
+
+
+def built_settings(parsed: Invocation) -> object | None:
+    """What the command builds from its flags before it connects to anything (``source run``: the
+    auth, policy and agent config; ``target run``: the job's settings), so that a shipped config
+    whose values the parser takes but the command refuses fails here; None for other commands.
+    Raises the command's own error (``ConfigError``, ``PolicyParseError``, ``click.UsageError``)."""
+    if parsed.path == ("source", "run"):
+        from dataclasses import fields
+
+        from streamer.source.options import SourceOptions
+
+        params = dict(parsed.params)
+        opts = SourceOptions(**{f.name: params.pop(f.name) for f in fields(SourceOptions)})
+        opts.auth()
+        opts.policy()
+        return opts.agent_config(batch_size=params["batch_size"], poll_interval=params["poll_interval"],
+                                 gap_settle_seconds=params["gap_settle_seconds"],
+                                 start_after=params["start_after"])
+    if parsed.path == ("target", "run"):
+        from streamer.target.commands import run_settings
+
+        return run_settings(parsed.params)
+    return None

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.unit.deploy.helpers import DEPLOY, REPO, envvars_of, parse_streamer
+from tests.unit.deploy.helpers import DEPLOY, REPO, built_settings, envvars_of, parse_streamer
 
 COMPOSE: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
@@ -56,6 +56,7 @@ def test_service_command_is_a_real_streamer_command(name: str) -> None:
     assert f"Usage: cli {' '.join(parsed.path)} [OPTIONS]" in result.output
     unknown = {k for k in _env(service) if k.startswith("STREAMER_")} - envvars_of(parsed.path)
     assert not unknown, f"{name}: environment variables no option of `streamer {' '.join(parsed.path)}` reads"
+    built_settings(parsed)  # what `source run` and `target run` build before they connect: no refusal
 
 
 def _cli() -> Any:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from streamer.kafka.settings import parse_pairs, validate
-from tests.unit.deploy.helpers import DEPLOY, REPO, Invocation, parse_streamer
+from tests.unit.deploy.helpers import DEPLOY, REPO, Invocation, built_settings, parse_streamer
 
 K8S = DEPLOY / "k8s"
 DOCS: list[dict[str, Any]] = [
@@ -83,6 +83,7 @@ def test_workload_runs_a_real_streamer_command_with_its_config_and_secrets(name:
     assert validate(settings)["security.protocol"] == "SASL_SSL"
     if component == "agent":
         assert parsed.params["notification_db"].startswith("postgresql://")
+    assert built_settings(parsed) is not None  # what the command builds before it connects: no refusal
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
