@@ -239,15 +239,18 @@ def _fence(markers: DeferredMarkers, ctx: ApplyContext, step: Step, db: Database
 
 def check_events(ctx: ApplyContext, step: Step) -> None:
     """Every event of the step (a run's superseded ones too, bootstrap records too) acts only on the
-    database its envelope names (``check_envelope``) and on no other this source does not own
-    (``touched_databases``, through ``ApplyContext.check_owned``, the one ownership check: ``apply``
+    database its envelope names (``check_envelope``), each source database it names has a target
+    database of its own (``ApplyContext.check_mapping``), and it acts on no other this source does not
+    own (``touched_databases``, through ``ApplyContext.check_owned``, the one ownership check: ``apply``
     checks an incremental step's own database with it, ``bootstrap`` each record's); a failure halts
     the step's database at its first event, naming the event refused."""
     for event in step.events:
         try:
             check_envelope(event)
+            if event.db:  # never two source databases in one target database (``--db-map``)
+                ctx.check_mapping(event.db)
             for name in touched_databases(event):
-                ctx.check_owned(ctx.target_db(name))
+                ctx.check_owned(ctx.check_mapping(name))
         except EventError as exc:
             if event is step.first:
                 raise
@@ -255,16 +258,21 @@ def check_events(ctx: ApplyContext, step: Step) -> None:
 
 
 def _catalog_progress(ctx: ApplyContext) -> dict[str, int]:
-    """``repl.last.id`` of every target database this source replicates, by source name."""
-    reverse = {v: k for k, v in ctx.db_map.items()}
+    """``repl.last.id`` of every target database this source replicates, by source name: only the
+    database a source database is mapped to holds its progress. One that merely bears a source
+    database's name that ``--db-map`` sends elsewhere (left by a run without the map) is no replica
+    of it: its marker read as that source's progress would drop the source's events as applied."""
     progress: dict[str, int] = {}
     for name in ctx.catalog.list_databases():
+        source = ctx.source_db(name)
+        if source is None:
+            continue
         db = ctx.catalog.get_database(name)
         if db is None or db.parameters.get(REPL_SOURCE_PARAM) != ctx.source_id:
             continue
         marker = last_id(db)
         if marker is not None:
-            progress[reverse.get(name.lower(), name.lower())] = marker
+            progress[source] = marker
     return progress
 
 

@@ -34,6 +34,7 @@ from streamer.metastore.catalog import (
     REPL_TARGET_PARAM,
     Catalog,
 )
+from streamer.target.apply import db_map as names
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.apply.sources import SourceRules
@@ -140,7 +141,7 @@ class ApplyContext:
         self.copier = copier
         self.paths = paths
         self.source_id = source_id
-        self.db_map = {k.lower(): v.lower() for k, v in (db_map or {}).items()}
+        self.db_map = names.normalized(db_map)
         self.allow_existing_db = allow_existing_db
         self.state = state
         self.clock = clock
@@ -153,7 +154,16 @@ class ApplyContext:
         copier.sources = self.sources
 
     def target_db(self, source_db: str) -> str:
-        return self.db_map.get(source_db.lower(), source_db.lower())
+        return names.target_name(self.db_map, source_db)
+
+    def source_db(self, target_db: str) -> str | None:
+        """The source database ``target_db`` replicates under ``db_map``; None for a database that only
+        bears a source database's name which ``--db-map`` sends elsewhere (``db_map.source_name``)."""
+        return names.source_name(self.db_map, target_db)
+
+    def check_mapping(self, source_db: str) -> str:
+        """The target database of ``source_db``; refuses one another source database is mapped to."""
+        return names.check_mapping(self.db_map, source_db)
 
     def replica_marks(self) -> dict[str, str]:
         """Parameters every replicated database carries until ``streamer failover`` removes them."""

@@ -24,6 +24,7 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import DatabaseSnapshot, Event, FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
+from streamer.target.apply import db_map as names
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
@@ -164,11 +165,11 @@ class _Verifier:
         self.settings = settings
         self.catalog = catalog
         self.events = events
-        self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+        self.db_map = names.normalized(settings.db_map)
         self._expected: dict[tuple[str, int], ExpectedDatabase] = {}
 
     def target_name(self, db: str) -> str:
-        return self.db_map.get(db, db)
+        return names.target_name(self.db_map, db)
 
     def run(self, guard: Guard, repair: bool) -> VerifyReport:
         positions = self.positions()
@@ -187,14 +188,17 @@ class _Verifier:
     # --- positions and the expected side ---------------------------------------------------------
     def positions(self) -> dict[str, int]:
         """Source database -> ``repl.last.id`` of its replica (0 when the replica is missing)."""
-        reverse = {v: k for k, v in self.db_map.items()}
         out: dict[str, int] = {}
         wanted = {d.lower() for d in self.settings.databases}
         for name in self.catalog.list_databases():
+            # only the database a source database is mapped to replicates it: one bearing the source
+            # name --db-map sends elsewhere (an earlier run's) is not judged as that source's replica
+            source = names.source_name(self.db_map, name)
+            if source is None:
+                continue
             snap = self.catalog.get_database(name)
             if snap is None or snap.parameters.get(REPL_SOURCE_PARAM) != self.settings.source_id:
                 continue
-            source = reverse.get(name.lower(), name.lower())
             if not wanted or source in wanted:
                 out[source] = self._position(source, snap)
         state = TargetState(self.settings.state_dir)
