@@ -9,6 +9,7 @@ layer and those below it. README's "Where things are" draws the same map.
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,14 +190,23 @@ def _bodies() -> Iterator[tuple[str, int]]:
                 yield f"{name}.{node.name} (line {node.lineno})", node.end_lineno - node.lineno + 1
 
 
-def test_no_file_is_over_the_house_limit() -> None:
+class SizeWarning(UserWarning):
+    """A file or a function/class past the house size: a prompt to look for a split by meaning,
+    not a limit to code down to (a class trimmed to fit says less, not more)."""
+
+
+def test_files_past_the_house_size_are_named() -> None:
     long = {n: c for n, p in _modules().items() if (c := p.read_text().count("\n")) > MAX_FILE_LINES}
-    assert long == {}
+    for name, lines in sorted(long.items()):
+        warnings.warn(SizeWarning(f"{name}: {lines} lines (house size {MAX_FILE_LINES})"), stacklevel=1)
+    assert all(lines < 2 * MAX_FILE_LINES for lines in long.values()), long  # twice it: split it now
 
 
-def test_no_function_or_class_is_over_the_house_limit() -> None:
+def test_functions_and_classes_past_the_house_size_are_named() -> None:
     long = {where: lines for where, lines in _bodies() if lines > MAX_BODY_LINES}
-    assert long == {}
+    for where, lines in sorted(long.items()):
+        warnings.warn(SizeWarning(f"{where}: {lines} lines (house size {MAX_BODY_LINES})"), stacklevel=1)
+    assert all(lines < 2 * MAX_BODY_LINES for lines in long.values()), long
 
 
 def test_every_exception_class_derives_from_the_root() -> None:
