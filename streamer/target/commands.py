@@ -315,26 +315,46 @@ def run_settings(options: Mapping[str, Any]) -> TargetSettings:
 
 @target.command("retry")
 @state_dir_option()
-@click.option("--db", required=True, help="Source database whose halt to clear.")
+@click.option("--db", required=True, help="Halted database: its name on the target (as status shows it) or "
+              "the source's.")
 def retry_cmd(state_dir: Path, db: str) -> None:
     """Clear a database's halt: the running job applies its held events again, from the halted one."""
     from streamer.target.state.state_file import TargetState
+    from streamer.target.state.status import source_database
 
-    halt = TargetState(state_dir).retry(db)
+    source = source_database(state_dir, db)
+    state = TargetState(state_dir)
+    halt = state.retry(source)
     if halt is None:
-        raise click.ClickException(f"database {db!r} is not halted")
-    click.echo(f"{db}: halt at event {halt.event_id} cleared; the job retries it on its next batch")
+        raise click.ClickException(f"database {db!r} is not halted; {_halted(state_dir, state)}")
+    named = db if source == db else f"{db} (source database {source})"
+    click.echo(f"{named}: halt at event {halt.event_id} cleared; the job retries it on its next batch")
+
+
+def _halted(state_dir: Path, state: Any) -> str:
+    """The halted databases, each as status shows it (its target name) and its source name."""
+    from streamer.target.state.status import job_db_map
+
+    db_map = job_db_map(state_dir)
+    names = [f"{db_map[src]} (source {src})" if src in db_map else src for src in sorted(state.halts())]
+    return f"halted: {', '.join(names)}" if names else "no database is halted"
 
 
 @target.command("skip")
 @state_dir_option()
-@click.option("--db", required=True, help="Source database that is halted.")
+@click.option("--db", required=True, help="Halted database: its name on the target (as status shows it) or "
+              "the source's.")
 @click.option("--event", "event_id", required=True, type=int, help="The halted event id to pass over.")
 def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
     """Pass over exactly the halted event (recorded as an operator skip) and resume the database."""
-    from streamer.target.state.state_file import TargetState
+    from streamer.target.state.state_file import StateError, TargetState
+    from streamer.target.state.status import source_database
 
-    TargetState(state_dir).skip(db, event_id)
+    state = TargetState(state_dir)
+    try:
+        state.skip(source_database(state_dir, db), event_id)
+    except StateError as exc:
+        raise click.ClickException(f"{exc}; {_halted(state_dir, state)}") from exc
     click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
 
 
@@ -397,7 +417,9 @@ def status(
     source_id: str | None,
     output: str,
 ) -> None:
-    """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS)."""
+    """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS).
+
+    Exits 1 when a database is halted (its row says at which event and why), 0 otherwise."""
     from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.target.dr.failover import read_record
     from streamer.target.job.lanes import GUARANTEES, Consistency
@@ -427,6 +449,7 @@ def status(
                                "source_head_event_id": head[0] if head else None,
                                "consistency": mode["consistency"], "guarantee": guarantee,
                                "failover": failed_over.to_json() if failed_over else None}))
+        _exit_if_halted(rows)
         return
     if failed_over is not None:
         at = f" at source event {failed_over.cut.event_id}" if failed_over.cut else ""
@@ -447,6 +470,13 @@ def status(
             f"{r['db']:<24} {r['last_applied_event_id']:>10} {r['source_head_event_id'] or '-':>10} "
             f"{r['lag_events'] if r['lag_events'] is not None else '-':>8} {lag_s:>8}  {halt_text}"
         )
+    _exit_if_halted(rows)
+
+
+def _exit_if_halted(rows: list[dict[str, Any]]) -> None:
+    """Exit 1 when a database is halted: a script or a health check must not read it as healthy."""
+    if any(r["halted"] for r in rows):
+        raise click.exceptions.Exit(1)
 
 
 @click.command("verify")

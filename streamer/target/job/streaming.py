@@ -88,7 +88,7 @@ class BatchApplier:
         check_external_layout(paths)  # never re-points external tables of another layout
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
         self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
-        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes)
+        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes, settings.db_map)
         self.applier = _applier(settings, catalog, paths, self.state, copier)
         self.applier.load_progress()
         self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt

@@ -121,9 +121,17 @@ def status_rows(
     replicated to this target): the databases carry ``streamer.source.id``. Halted databases of the
     state dir without a catalog database are rows too."""
     state = TargetState(state_dir)
-    halts = state.halts()
-    progress, consumed = read_progress(state_dir)
-    stuck = set(halts) | set(state.pending_replays())
+    db_map = job_db_map(state_dir)  # the state names source databases; rows name target ones
+
+    def target(name: str) -> str:
+        return db_map.get(name.lower(), name)
+
+    halts = {target(db): halt for db, halt in state.halts().items()}
+    sources_of = {target(db): db for db in state.halts()}
+    by_source, consumed = read_progress(state_dir)
+    progress = {target(db): p for db, p in by_source.items()}
+    stuck = {target(db) for db in [*state.halts(), *state.pending_replays()]}
+    reverse = {dst: src for src, dst in db_map.items()}
     rows: list[dict[str, Any]] = []
     sources: set[str] = set()
     others: set[str] = set()  # databases of other sources
@@ -140,12 +148,13 @@ def status_rows(
         fence = db.parameters.get(FENCE_PARAM)  # mid-batch out of order: through its marker only
         through = replicated_through({name: applied}, consumed, stuck | ({name} if fence else set()))[name]
         rows.append({**_row(name, applied, through, head, progress.get(name), halts.get(name)),
-                     "source_id": owner, "fenced_from_event_id": _event_id(fence)})
+                     "source_id": owner, "fenced_from_event_id": _event_id(fence),
+                     "source_db": reverse.get(name, name)})
     for name, halt in halts.items():
         if name not in others and all(r["db"] != name for r in rows):
-            applied = state.applied().get(name, 0)
+            applied = state.applied().get(sources_of.get(name, name), 0)
             rows.append({**_row(name, applied, applied, head, progress.get(name), halt), "source_id": None,
-                         "fenced_from_event_id": None})
+                         "fenced_from_event_id": None, "source_db": sources_of.get(name, name)})
     return rows, sorted(sources)
 
 
@@ -189,11 +198,17 @@ def _row(
 MODE_FILE = "job-mode.json"
 
 
-def write_mode(state_dir: str | Path, consistency: str, lanes: int) -> None:
+def write_mode(
+    state_dir: str | Path, consistency: str, lanes: int, db_map: Mapping[str, str] | None = None
+) -> None:
     """Record the consistency mode the job runs in, for ``streamer status`` (readers must know
-    whether prefix consistency holds across databases or per database)."""
+    whether prefix consistency holds across databases or per database), and its ``--db-map``: the
+    state keys halts and progress by source database, operators and alerts name target ones."""
+    body: dict[str, Any] = {"consistency": consistency, "apply_lanes": lanes}
+    if db_map:
+        body["db_map"] = {k.lower(): v.lower() for k, v in sorted(db_map.items())}
     with state_lock(state_dir):
-        write_json(Path(state_dir) / MODE_FILE, {"consistency": consistency, "apply_lanes": lanes})
+        write_json(Path(state_dir) / MODE_FILE, body)
 
 
 def read_mode(state_dir: str | Path) -> dict[str, Any]:
@@ -203,8 +218,28 @@ def read_mode(state_dir: str | Path) -> dict[str, Any]:
     if raw is None:
         return {"consistency": "global", "apply_lanes": None}
     body = expect_object(raw, path, "the file")
-    return {"consistency": expect_str(body.get("consistency", "global"), path, "consistency"),
-            "apply_lanes": expect_opt_int(body.get("apply_lanes"), path, "apply_lanes")}
+    out: dict[str, Any] = {"consistency": expect_str(body.get("consistency", "global"), path, "consistency"),
+           "apply_lanes": expect_opt_int(body.get("apply_lanes"), path, "apply_lanes")}
+    if "db_map" in body:
+        entries = expect_object(body["db_map"], path, "db_map")
+        out["db_map"] = {str(k): expect_str(v, path, f"db_map[{k!r}]") for k, v in entries.items()}
+    return out
+
+
+def job_db_map(state_dir: str | Path) -> dict[str, str]:
+    """The ``--db-map`` the job of ``state_dir`` recorded (source -> target database); {} if none."""
+    return dict(read_mode(state_dir).get("db_map", {}))
+
+
+def source_database(state_dir: str | Path, name: str) -> str:
+    """The source database whose halt an operator means by ``name``: a source database of the
+    state, or the target database the job maps one to (what ``status`` and the alerts show)."""
+    db_map = job_db_map(state_dir)
+    lowered = name.lower()
+    if lowered in db_map:
+        return lowered
+    mapped = [src for src, dst in db_map.items() if dst == lowered]
+    return mapped[0] if len(mapped) == 1 else name
 
 
 def source_head_from_options(

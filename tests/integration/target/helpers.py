@@ -193,10 +193,11 @@ class TargetStack:
                 out[db] = int(snap.parameters.get(LAST_ID_PARAM, "0") or 0) if snap else 0
         return out
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """``streamer <args>`` against this target's state; raises with its output on failure."""
+    def cli(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+        """``streamer <args>`` against this target's state; raises with its output when it exits with
+        a code not in ``ok`` (``status`` exits 1 while a database is halted)."""
         done = subprocess.run([STREAMER, *args], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
+        if done.returncode not in ok:
             raise TargetError(f"streamer {' '.join(args)} exited {done.returncode}: {done.stderr[-3000:]}")
         return done
 

@@ -47,8 +47,10 @@ def _rows(n: int, tag: str) -> list[dict[str, object]]:
 def _status(stack: TargetStack, broker: EmbeddedBroker, source: Source) -> dict[str, dict[str, object]]:
     out = stack.cli("status", "--hms-uri", stack.hms.uri, "--state-dir", str(stack.state_dir),
                     "--bootstrap-servers", broker.bootstrap_servers, "--topic", source.topic,
-                    "--output", "json")
-    return {row["db"]: row for row in json.loads(out.stdout)["databases"]}
+                    "--output", "json", ok=(0, 1))
+    rows = {row["db"]: row for row in json.loads(out.stdout)["databases"]}
+    assert out.returncode == (1 if any(r["halted"] for r in rows.values()) else 0), out.returncode
+    return rows
 
 
 def _watermark(stack: TargetStack, *dbs: str) -> Any:

@@ -109,3 +109,66 @@ def test_a_database_left_mid_batch_out_of_order_is_shown_fenced_and_replicated_o
     assert rows["a1"]["replicated_through_event_id"] == 9
     text = _status(tmp_path, monkeypatch).output
     assert "fenced: a batch from event 5 applied it out of order" in text
+
+
+def _halted_under_a_map(tmp_path: Path) -> None:
+    """The job of ``tmp_path`` maps source ``hr`` to target ``a1``, and ``hr`` halted at event 6
+    (the state keys halts by source database; the catalog holds ``a1``)."""
+    from streamer.target.state.state_file import TargetState
+    from streamer.target.state.status import write_mode
+
+    write_mode(tmp_path, "global", 4, {"hr": "a1"})
+    TargetState(tmp_path).halt("hr", 6, "no copy matches the event", event_type="INSERT", obj="hr.t")
+
+
+def test_under_a_db_map_a_halt_shows_on_its_target_database_and_status_exits_1(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 40.4: the halt of source ``hr`` (replicated into ``a1``) is a1's row, not an extra row
+    under the source name beside a1 saying not halted; and a halted target is not exit code 0."""
+    _halted_under_a_map(tmp_path)
+    result = _status(tmp_path, monkeypatch, "--source-id", "a", "--output", "json")
+    assert result.exit_code == 1, result.output
+    rows = {r["db"]: r for r in json.loads(result.output)["databases"]}
+    assert set(rows) == {"a1", "a_mid"}
+    assert rows["a1"]["halted"]["event_id"] == 6 and rows["a1"]["source_db"] == "hr"
+    assert rows["a_mid"]["halted"] is None
+    text = _status(tmp_path, monkeypatch, "--source-id", "a")
+    assert text.exit_code == 1 and "event 6: no copy matches the event" in text.output
+
+
+def test_a_target_without_halts_exits_0(tmp_path: Path, monkeypatch: Any) -> None:
+    assert _status(tmp_path, monkeypatch, "--output", "json").exit_code == 0
+
+
+@pytest.mark.parametrize("name", ["a1", "hr", "A1"])
+def test_retry_takes_the_target_name_status_shows_or_the_source_name(tmp_path: Path, name: str) -> None:
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+    from streamer.target.state.state_file import TargetState
+
+    _halted_under_a_map(tmp_path)
+    result = CliRunner().invoke(cli, ["target", "retry", "--state-dir", str(tmp_path), "--db", name])
+    assert result.exit_code == 0, result.output
+    assert "halt at event 6 cleared" in result.output and TargetState(tmp_path).halts() == {}
+
+
+def test_skip_takes_the_target_name_and_a_wrong_name_lists_what_is_halted(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+    from streamer.target.state.state_file import TargetState
+
+    _halted_under_a_map(tmp_path)
+    wrong = CliRunner().invoke(cli, ["target", "retry", "--state-dir", str(tmp_path), "--db", "nosuchdb"])
+    assert wrong.exit_code == 1
+    assert "'nosuchdb' is not halted; halted: a1 (source hr)" in wrong.output
+    also = CliRunner().invoke(cli, ["target", "skip", "--state-dir", str(tmp_path), "--db", "nosuchdb",
+                                    "--event", "6"])
+    assert also.exit_code == 1 and also.output.startswith("Error: ")
+    assert "halted: a1 (source hr)" in also.output
+    done = CliRunner().invoke(cli, ["target", "skip", "--state-dir", str(tmp_path), "--db", "a1",
+                                    "--event", "6"])
+    assert done.exit_code == 0, done.output
+    assert TargetState(tmp_path).halts() == {}
