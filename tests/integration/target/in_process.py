@@ -8,8 +8,10 @@ parser (``run_cmd.make_context``, so a flag the command refuses is refused here 
 (SIGKILL), signals or the command line keep the child process.
 
 What differs from the child: ``/metrics`` is this process's registry, so :meth:`metric` counts
-what happened since :meth:`start` (one job at a time reads metrics correctly; two jobs of one test
-share the counters); the job's log lines (``streamer.*`` at INFO) go to its log file.
+what happened since :meth:`start` (gauges start empty, counters from their value then: one job at
+a time reads metrics correctly; two jobs of one test share them); the job's log lines
+(``streamer.*`` at INFO) go to its log file. What a process does once (a warning said once per
+process) a test that checks it resets itself.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class TargetInProcess:
             settings = run_settings(ctx.params)
             # the command's --fs-option/--hdfs-driver configure this process's filesystems
             configure(fs_settings(ctx.params["fs_option"], ctx.params["hdfs_driver"]))
-        _reset_unlabelled_gauges()
+        _reset_gauges()
         self._baseline = _samples()
         self._attach_log()
         self._stop = threading.Event()
@@ -165,12 +167,16 @@ def _samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def _reset_unlabelled_gauges() -> None:
-    """A new process starts its gauges at 0: so does a new in-process job (a data-loss flag or a lag
-    another test's job left must not show as this one's)."""
+def _reset_gauges() -> None:
+    """A new process starts with its gauges at 0 and no labelled series: so does a new in-process job
+    (a data-loss flag, a lag or another database's drift that an earlier test's job left in this
+    process must not show as this one's)."""
     for value in vars(metrics).values():
-        if isinstance(value, Gauge) and not getattr(value, "_labelnames", ()):
-            value.set(0)
+        if isinstance(value, Gauge):
+            if getattr(value, "_labelnames", ()):
+                value.clear()
+            else:
+                value.set(0)
 
 
 
