@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -279,12 +280,25 @@ class EmbeddedBroker:
         front, self._front = self._front, None
         if front is not None:
             front.stop()
+        self.resume()  # a paused broker would take SIGTERM only once it runs again
         proc, self._proc = self._proc, None
         if proc is not None:
             _terminate(proc, timeout, self.bootstrap_servers)
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def pause(self) -> None:
+        """Stall the broker (SIGSTOP): its connections stay open and nothing answers, as under a long
+        GC pause or a frozen VM; tests tell a stalled broker from a lost topic with it."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise BrokerError(f"broker on {self.bootstrap_servers} is not running: nothing to pause")
+        os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused broker run again (SIGCONT); harmless on one that is not paused."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Stop and start on the same port: every topic is gone afterwards (memory storage)."""

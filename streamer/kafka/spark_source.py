@@ -81,13 +81,17 @@ def _consumer(opts: SourceOptions, **overrides: Any) -> Consumer:
     )
 
 
-def checked_watermarks(consumer: Consumer, topic: str, partition: int, start: int) -> tuple[int, int] | None:
+def checked_watermarks(
+    consumer: Consumer, topic: str, partition: int, start: int, unreachable_for: float = 60.0
+) -> tuple[int, int] | None:
     """Watermarks for the data-loss check; a start past the reported high mark is double-checked.
 
     Tansu can under-report the high watermark (see `probe_end`); a false "topic recreated" would
-    halt the target, so the rare suspicious case pays for a real fetch.
+    halt the target, so the rare suspicious case pays for a real fetch. None only when a reachable
+    broker says the partition does not exist; a broker that stays unreachable or stalled for
+    ``unreachable_for`` seconds raises KafkaClientError (`watermarks`), never a missing topic.
     """
-    marks = watermarks(consumer, topic, partition)
+    marks = watermarks(consumer, topic, partition, unreachable_for=unreachable_for)
     for attempt in range(_RECHECKS):
         if marks is None or start <= marks[1]:
             break
@@ -96,7 +100,7 @@ def checked_watermarks(consumer: Consumer, topic: str, partition: int, start: in
         marks = (marks[0], probe_end(consumer, topic, partition, marks[1], wait=1.0))
         if start > marks[1] and attempt + 1 < _RECHECKS:
             time.sleep(0.5)
-            again = watermarks(consumer, topic, partition)
+            again = watermarks(consumer, topic, partition, unreachable_for=unreachable_for)
             if again is not None:
                 marks = (again[0], max(again[1], marks[1]))
     return marks

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from streamer.errors import DataLossError
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.presence import Answers, Kind, Metadata, needs_metadata, verdict
 from streamer.kafka.reachability import check_reachable
 from streamer.kafka.settings import with_overrides
 
@@ -107,32 +108,65 @@ def _consumer(config: Mapping[str, Any], **overrides: Any) -> Consumer:
 def watermarks(
     consumer: Consumer, topic: str, partition: int = 0, timeout: float = 10.0, unreachable_for: float = 60.0
 ) -> tuple[int, int] | None:
-    """(low, high) offsets of a partition, or None if the topic or partition does not exist.
+    """(low, high) offsets of a partition, or None if a reachable broker says it does not exist.
 
-    A broker that cannot be reached is asked again with backoff for up to ``unreachable_for``
-    seconds: a broker restart is a pause, not a reason to stop a replication stream.
+    librdkafka's "unknown partition" is only believed once a metadata answer of a reachable broker
+    confirms it (``streamer.kafka.presence``): it also means "my metadata cache is empty because the
+    broker stopped answering". A broker that cannot be reached is asked again with backoff for up to
+    ``unreachable_for`` seconds (a broker restart or stall is a pause, not a reason to stop a
+    replication stream); past that the call raises ``KafkaClientError``, never reports a missing topic.
     """
     deadline = time.monotonic() + unreachable_for
     delay = 0.5
     while True:
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-            return int(low), int(high)
-        except KafkaException as exc:
-            code = exc.args[0].code() if exc.args else None
-            if code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-                return None
-            if code not in _UNREACHABLE or time.monotonic() + delay > deadline:
-                raise KafkaClientError(f"watermarks of {topic}[{partition}]: {exc}") from exc
-            log.warning("broker unreachable asking for %s[%d] offsets (%s); retrying in %.1f s",
-                        topic, partition, exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        answers, detail = _observe(consumer, topic, partition, timeout)
+        found = verdict(partition, answers)
+        if found.kind is Kind.HELD:
+            assert found.marks is not None
+            return found.marks
+        if found.kind is Kind.ABSENT:
+            return None
+        if found.kind is Kind.FAILED:
+            raise KafkaClientError(f"watermarks of {topic}[{partition}]: {detail}")
+        if time.monotonic() + delay > deadline:
+            raise KafkaClientError(
+                f"watermarks of {topic}[{partition}]: the broker did not answer within "
+                f"{unreachable_for:.0f} s ({found.why}; last error: {detail}); the broker is unreachable "
+                "or stalled, which is not a sign that the topic is gone"
+            )
+        log.warning("broker unreachable asking for %s[%d] offsets (%s: %s); retrying in %.1f s",
+                    topic, partition, found.why, detail, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
-_UNREACHABLE = frozenset(
-    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._DESTROY_BROKER}
-)
+def _observe(consumer: Consumer, topic: str, partition: int, timeout: float) -> tuple[Answers, str]:
+    """Ask for a partition's watermarks and, when the client calls it unknown, for the topic's
+    metadata; what was answered (for ``presence.verdict``) and the last error's text."""
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        return Answers(marks=(int(low), int(high))), ""
+    except KafkaException as exc:
+        code, detail = _code(exc), str(exc)
+    if not needs_metadata(code):
+        return Answers(marks_error=code), detail
+    try:
+        cluster = consumer.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        return Answers(marks_error=code, metadata_error=_code(exc)), f"{detail}; metadata: {exc}"
+    listed = cluster.topics.get(topic)
+    metadata = Metadata(
+        brokers=len(cluster.brokers or {}),
+        listed=listed is not None,
+        topic_error=None if listed is None or listed.error is None else int(listed.error.code()),
+        partitions=frozenset(listed.partitions) if listed is not None else frozenset(),
+    )
+    return Answers(marks_error=code, metadata=metadata), detail
+
+
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return int(error.code()) if isinstance(error, KafkaError) else None
 
 
 def end_offsets(config: Mapping[str, Any], topic: str, timeout: float = 10.0) -> dict[int, int]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer import metrics
-from streamer.errors import EventChainError, StreamerError
+from streamer.errors import DataLossError, EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
@@ -46,6 +46,7 @@ from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import FailedOverError, JobLock, read_record, refuse_if_failed_over
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
+from streamer.target.job.failure import Outcome, Recheck, failure_error, reported_offset
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.settings import TargetSettings
@@ -522,44 +523,53 @@ def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None)
     raise error
 
 
+RECHECK_UNREACHABLE_S = 60.0  # how long query_failure asks a broker that does not answer
+
+
 def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
-    """The error a failed query stops the job with. Records the checkpoint points at that the topic
-    no longer holds (a recreated topic, a broker that lost its data) make it ``DataLossError``, also
-    when Spark reports something else first (a Python source worker that died while the broker was
-    away): the operator must see the loss, not a transport error."""
-    from streamer.errors import DataLossError
-    from streamer.kafka.errors import KafkaClientError
-    from streamer.kafka.spark_source import checked_watermarks
-    from streamer.kafka.spark_source_options import check_start
+    """The error a failed query stops the job with (``streamer.target.job.failure``). The topic is
+    checked again at the offset the checkpoint resumes from (else the one the failure names): records
+    a reachable broker no longer holds (a recreated topic, a broker that lost its data) make it
+    ``DataLossError``, also when Spark reports something else first (a Python source worker that died
+    while the broker was away). A failure that says ``DataLossError`` is one only once a reachable
+    broker confirms it: when the broker does not answer, the job stops with a transport error and
+    ``streamer_target_data_loss`` stays 0."""
     from streamer.target.job.checkpoint import resume_offset
 
-    kind = DataLossError if "DataLossError" in failure else StreamerError
-    if kind is DataLossError:
-        metrics.TARGET_DATA_LOSS.set(1)
-    generic = kind(f"target query failed: {failure}")
     offset = resume_offset(settings.checkpoint_dir)
-    if offset is None or offset.get("topic") != settings.topic:
-        return generic
+    if offset is not None and offset.get("topic") == settings.topic:
+        needed: tuple[int, int] | None = (int(offset.get("partition", 0)), int(offset["offset"]))
+    else:
+        needed = reported_offset(failure, settings.topic)
+    recheck = Recheck(Outcome.UNCHECKED) if needed is None else _recheck(settings, *needed)
+    error = failure_error(failure, recheck, f"{settings.topic!r} partition {needed[0] if needed else 0}")
+    if recheck.outcome is Outcome.UNREACHABLE:
+        log.warning("could not check the topic after the query failed: %s", recheck.detail)
+    if isinstance(error, DataLossError):
+        metrics.TARGET_DATA_LOSS.set(1)
+    return error
+
+
+def _recheck(settings: TargetSettings, partition: int, start: int) -> Recheck:
+    """Whether a reachable broker still holds offset ``start`` of the topic's ``partition``."""
     from confluent_kafka import Consumer
 
     from streamer.kafka.client_log import with_client_log
+    from streamer.kafka.errors import KafkaClientError
+    from streamer.kafka.spark_source import checked_watermarks
+    from streamer.kafka.spark_source_options import check_start
 
     consumer = Consumer(with_client_log({
         "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
         "enable.auto.commit": False, **settings.kafka_settings,
     }))
-    partition = int(offset.get("partition", 0))
     try:
-        start = int(offset["offset"])
-        marks = checked_watermarks(consumer, settings.topic, partition, start)
+        marks = checked_watermarks(consumer, settings.topic, partition, start, RECHECK_UNREACHABLE_S)
         check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
     except DataLossError as loss:
-        first_line = failure.strip().splitlines()[0] if failure.strip() else failure
-        metrics.TARGET_DATA_LOSS.set(1)
-        return DataLossError(f"{loss} (the query failed with: {first_line})")
+        return Recheck(Outcome.LOST, str(loss), start)
     except KafkaClientError as unreachable:
-        log.warning("could not check the topic after the query failed: %s", unreachable)
+        return Recheck(Outcome.UNREACHABLE, str(unreachable), start)
     finally:
         consumer.close()
-    return generic
-
+    return Recheck(Outcome.HELD, offset=start, marks=marks)
