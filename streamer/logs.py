@@ -15,6 +15,7 @@ import sys
 import traceback
 from datetime import UTC, datetime
 from types import TracebackType
+from typing import Any
 
 from streamer.errors import ConfigError
 
@@ -124,8 +125,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(obj)
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes each record to ``sys.stderr`` as it is at that moment, not as it was when logging was
+    configured: a caller that swapped stderr for a while (a test runner invoking the CLI in-process)
+    and closed its stand-in leaves no handler writing to a closed stream. ``setStream`` still pins
+    a stream of its own."""
+
+    def __init__(self) -> None:
+        self._pinned: Any = None
+        super().__init__()
+        self._pinned = None  # StreamHandler's own set-up pinned the stderr of that moment
+
+    @property
+    def stream(self) -> Any:
+        return self._pinned if self._pinned is not None else sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        self._pinned = value
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -139,3 +140,22 @@ def test_a_newline_in_an_exception_message_cannot_forge_a_line_after_the_traceba
     assert any(line.startswith("ValueError: cannot apply sales\\n2026-01-01") for line in lines)
     assert any(line.startswith("KeyError: 'sales\\n2026") for line in lines)  # its repr escapes already
     assert "Traceback (most recent call last):" in lines
+
+
+def test_logging_configured_while_stderr_was_swapped_writes_to_stderr_as_it_is_now(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI run in-process (a test runner's stand-in stderr, closed after the call) must not
+    leave a handler writing to a closed stream: each record goes to the current ``sys.stderr``."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # restored after the test
+    monkeypatch.setattr(root, "level", root.level)
+    stand_in = io.StringIO()
+    with monkeypatch.context() as swapped:
+        swapped.setattr(sys, "stderr", stand_in)
+        configure_logging("INFO", "text")
+        logging.getLogger("streamer.test").warning("while swapped")
+    stand_in.close()
+    logging.getLogger("streamer.test").warning("after the stand-in closed")
+    err = capfd.readouterr().err
+    assert "Logging error" not in err and "after the stand-in closed" in err
