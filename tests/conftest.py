@@ -3,6 +3,7 @@ Hypothesis profiles and the tier markers live in tests/fixtures/tiers.py."""
 
 pytest_plugins = [
     "tests.fixtures.tiers",
+    "tests.fixtures.isolation",
     "tests.fixtures.broker",
     "tests.fixtures.hms",
     "tests.fixtures.warehouse",
