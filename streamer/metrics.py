@@ -270,7 +270,7 @@ def serve(
     if endpoint.basic_auth_user and endpoint.basic_auth_password:
         app = _basic_auth(app, endpoint.basic_auth_user, endpoint.basic_auth_password)
     port_ = 0 if endpoint.port == ANY_PORT else endpoint.port
-    server = make_server(endpoint.addr, port_, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    server = make_server(endpoint.addr, port_, app, _QuietServer, handler_class=_QuietHandler)
     if endpoint.tls_cert and endpoint.tls_key:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -317,6 +317,13 @@ def _header_bytes(value: str) -> bytes:
         return value.encode("latin-1")
     except UnicodeEncodeError:
         return b""
+
+
+class _QuietServer(ThreadingWSGIServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that fails its TLS handshake, speaks plain HTTP to the TLS port or stays silent
+        past the timeout: one debug line, never a traceback on stderr (scanners and probes do it)."""
+        log.debug("/metrics: a connection from %s failed: %s", client_address, sys.exc_info()[1])
 
 
 class _QuietHandler(WSGIRequestHandler):

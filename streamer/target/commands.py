@@ -322,8 +322,11 @@ def retry_cmd(state_dir: Path, db: str) -> None:
     from streamer.target.state.state_file import TargetState
     from streamer.target.state.status import source_database
 
-    source = source_database(state_dir, db)
     state = TargetState(state_dir)
+    try:
+        source = source_database(state_dir, db, set(state.halts()))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     halt = state.retry(source)
     if halt is None:
         raise click.ClickException(f"database {db!r} is not halted; {_halted(state_dir, state)}")
@@ -352,8 +355,8 @@ def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
 
     state = TargetState(state_dir)
     try:
-        state.skip(source_database(state_dir, db), event_id)
-    except StateError as exc:
+        state.skip(source_database(state_dir, db, set(state.halts())), event_id)
+    except (StateError, ConfigError) as exc:
         raise click.ClickException(f"{exc}; {_halted(state_dir, state)}") from exc
     click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
 

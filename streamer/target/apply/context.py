@@ -34,7 +34,7 @@ from streamer.metastore.catalog import (
     REPL_TARGET_PARAM,
     Catalog,
 )
-from streamer.target.apply import db_map as names
+from streamer.target import db_map as names
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.apply.sources import SourceRules

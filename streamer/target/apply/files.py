@@ -29,7 +29,13 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from streamer import checksums, metrics
-from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError, UnverifiableFileError
+from streamer.errors import (
+    ApplyError,
+    ChecksumMismatchError,
+    PathEscapeError,
+    StreamerError,
+    UnverifiableFileError,
+)
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
@@ -276,6 +282,11 @@ class FileCopier:
                 f.temp = None
                 causes.append(f"{candidate}: missing")
                 continue
+            except _Grew as grew:  # changed under the copy: not the event's file; its cmroot copy next
+                _remove_quietly(dst_fs, f.temp)
+                f.temp = None
+                causes.append(f"{candidate}: {grew}")
+                continue
             except BaseException:
                 _remove_quietly(dst_fs, f.temp)
                 f.temp = None
@@ -323,16 +334,16 @@ def _stream(
                     writer.write(chunk)
                     size += len(chunk)
                 if size >= held and reader.read(1):
-                    raise ApplyError(
-                        f"{src_url} grew past {held} bytes while it was copied; refusing the copy "
-                        "(a data file of an event does not change)",
-                        event_id=event_id, obj=src_url,
-                    )
+                    raise _Grew(f"grew past {held} bytes while it was copied")
                 writer.flush()
                 _fsync(writer)
         except OSError as exc:
             raise ApplyError(f"writing {f.final} failed: {exc}", event_id=event_id, obj=f.final) from exc
     return (digest.hexdigest() if digest is not None else None), size
+
+
+class _Grew(StreamerError):
+    """A source file was longer than when the copy looked at it: another file than the event's."""
 
 
 def readable_size(fs: AbstractFileSystem, path: str, url: str, event_id: int | None) -> int:

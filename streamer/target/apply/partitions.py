@@ -211,6 +211,8 @@ def drop_specs(event: Event, keys: list[str], table: str) -> list[list[str]]:
     (an empty one: the name of the table's own directory), name no partition of the table: refused,
     before anything is dropped."""
     specs = payload_of(event, DropPartitionPayload).partition_values
+    if not specs:
+        return []  # names no partition: nothing to drop
     if not keys:
         raise ApplyError(
             f"DROP_PARTITION of {[list(s) for s in specs]} on {table}, which has no partition keys: "

@@ -28,9 +28,6 @@ log = logging.getLogger(__name__)
 MAX_TXNS_PER_EVENT = 10_000
 """Transactions one OPEN_TXN may open: Hive opens a batch of at most ``hive.txn.max.open.batch``
 (1,000 by default); each is a line of the shared visibility file, read on every later transaction."""
-MAX_OPEN_TXNS_PER_SOURCE = 100_000
-"""Transactions of one source open on the target at once (the metastore aborts idle ones: a source
-with more is not one Hive runs)."""
 
 
 def open_txn(ctx: ApplyContext, event: Event) -> None:
@@ -40,16 +37,6 @@ def open_txn(ctx: ApplyContext, event: Event) -> None:
         raise ApplyError(
             f"OPEN_TXN opens {len(ids)} transactions; at most {MAX_TXNS_PER_EVENT} are accepted from one "
             "event (Hive opens batches of hive.txn.max.open.batch, 1,000 by default)", obj="transactions",
-        )
-    current = ctx.acid.current()
-    known = current.txns.get(ctx.source_id, {})
-    new = sum(1 for t in ids if t not in known)
-    open_now = sum(t.state is TxnState.OPEN for t in known.values())
-    if open_now + new > MAX_OPEN_TXNS_PER_SOURCE:
-        raise ApplyError(
-            f"OPEN_TXN would leave {open_now + new} transactions of source {ctx.source_id!r} open on the "
-            f"target; at most {MAX_OPEN_TXNS_PER_SOURCE} are kept (commits and aborts close them)",
-            obj="transactions",
         )
     ctx.acid.update(lambda v: v.opened(ctx.source_id, ids))
 

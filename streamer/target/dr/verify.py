@@ -24,7 +24,7 @@ from streamer.events.codec import EventDeserializer
 from streamer.events.model import DatabaseSnapshot, Event, FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
-from streamer.target.apply import db_map as names
+from streamer.target import db_map as names
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules

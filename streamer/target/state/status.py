@@ -15,6 +15,7 @@ from typing import Any
 
 from streamer.errors import ConfigError
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.target import db_map as names
 from streamer.target.state.files import (
     expect_int,
     expect_object,
@@ -131,7 +132,6 @@ def status_rows(
     by_source, consumed = read_progress(state_dir)
     progress = {target(db): p for db, p in by_source.items()}
     stuck = {target(db) for db in [*state.halts(), *state.pending_replays()]}
-    reverse = {dst: src for src, dst in db_map.items()}
     rows: list[dict[str, Any]] = []
     sources: set[str] = set()
     others: set[str] = set()  # databases of other sources
@@ -144,12 +144,16 @@ def status_rows(
         if source_id is not None and owner != source_id:
             others.add(name)
             continue
+        # under --db-map, a database bearing a source name the map sends elsewhere replicates nothing
+        replicates = names.source_name(db_map, name) if owner == source_id or source_id is None else name
+        if replicates is None:
+            continue
         applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)
         fence = db.parameters.get(FENCE_PARAM)  # mid-batch out of order: through its marker only
         through = replicated_through({name: applied}, consumed, stuck | ({name} if fence else set()))[name]
         rows.append({**_row(name, applied, through, head, progress.get(name), halts.get(name)),
                      "source_id": owner, "fenced_from_event_id": _event_id(fence),
-                     "source_db": reverse.get(name, name)})
+                     "source_db": replicates})
     for name, halt in halts.items():
         if name not in others and all(r["db"] != name for r in rows):
             applied = state.applied().get(sources_of.get(name, name), 0)
@@ -231,15 +235,19 @@ def job_db_map(state_dir: str | Path) -> dict[str, str]:
     return dict(read_mode(state_dir).get("db_map", {}))
 
 
-def source_database(state_dir: str | Path, name: str) -> str:
-    """The source database whose halt an operator means by ``name``: a source database of the
-    state, or the target database the job maps one to (what ``status`` and the alerts show)."""
+def source_database(state_dir: str | Path, name: str, halted: Collection[str]) -> str:
+    """The halted source database an operator means by ``name``: the target database the job maps
+    it to (what ``status`` and the alerts show), or its source name. ``ConfigError`` when ``name``
+    means two halted databases (``--db-map a:b --db-map b:c``: ``b`` is a's target and a source)."""
     db_map = job_db_map(state_dir)
     lowered = name.lower()
-    if lowered in db_map:
-        return lowered
-    mapped = [src for src, dst in db_map.items() if dst == lowered]
-    return mapped[0] if len(mapped) == 1 else name
+    meant = {src for src, dst in db_map.items() if dst == lowered and src in halted}
+    if (lowered in halted and names.target_name(db_map, lowered) == lowered) or lowered in halted:
+        meant.add(lowered)
+    if len(meant) > 1:
+        raise ConfigError(f"--db {name}: names the halted databases {sorted(meant)} (by target and by "
+                          "source name); give the other name of the one you mean")
+    return meant.pop() if meant else name
 
 
 def source_head_from_options(

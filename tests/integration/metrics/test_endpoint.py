@@ -195,3 +195,23 @@ def test_an_idle_tls_client_blocks_no_other_scrape(tmp_path: Path) -> None:
         idle.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_failed_handshake_prints_no_traceback(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Plain HTTP to the TLS port (a probe, a scanner): refused in its own thread, without a
+    traceback on stderr; real scrapes go on."""
+    ca, cert, key = _make_certs(tmp_path)
+    port = _free_port()
+    server = metrics.serve(metrics.MetricsEndpoint(port, tls_cert=str(cert), tls_key=str(key)))
+    assert server is not None
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:
+            plain.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            plain.recv(100)
+        trusted = ssl.create_default_context(cafile=str(ca))
+        status, _ = _get(f"https://localhost:{port}/metrics", context=trusted)
+        assert status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err

@@ -151,15 +151,3 @@ def test_one_open_txn_event_opens_a_bounded_number_of_transactions(
     (halt,) = env.state.halts().values()
     assert halt.event_id == 2 and "OPEN_TXN opens 51 transactions" in halt.cause
     assert env.applier.ctx.acid.current().open_count() == 50
-
-
-def test_a_source_keeps_a_bounded_number_of_transactions_open(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(transactions, "MAX_OPEN_TXNS_PER_SOURCE", 25)
-    env = make_env(tmp_path)
-    assert env.run([_open(1, range(1, 21)), _open(2, range(1, 21))]) == [1, 2]  # re-opened: not new
-    assert env.run([_open(3, range(21, 31))]) == []
-    (halt,) = env.state.halts().values()
-    assert halt.event_id == 3 and "would leave 30 transactions" in halt.cause
-    assert env.applier.ctx.acid.current().open_count() == 20

@@ -203,7 +203,14 @@ def test_merged_empty_specs_never_delete_an_unpartitioned_tables_data(env: Env) 
     assert _halt(env, "a").event_id == 3
 
 
-@pytest.mark.parametrize("specs", [[[]], [], [["1"]]], ids=["empty-spec", "no-spec", "one-value"])
+def test_a_drop_naming_no_partition_drops_nothing_and_applies(env: Env) -> None:
+    """No spec at all (not one empty spec): nothing to drop, as before; the table's data stays."""
+    t = _unpartitioned(env)
+    assert env.run([b.drop_partition(3, t, [])]) == [3]
+    assert env.state.halts() == {} and env.files() == {"a.db/t/000000_0": b"rows"}
+
+
+@pytest.mark.parametrize("specs", [[[]], [["1"]]], ids=["empty-spec", "one-value"])
 def test_any_partition_drop_on_a_table_without_partition_keys_halts(env: Env, specs: list[list[str]]) -> None:
     """A table without partition keys has no partition to drop: whatever the event names, it is not
     the source's state, so the database halts and says why."""

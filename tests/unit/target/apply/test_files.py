@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import struct
@@ -302,3 +303,24 @@ def test_hdfs_sizes_a_record_carries_are_bounded_before_any_read(
     with pytest.raises(ApplyError, match=f"bytesPerCRC {bytes_per_crc}; accepted from a record: 16..65536"):
         _copier(dst).copy_all([crafted], lambda r: str(dst / "t"), event_id=5)
     assert _visible(dst) == {} and not _temps(dst)
+
+
+def test_a_source_file_that_grows_under_the_copy_falls_back_to_its_cmroot_copy(
+    dirs: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Longer than when the copy looked at it: not the event's file (it is being rewritten), so its
+    cmroot copy is read next, as for a file that changed or vanished."""
+    from streamer.target.apply import files
+
+    src, cm, dst = dirs
+    ref = write_source_file(src, "f", b"0123456789")
+    kept = write_source_file(cm, "f_kept", b"0123456789")
+    looked_at = files.readable_size
+    monkeypatch.setattr(files, "readable_size", lambda fs, path, url, event_id: (
+        5 if url == ref.uri else looked_at(fs, path, url, event_id)))
+    crafted = dataclasses.replace(ref, cm_uri=kept.uri)
+    report = _copier(dst).copy_all([crafted], lambda r: str(dst / "t"), event_id=8)
+    assert report.cm_fallbacks == 1 and (dst / "t" / "f").read_bytes() == b"0123456789"
+    alone = FileRef(uri=ref.uri, checksum=ref.checksum, checksum_algorithm="sha256", size=10)
+    with pytest.raises(ChecksumMismatchError, match="grew past 5 bytes"):
+        _copier(dst).copy_all([alone], lambda r: str(dst / "u"), event_id=9)

@@ -172,3 +172,33 @@ def test_skip_takes_the_target_name_and_a_wrong_name_lists_what_is_halted(tmp_pa
                                     "--event", "6"])
     assert done.exit_code == 0, done.output
     assert TargetState(tmp_path).halts() == {}
+
+
+def test_a_database_bearing_a_source_name_the_map_sends_elsewhere_is_no_row(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Left by a run without the map, it replicates nothing of this job: never 'up to date'."""
+    from streamer.target.state.status import write_mode
+
+    write_mode(tmp_path, "global", 4, {"a_mid": "a_mid7"})
+    result = _status(tmp_path, monkeypatch, "--source-id", "a", "--output", "json")
+    assert [r["db"] for r in json.loads(result.output)["databases"]] == ["a1"]
+
+
+def test_a_name_that_means_two_halted_databases_is_refused(tmp_path: Path) -> None:
+    """``--db-map a:b --db-map b:c``: ``b`` is a's target name and a source name."""
+    from click.testing import CliRunner
+
+    from streamer.cli import cli
+    from streamer.target.state.state_file import TargetState
+    from streamer.target.state.status import write_mode
+
+    write_mode(tmp_path, "global", 4, {"a": "b", "b": "c"})
+    state = TargetState(tmp_path)
+    state.halt("a", 6, "x")
+    state.halt("b", 7, "y")
+    both = CliRunner().invoke(cli, ["target", "retry", "--state-dir", str(tmp_path), "--db", "b"])
+    assert both.exit_code != 0 and "names the halted databases ['a', 'b']" in both.output
+    assert set(TargetState(tmp_path).halts()) == {"a", "b"}
+    by_target = CliRunner().invoke(cli, ["target", "retry", "--state-dir", str(tmp_path), "--db", "c"])
+    assert by_target.exit_code == 0 and set(TargetState(tmp_path).halts()) == {"a"}
