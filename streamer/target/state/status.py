@@ -145,7 +145,7 @@ def status_rows(
             others.add(name)
             continue
         # under --db-map, a database bearing a source name the map sends elsewhere replicates nothing
-        replicates = names.source_name(db_map, name) if owner == source_id or source_id is None else name
+        replicates = names.source_name(db_map, name)
         if replicates is None:
             continue
         applied = int(db.parameters.get(LAST_ID_PARAM, "0") or 0)

@@ -255,13 +255,25 @@ class TargetProcess(Child):
 
     def wait_for(self, cond: Callable[[], bool], what: str, timeout: float = 180.0) -> None:
         """Poll ``cond`` until true; fail early (with the log) when the job died."""
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if not self.alive:
-                raise TargetError(f"target job exited ({what}): {self.tail(4000)}")
-            if time.monotonic() > deadline:
-                raise TargetError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail(4000)}")
-            time.sleep(0.25)
+        poll_job(self, cond, what, timeout)
+
+
+class _Job(Protocol):
+    @property
+    def alive(self) -> bool: ...
+
+    def tail(self, chars: int = 3000) -> str: ...
+
+
+def poll_job(job: _Job, cond: Callable[[], bool], what: str, timeout: float, ended: str = "") -> None:
+    """Poll ``cond`` until true; fail early, with the job's log (and ``ended``: why), once it ended."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if not job.alive:
+            raise TargetError(f"target job ended ({what}): {ended}{job.tail(4000)}")
+        if time.monotonic() > deadline:
+            raise TargetError(f"timed out after {timeout:.0f} s waiting for {what}: {job.tail(4000)}")
+        time.sleep(0.25)
 
 
 def wait_converged(process: TargetProcess, source: Source, db_map: dict[str, str] | None = None,

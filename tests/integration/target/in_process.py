@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
@@ -28,7 +27,14 @@ from streamer import metrics
 from streamer.filesystems import configure
 from streamer.fs_options import fs_settings
 from streamer.target.commands import run_cmd, run_settings
-from tests.integration.target.helpers import Stream, TargetError, TargetProcess, TargetStack, target_argv
+from tests.integration.target.helpers import (
+    Stream,
+    TargetError,
+    TargetProcess,
+    TargetStack,
+    poll_job,
+    target_argv,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,6 +64,7 @@ class TargetInProcess:
         self._stop = threading.Event()
         self._baseline: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self._handler: logging.Handler | None = None
+        self._level = logging.NOTSET
 
     def start(self) -> Self:
         assert not self.alive, "already running"
@@ -131,13 +138,7 @@ class TargetInProcess:
 
     def wait_for(self, cond: Callable[[], bool], what: str, timeout: float = 180.0) -> None:
         """Poll ``cond`` until true; fail early (with the log) when the job ended."""
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if not self.alive:
-                raise TargetError(f"target job ended ({what}): {self.error!r} {self.tail(4000)}")
-            if time.monotonic() > deadline:
-                raise TargetError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail(4000)}")
-            time.sleep(0.25)
+        poll_job(self, cond, what, timeout, ended=f"{self.error!r} ")
 
     def _attach_log(self) -> None:
         self._detach_log()
@@ -145,6 +146,7 @@ class TargetInProcess:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.setLevel(logging.INFO)
         logger = logging.getLogger("streamer")
+        self._level = logger.level  # restored by _detach_log
         if logger.getEffectiveLevel() > logging.INFO:
             logger.setLevel(logging.INFO)
         with open(self.log_path, "a") as out:
@@ -155,6 +157,7 @@ class TargetInProcess:
     def _detach_log(self) -> None:
         if self._handler is not None:
             logging.getLogger("streamer").removeHandler(self._handler)
+            logging.getLogger("streamer").setLevel(self._level)
             self._handler.close()
             self._handler = None
 
