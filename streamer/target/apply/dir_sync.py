@@ -2,7 +2,10 @@
 writers log no events (external tables; Spark datasource tables and Hive tables Spark writes with its
 conversion on, ``streamer.target.apply.by_state``).
 
-The source directory is listed with a sha256 of each visible top-level file; new or changed files are
+Before anything is listed, the source directory passes ``SourceRules.check_sync_dir``: a sync
+vouches for what it copies by hashing it itself, so it reads only below a declared
+``--source-prefix`` and never in another database's directory (docs/security.md). The source
+directory is listed with a sha256 of each visible top-level file; new or changed files are
 copied (verified, all-or-nothing, through the copier's read rules and write guard), files gone from
 the source are deleted (each through ``check_write``), hidden files stay. A missing source directory
 is never mirrored as empty: the sync reports it and changes nothing. No point-in-time guarantee: the
@@ -23,6 +26,7 @@ from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.guard import check_write
+from streamer.target.apply.sources import SourceRules
 
 ALGORITHM = "sha256"
 ATTEMPTS = 3  # listings of a source directory its writer keeps changing, before the sync fails
@@ -90,13 +94,18 @@ def sync_dir(
     target_dir: str,
     cache: ChecksumCache,
     *,
+    database: str | None,
     event_id: int | None = None,
 ) -> DirSynced | None:
     """Make ``target_dir``'s visible files those of ``source_dir``; ``None`` (nothing changed) when
-    the source directory is missing. Reads pass ``copier.sources``, with ``source_dir`` as the
-    object's location; every write stays inside ``target_dir``. A source file that changes or
+    the source directory is missing. ``source_dir`` must pass ``check_sync_dir`` for ``database``,
+    the synced object's source database, before it is listed (the copier's rules, or the default
+    ones when it has none); reads pass ``copier.sources`` too, and every write stays inside
+    ``target_dir``. A source file that changes or
     vanishes during the sync (its writer moved on) makes it list the source again, up to
     ``ATTEMPTS`` times: the newer state is the one to reach."""
+    rules = copier.sources if copier.sources is not None else SourceRules()
+    rules.check_sync_dir(source_dir, database, event_id=event_id, obj=target_dir)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _sync_once(copier, source_dir, target_dir, cache, event_id)

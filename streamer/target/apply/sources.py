@@ -22,7 +22,12 @@ database halts. The rules (docs/security.md):
   (``derived_resource_roots``): the source location of the function's database as this target
   recorded it when it created the database (never the function's own event), that location's
   warehouse root when it has Hive's ``<root>/<db>.db`` layout, and the declared cmroots. None of
-  them is a filesystem's root; a ``file:`` resource is read only when such a store is a ``file:`` one.
+  them is a filesystem's root; a ``file:`` resource is read only when such a store is a ``file:`` one;
+- a directory sync (``check_sync_dir``: external tables, tables replicated by state) lists a
+  directory and hashes its files itself, so no record vouches for what it copies: it reads only
+  strictly below a declared ``--source-prefix`` (none declared: refused, the error names the flag;
+  ``file:`` only under a ``file:`` prefix), and never inside another database's directory
+  (``<name>.db`` below the prefix, for a name other than the synced object's source database).
 """
 
 from __future__ import annotations
@@ -149,6 +154,33 @@ class SourceRules:
                 event_id=event_id, obj=ref.uri,
             )
 
+    def check_sync_dir(
+        self, source_dir: str, database: str | None, *, event_id: int | None = None, obj: str | None = None
+    ) -> None:
+        """Refuse a directory sync of ``source_dir`` for an object of source database ``database``
+        unless the operator declared where such reads may go: a sync vouches for the files it copies
+        by hashing them itself, so the record that names the directory is no evidence at all."""
+
+        def refuse(cause: str) -> UntrustedSourceError:
+            return UntrustedSourceError(cause, event_id=event_id, obj=obj or source_dir)
+
+        self._hygiene(source_dir, refuse)
+        if not self._prefixes:
+            raise refuse(
+                f"syncing {source_dir} would read files no record checksums, and directory syncs read "
+                "only below a declared --source-prefix: declare the source's warehouse root and the "
+                "directories of its external tables with --source-prefix (docs/security.md)"
+            )
+        prefix = next((r for r in self._prefixes if r.strictly_contains(source_dir)), None)
+        if prefix is None:
+            raise refuse(f"directory sync of {source_dir}: it is below no --source-prefix ({self._named()})")
+        foreign = foreign_database_dir(prefix, source_dir, database)
+        if foreign is not None:
+            raise refuse(
+                f"directory sync of {source_dir}: it lies in {foreign}, the directory of another database "
+                f"than this object's {database!r}"
+            )
+
     # --- the rules ----------------------------------------------------------------------------
     def _hygiene(self, url: str, refuse: _Refuse) -> None:
         problem = url_problem(url, (r.scheme for r in (*self._prefixes, *self._cmroots)))
@@ -202,6 +234,22 @@ class SourceRules:
 
     def _named(self) -> str:
         return ", ".join(self.prefixes)
+
+
+def foreign_database_dir(prefix: Root, url: str, database: str | None) -> str | None:
+    """The first directory between ``prefix`` and ``url`` laid out as another database's
+    (``<name>.db`` with ``name`` not ``database``, Hive's default layout), or None. A policy that
+    excludes a database does not exclude its directory from a prefix that holds it."""
+    own = (database or "").lower()
+    base = prefix.path.rstrip("/")
+    rel = urlsplit(url).path[len(base):].strip("/")
+    walked = base
+    for segment in (s for s in rel.split("/") if s):
+        walked = f"{walked}/{segment}"
+        name = segment.lower()
+        if name.endswith(".db") and len(name) > len(".db") and name[: -len(".db")] != own:
+            return prefix.url(walked)
+    return None
 
 
 MAX_COMPONENT_LENGTH = 255  # HDFS's dfs.namenode.fs-limits.max-component-length default

@@ -44,9 +44,10 @@ def sync_by_state(
     """Sync every directory of ``table`` (a target table marked by state), or of ``partitions`` of
     it, with the source's."""
     cache = ChecksumCache()
+    database = ctx.source_db(table.db) or table.db
     for src, target_dir in state_dirs(ctx, table, partitions):
         try:
-            done = sync_dir(ctx.copier, src, target_dir, cache, event_id=event.event_id)
+            done = sync_dir(ctx.copier, src, target_dir, cache, event_id=event.event_id, database=database)
         except StreamerError:
             raise
         except OSError as exc:

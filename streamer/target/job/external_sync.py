@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,11 +29,13 @@ from urllib.parse import urlsplit
 from streamer.errors import PathEscapeError, StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
+from streamer.target import db_map as names
 from streamer.target.apply.by_state import REGISTRY, source_location, state_sync_reason
 from streamer.target.apply.dir_sync import ChecksumCache, DirPlan, plan_dir, sync_dir
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name
+from streamer.target.apply.sources import SourceRules
 
 if TYPE_CHECKING:
     from streamer.target.job.settings import TargetSettings
@@ -86,11 +88,14 @@ class ExternalSync:
         copier: FileCopier | None = None,
         source_prefix: str = "file://",
         clock: Callable[[], float] = time.monotonic,
+        db_map: Mapping[str, str] | None = None,
     ) -> None:
         self.catalog = catalog
         self.paths = paths
         self.source_id = source_id
-        self.copier = copier or FileCopier(roots=paths.roots)
+        # reads pass the read rules (a sync's directory: SourceRules.check_sync_dir), writes the guard
+        self.copier = copier or FileCopier(roots=paths.roots, sources=SourceRules())
+        self.db_map = names.normalized(db_map)
         self.source_prefix = source_prefix
         self.clock = clock
         self._cache = ChecksumCache()
@@ -111,21 +116,26 @@ class ExternalSync:
     def pairs(self) -> list[tuple[str, str | None]]:
         """(target dir, source dir) of every directory synced: external tables' (source ``None``:
         mapped by ``source_dir``) and tables replicated by state (``by_state``: their recorded one)."""
-        out: dict[str, str | None] = {}
+        return [(target, src) for target, src, _ in self._dirs()]
+
+    def _dirs(self) -> list[tuple[str, str | None, str]]:
+        """``pairs``, each with the source database its object replicates (what its read may not cross)."""
+        out: dict[str, tuple[str | None, str]] = {}
         for db in self.catalog.list_databases():
             snap = self.catalog.get_database(db)
             if snap is None or snap.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
                 continue
+            source_db = names.source_name(self.db_map, db) or db
             for name in self.catalog.list_tables(db):
                 table = self.catalog.get_table(db, name)
                 if table is None or table.parameters.get(REPL_SOURCE_PARAM) != self.source_id:
                     continue
                 if table.table_type in EXTERNAL_TYPES:
-                    out.update((d, None) for d in self._external_dirs(table))
+                    out.update((d, (None, source_db)) for d in self._external_dirs(table))
                 elif source_location(table):
                     REGISTRY.note(db, name, state_sync_reason(table) or "a table replicated by state")
-                    out.update(self._state_dirs(table))
-        return list(out.items())
+                    out.update((d, (src, source_db)) for d, src in self._state_dirs(table))
+        return [(target, src, source_db) for target, (src, source_db) in out.items()]
 
     def _external_dirs(self, table: TableSnapshot) -> list[str]:
         if table.partition_keys:
@@ -146,10 +156,10 @@ class ExternalSync:
 
     def sync_once(self) -> SyncReport:
         report = SyncReport()
-        for target_dir, src in self.pairs():
+        for target_dir, src, source_db in self._dirs():
             report.dirs += 1
             try:
-                self._sync_dir(target_dir, src, report)
+                self._sync_dir(target_dir, src, source_db, report)
             except (StreamerError, OSError) as exc:
                 report.failures[target_dir] = f"{type(exc).__name__}: {exc}"
                 log.warning("directory sync of %s failed (retried next cycle): %s", target_dir, exc)
@@ -163,9 +173,9 @@ class ExternalSync:
         )
         return report
 
-    def _sync_dir(self, target_dir: str, src: str | None, report: SyncReport) -> None:
+    def _sync_dir(self, target_dir: str, src: str | None, source_db: str, report: SyncReport) -> None:
         src = src or source_dir(self.paths, target_dir, self.source_prefix)
-        done = sync_dir(self.copier, src, target_dir, self._cache)
+        done = sync_dir(self.copier, src, target_dir, self._cache, database=source_db)
         if done is None:
             report.missing_sources.append(src)
             log.warning("directory sync: source directory %s is missing; %s left as it is", src, target_dir)
@@ -229,6 +239,7 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
     # reads pass the source rules, writes the guard, as the applier's do (docs/security.md)
     copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots, sources=settings.source_rules())
     sync = ExternalSync(
-        catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix
+        catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix,
+        db_map=settings.db_map,
     )
     return SyncThread(sync, settings.external_sync_seconds, lock, catalog.close).start()

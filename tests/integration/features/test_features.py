@@ -185,8 +185,8 @@ def test_external_table_data_converges_including_deletes(
     wh.add_partitions(db, "daily", [{"dt": "d2"}])
 
     job = TargetInProcess(
-        target_stack, broker.bootstrap_servers, source, extra=["--external-sync-seconds", "1"],
-        spark=spark,
+        target_stack, broker.bootstrap_servers, source, spark=spark,
+        extra=["--external-sync-seconds", "1", "--source-prefix", src.root.as_uri()],  # syncs read there
     ).start()
     target_jobs.append(job)
     wait_converged(job, source)

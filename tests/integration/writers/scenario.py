@@ -268,6 +268,12 @@ def thrift_agent(
     )
     return agent, stream, start
 
+def declared(source_hms: EmbeddedMetastore) -> tuple[str, ...]:
+    """The source's warehouse declared as its store: a directory sync reads only below a declared
+    ``--source-prefix`` (docs/security.md)."""
+    return ("--source-prefix", Path(source_hms.warehouse_dir).as_uri())
+
+
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,
         work: Path, *, check: bool = True) -> Outcome:
     """The whole scenario: both formats, then an overwrite published only after a rename of its table,
@@ -277,7 +283,7 @@ def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, ta
     agent, stream, start = thrift_agent(source_hms, kafka, db)
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log")
     job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream,
-                        extra=("--external-sync-seconds", SYNC_SECONDS))
+                        extra=("--external-sync-seconds", SYNC_SECONDS, *declared(source_hms)))
     source, target = HmsCatalog(source_hms.uri), HmsCatalog(target_hms.uri)
     try:
         agent.start()

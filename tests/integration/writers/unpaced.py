@@ -45,6 +45,7 @@ from tests.integration.writers.scenario import (
     Scenario,
     _equal,
     by_state_statements,
+    declared,
     statements,
     thrift_agent,
 )
@@ -85,7 +86,8 @@ def run_unpaced(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetas
     agent, stream, start = thrift_agent(source_hms, kafka, db, EnrichSettings("md5", cmroot=cmroot))
     writer = SparkWriter(source_hms.uri, source_hms.warehouse_dir, work / "writer.log", checksums=True)
     job = TargetProcess(TargetStack(target_hms, work / "target"), bootstrap, stream,
-                        extra=("--external-sync-seconds", SYNC_SECONDS, "--source-cmroot", cmroot))
+                        extra=("--external-sync-seconds", SYNC_SECONDS, "--source-cmroot", cmroot,
+                               *declared(source_hms)))
     source, target = HmsCatalog(source_hms.uri), HmsCatalog(target_hms.uri)
     stop = threading.Event()
     publisher = threading.Thread(target=agent.run, kwargs={"stop": stop}, name="agent", daemon=True)

@@ -18,6 +18,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM, state_sync_reason
+from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
 from streamer.target.job.external_sync import ExternalSync
@@ -28,9 +29,14 @@ PARQUET = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 DATASOURCE = {"spark.sql.sources.provider": "parquet", "spark.sql.create.version": "3.5.0"}
 
 
+def _declared(root: Path) -> SourceRules:
+    """The source's warehouse declared, as a directory sync needs (docs/security.md)."""
+    return SourceRules(prefixes=(f"file://{root / 'src'}",))
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
-    return make_env(tmp_path)
+    return make_env(tmp_path, sources=_declared(tmp_path))
 
 
 def _hive(fmt: str, table_type: str = "MANAGED_TABLE", **params: str) -> TableSnapshot:
@@ -106,10 +112,47 @@ def test_the_timer_syncs_tables_replicated_by_state_without_an_external_base_dir
     assert env.run([b.create_db(1, "ds3"), b.create_table(2, t)]) == [1, 2]
     (env.src / "ds3.db/t/part-0.parquet").write_bytes(b"zero")
     paths = TargetPaths(str(env.wh))  # no --external-base-dir: only tables replicated by state
-    sync = ExternalSync(env.catalog, paths, b.SOURCE_ID)
+    undeclared = ExternalSync(env.catalog, paths, b.SOURCE_ID)
+    report = undeclared.sync_once()
+    assert report.copied == 0 and "--source-prefix" in report.failures[str(env.wh / "ds3.db/t")], report
+    assert env.files() == {}
+    copier = FileCopier(roots=paths.roots, sources=_declared(env.root))
+    sync = ExternalSync(env.catalog, paths, b.SOURCE_ID, copier=copier)
     report = sync.sync_once()
     assert (report.copied, report.failures) == (1, {}), report
     assert env.files() == {"ds3.db/t/part-0.parquet": b"zero"}
+
+
+def test_a_sync_reads_nothing_without_a_declared_prefix(tmp_path: Path) -> None:
+    """A sync hashes what it copies itself: the record naming the directory vouches for nothing, so
+    with no --source-prefix declared the database halts at the ALTER and nothing is read."""
+    env = make_env(tmp_path)
+    t = _datasource(env, "ds5")
+    assert env.run([b.create_db(1, "ds5"), b.create_table(2, t)]) == [1, 2]
+    (env.src / "ds5.db/t/part-0.parquet").write_bytes(b"zero")
+    counted = dataclasses.replace(t, parameters={**t.parameters, "numFiles": "1"})
+    assert env.run([b.alter_table(3, t, counted)]) == []
+    halt = env.state.halts()["ds5"]
+    assert halt.event_id == 3 and "--source-prefix" in halt.cause, halt
+    assert env.files() == {}
+
+
+@pytest.mark.parametrize("where", ["other.db/t", "ds6.db/../other.db/t", "x/OTHER.DB/t"])
+def test_a_sync_never_reads_another_databases_directory_below_the_prefix(env: Env, where: str) -> None:
+    """A policy that leaves a database out does not leave its directory out of a prefix holding it:
+    a table of ``ds6`` whose location names ``other.db`` (or any ``<name>.db`` but its own) halts."""
+    t = _datasource(env, "ds6")
+    (env.src / "other.db/t").mkdir(parents=True)
+    (env.src / "other.db/t/secret.parquet").write_bytes(b"not ds6's")
+    (env.src / "x/OTHER.DB/t").mkdir(parents=True)
+    elsewhere = f"file://{env.src}/{where}"
+    serde = dataclasses.replace(t.sd.serde, parameters={"path": elsewhere})
+    t = dataclasses.replace(t, sd=dataclasses.replace(t.sd, location=elsewhere, serde=serde))
+    assert env.run([b.create_db(1, "ds6"), b.create_table(2, t)]) == [1, 2] or "ds6" in env.state.halts()
+    counted = dataclasses.replace(t, parameters={**t.parameters, "numFiles": "1"})
+    env.run([b.alter_table(3, t, counted)])
+    assert "ds6" in env.state.halts()
+    assert env.files() == {}
 
 
 def test_a_partition_of_a_table_replicated_by_state_is_synced_when_its_statistics_change(env: Env) -> None:

@@ -12,6 +12,7 @@ from streamer.errors import ChecksumMismatchError
 from streamer.target.apply.dir_sync import ATTEMPTS, ChecksumCache, sync_dir
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.sources import SourceRules
 
 
 class MovingSource(ChecksumCache):
@@ -37,12 +38,14 @@ def _dirs(tmp_path: Path) -> tuple[Path, Path, FileCopier]:
     target.mkdir(parents=True)
     (source / "part-0").write_bytes(b"rows 0")
     roots = TargetPaths((tmp_path / "wh").as_uri(), (tmp_path / "ext").as_uri()).roots
-    return source, target, FileCopier(max_workers=2, roots=roots)
+    rules = SourceRules(prefixes=(source.parent.as_uri(),))  # a sync reads only below a declared prefix
+    return source, target, FileCopier(max_workers=2, roots=roots, sources=rules)
 
 
 def test_a_source_replaced_during_the_sync_is_listed_again_and_reached(tmp_path: Path) -> None:
     source, target, copier = _dirs(tmp_path)
-    done = sync_dir(copier, source.as_uri(), target.as_uri(), MovingSource(source, moves=1), event_id=7)
+    done = sync_dir(copier, source.as_uri(), target.as_uri(), MovingSource(source, moves=1), event_id=7,
+                    database=None)
     assert done is not None and done.copied == 1
     assert {p.name: p.read_bytes() for p in target.iterdir()} == {"part-1": b"rows 1"}
 
@@ -50,6 +53,7 @@ def test_a_source_replaced_during_the_sync_is_listed_again_and_reached(tmp_path:
 def test_a_source_that_never_holds_still_fails_naming_the_event(tmp_path: Path) -> None:
     source, target, copier = _dirs(tmp_path)
     with pytest.raises(ChecksumMismatchError) as err:
-        sync_dir(copier, source.as_uri(), target.as_uri(), MovingSource(source, moves=ATTEMPTS), event_id=7)
+        sync_dir(copier, source.as_uri(), target.as_uri(), MovingSource(source, moves=ATTEMPTS), event_id=7,
+                 database=None)
     assert err.value.event_id == 7
     assert not [p for p in target.iterdir() if not p.name.startswith(".")]  # nothing half-copied

@@ -127,7 +127,9 @@ def test_a_statistics_alter_voids_only_on_a_table_replicated_by_state() -> None:
 def test_a_run_ending_inside_a_coalesced_step_ends_with_that_step(tmp_path: Path) -> None:
     """Spark logs two statistics ALTERs after its write; the planner makes them one step (the last
     stands for both), so the run that the first one ends must end at the second."""
-    snap = dataclasses.replace(b.table(DB, "s"), parameters={"spark.sql.sources.provider": "parquet"})
+    missing = f"{SRC.as_uri()}/nowhere/a.db/s"  # below the declared prefix, as a sync needs; no files
+    snap = dataclasses.replace(b.table(DB, "s", location=missing),
+                               parameters={"spark.sql.sources.provider": "parquet"})
     counted = [dataclasses.replace(snap, parameters={**snap.parameters, "numFiles": str(n)})
                for n in (1, 2, 3)]
     events = [

@@ -18,7 +18,9 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.sources import SourceRules
 from streamer.target.job.external_sync import ExternalSync, plan_dir, source_dir
 
 SRC = "src1"
@@ -89,6 +91,27 @@ def _catalog(src_dir: Path, partitioned: bool, paths: TargetPaths) -> MemoryCata
     return catalog
 
 
+def _declared(catalog: MemoryCatalog, paths: TargetPaths, source: Path) -> ExternalSync:
+    """A sync whose source store is declared (``--source-prefix``), as every sync's must be."""
+    copier = FileCopier(roots=paths.roots, sources=SourceRules(prefixes=(source.as_uri(),)))
+    return ExternalSync(catalog, paths, SRC, copier=copier)
+
+
+def test_an_external_sync_reads_nothing_without_a_declared_prefix(tmp_path: Path) -> None:
+    """It lists and hashes the directory itself: with no --source-prefix nothing is read, and the
+    failure says which flag to set; one declared elsewhere reads nothing either."""
+    paths = TargetPaths((tmp_path / "wh").as_uri(), (tmp_path / "ext").as_uri())
+    table_dir = tmp_path / "source" / "ext"
+    table_dir.mkdir(parents=True)
+    (table_dir / "a").write_bytes(b"one")
+    for sync in (ExternalSync(_catalog(table_dir, False, paths), paths, SRC),
+                 _declared(_catalog(table_dir, False, paths), paths, tmp_path / "elsewhere")):
+        report = sync.sync_once()
+        assert report.copied == 0 and len(report.failures) == 1, report
+        assert "--source-prefix" in next(iter(report.failures.values()))
+    assert not (tmp_path / "ext" / "file").exists()
+
+
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_sync_copies_changes_and_deletes_converging(tmp_path: Path, partitioned: bool) -> None:
     paths = TargetPaths((tmp_path / "wh").as_uri(), (tmp_path / "ext").as_uri())
@@ -98,7 +121,7 @@ def test_sync_copies_changes_and_deletes_converging(tmp_path: Path, partitioned:
     (src / "a").write_bytes(b"one")
     (src / "b").write_bytes(b"two")
     (src / ".hidden").write_bytes(b"skip")
-    sync = ExternalSync(_catalog(table_dir, partitioned, paths), paths, SRC)
+    sync = _declared(_catalog(table_dir, partitioned, paths), paths, tmp_path / "source")
     dst = tmp_path / "ext" / "file" / "_" / str(src).lstrip("/")
 
     report = sync.sync_once()
@@ -124,7 +147,7 @@ def test_missing_source_directory_is_never_mirrored_as_empty(tmp_path: Path) -> 
     table_dir = tmp_path / "source" / "ext"
     table_dir.mkdir(parents=True)
     (table_dir / "a").write_bytes(b"one")
-    sync = ExternalSync(_catalog(table_dir, False, paths), paths, SRC)
+    sync = _declared(_catalog(table_dir, False, paths), paths, tmp_path / "source")
     sync.sync_once()
     (table_dir / "a").unlink()
     table_dir.rmdir()
