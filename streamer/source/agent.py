@@ -88,6 +88,8 @@ class SourceAgent:
                                               compression=config.compression)
         self._clock = clock
         self.last_id = 0
+        self.position_known = False  # last_id was read from the topic (lag means something)
+        self.head = 0  # the source's newest event id, as last read
         self.started = False
 
     # --- life cycle ---
@@ -98,6 +100,7 @@ class SourceAgent:
                            self.config.kafka_timeout)
         self.producer.open()
         self.last_id = self.recover_last_id(refuse_unfinished_bootstrap=True)
+        self.position_known = True
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
         self._warn_if_policy_matches_nothing()
         # a PROGRESS record at once: consumers learn the source head (lag) before the next change
@@ -139,6 +142,7 @@ class SourceAgent:
             self._observe_head(self.reader.head_event_id())
             return 0
         head = max(self.reader.head_event_id(), rows[-1].event_id)
+        self._observe_head(head)  # read, not yet published: lag, even if the publish below hangs
         prepared, failure = self._prepare(rows)
         if prepared:
             try:
@@ -166,6 +170,7 @@ class SourceAgent:
                 log.error("Kafka at %s is unavailable (%s); retrying in %.0f s",
                           self.config.kafka.get("bootstrap.servers"), exc, backoff)
                 self.close()
+                self._observe_backlog()
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.config.max_backoff)
                 continue
@@ -204,12 +209,36 @@ class SourceAgent:
         self.close()
         self.producer.open()
         self.last_id = self.recover_last_id()
+        self.position_known = True
         self.started = True
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
         log.info("resuming after event id %d", self.last_id)
 
     def _observe_head(self, head: int) -> None:
+        self.head = head
         metrics.SOURCE_LAST_EVENT_ID.set(self.last_id)
         metrics.SOURCE_HEAD_EVENT_ID.set(head)
-        metrics.SOURCE_LAG_EVENTS.set(max(0, head - self.last_id))
+        metrics.SOURCE_LAG_EVENTS.set(source_lag(head, self.last_id))
+
+    def _observe_backlog(self) -> None:
+        """While Kafka is out the loop never reaches a publish, which is where lag is refreshed: read
+        the source's head here so that lag grows with every event the source writes meanwhile.
+
+        Nothing is shown before the agent has once read its position from the topic (lag against an
+        unknown position would be the whole log); ``streamer_source_errors_total{kind="kafka"}``
+        tells that case. A metastore that fails too leaves lag as last seen, with a warning."""
+        if not self.position_known:
+            return
+        try:
+            head = self.reader.head_event_id()
+        except Exception as exc:  # any reader's error; the next read raises it properly
+            log.warning("reading the source's newest event id failed too (%s); lag stays at %d events",
+                        exc, source_lag(self.head, self.last_id))
+            return
+        self._observe_head(max(head, self.last_id))
+
+
+def source_lag(head: int, last_published: int) -> int:
+    """Events the source has written and the agent has not published (never negative)."""
+    return max(0, head - last_published)
 
