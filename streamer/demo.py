@@ -120,9 +120,9 @@ def compare_tables(warehouse: Any, spark: Any, target_root: str) -> list[TableCo
     """Every source table's rows vs the target's: Spark SQL on the target HMS, ACID tables through
     ``read_table`` (committed write ids only), all ACID tables against one visibility snapshot."""
     from streamer.target import read_table
-    from streamer.target.state.visibility import load_visibility
+    from streamer.target.state.visibility import VisibilitySnapshot
 
-    visibility = load_visibility(target_root)
+    visibility = VisibilitySnapshot(target_root)
     out: list[TableComparison] = []
     for db in sorted(warehouse.databases()):
         for table in sorted(warehouse.tables(db)):
@@ -312,7 +312,7 @@ def aborted_bytes_on_target(root: Path) -> int:
     from streamer.target.state.visibility import load_visibility
     from streamer.warehouse.acid import parse_dir
 
-    visibility = load_visibility(root.as_uri())
+    visibility = load_visibility(root.as_uri(), SOURCE_ID)  # the demo's one source
     total = 0
     for directory in root.rglob("*"):
         acid_dir = parse_dir(directory.name) if directory.is_dir() else None

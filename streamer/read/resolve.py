@@ -15,8 +15,7 @@ from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_P
 from streamer.read.errors import SnapshotError
 from streamer.read.model import UNPARTITIONED, DbMark, Marks, PinnedFile, PinnedTable
 from streamer.target.job.watermark import default_watermark_db, from_parameters
-from streamer.target.state.visibility import is_acid_replica, load_visibility
-from streamer.target.state.visibility import table_key as acid_key
+from streamer.target.state.visibility import is_acid_replica, visible_write_ids
 from streamer.target.table_reader import visible_dirs
 
 
@@ -76,7 +75,7 @@ def resolve(catalog: Catalog, name: str, warehouse_root: str | None = None) -> P
         if not snap.sd.location:
             raise SnapshotError(f"{name}: the ACID replica has no location")
         root = warehouse_root or posixpath.dirname(posixpath.dirname(snap.sd.location.rstrip("/")))
-        write_ids = tuple(load_visibility(root).write_ids(acid_key(db, table)))
+        write_ids = tuple(visible_write_ids(root, db, table, snap.parameters))
     locations: dict[str, str] = {}
     if snap.partition_keys:
         keys = [k.name.lower() for k in snap.partition_keys]

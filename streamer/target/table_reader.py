@@ -1,9 +1,9 @@
 """Reading ACID replicas correctly from Spark: exactly the rows of committed write ids.
 
-``read_table`` hands Spark only the ``base_W``/``delta_W_W[_S]`` directories the target's visibility
-file makes visible (as Hive's ``AcidUtils.getAcidState`` chooses them); other tables are read with
-``spark.table``. Data files are read as Parquet; delete deltas raise ``ReadError``. See
-docs/design/consistency.md.
+``read_table`` hands Spark only the ``base_W``/``delta_W_W[_S]`` directories the visibility file of
+the table's source makes visible (as Hive's ``AcidUtils.getAcidState`` chooses them); other tables
+are read with ``spark.table``. Data files are read as Parquet; delete deltas raise ``ReadError``.
+See docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -17,13 +17,7 @@ from typing import TYPE_CHECKING
 from streamer.errors import StreamerError
 from streamer.filesystems import url_to_fs
 from streamer.metastore.transport import HmsAuth
-from streamer.target.state.visibility import (
-    ACID_PARAM,
-    Visibility,
-    is_acid_replica,
-    load_visibility,
-    table_key,
-)
+from streamer.target.state.visibility import ACID_PARAM, VisibilitySnapshot, is_acid_replica
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -154,7 +148,7 @@ def read_table(
     warehouse_root: str | None = None,
     hms_uri: str | None = None,
     hms_auth: HmsAuth | None = None,
-    visibility: Visibility | None = None,
+    visibility: VisibilitySnapshot | None = None,
 ) -> DataFrame:
     """Exactly the committed rows of ``db.table`` on a target.
 
@@ -162,16 +156,16 @@ def read_table(
     location, which is where the target derives every managed table). ``hms_uri`` reads the
     table's metadata from that metastore instead of Spark's catalog (for a session not attached to
     the target metastore; ``hms_auth`` for a Kerberos metastore). To read several tables at one
-    instant, load ``visibility`` once with ``streamer.target.state.visibility.load_visibility`` and pass it to
-    each call.
+    instant, make one ``streamer.target.state.visibility.VisibilitySnapshot(warehouse_root)`` and pass it
+    as ``visibility`` to each call (it reads each source's visibility file once).
     """
     db, table = _split(name)
     info = _info_from_hms(hms_uri, db, table, hms_auth) if hms_uri else _info_from_spark(spark, db, table)
     if not is_acid_replica(info.params):
         return spark.table(f"`{db}`.`{table}`")
     root = warehouse_root or posixpath.dirname(posixpath.dirname(info.location.rstrip("/")))
-    state = visibility if visibility is not None else load_visibility(root)
-    committed = set(state.write_ids(table_key(db, table)))
+    state = visibility if visibility is not None else VisibilitySnapshot(root)
+    committed = set(state.write_ids(db, table, info.params))
     layout = committed_layout(info.location, committed, len(info.partition_keys))
     base = info.location.rstrip("/")
     paths = [f"{base}/{part}/{d}" if part else f"{base}/{d}" for part, dirs in layout.items() for d in dirs]

@@ -198,7 +198,7 @@ class TargetReader:
         if is_acid_replica(params):
             if self.warehouse_root is None:
                 raise ValueError(f"{table.db}.{table.name}: reading an ACID replica needs warehouse_root")
-            write_ids = visible_write_ids(self.warehouse_root, table.db, table.name)
+            write_ids = visible_write_ids(self.warehouse_root, table.db, table.name, params)
             table = dataclasses.replace(table, parameters=source_parameters(params))
         if table.table_type.upper() in ("VIRTUAL_VIEW", "MATERIALIZED_VIEW"):
             return observe(table)

@@ -145,7 +145,11 @@ class ApplyContext:
         self.allow_existing_db = allow_existing_db
         self.state = state
         self.clock = clock
-        self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join())
+        self.acid = acid if acid is not None else VisibilityStore(paths.warehouse.join(), source_id)
+        if self.acid.source_id != source_id:  # each source writes its own file, never another's
+            raise ValueError(
+                f"visibility store of source {self.acid.source_id!r} given to source {source_id!r}"
+            )
         self.memory = BatchMemory()
         if not copier.roots:
             copier.roots = paths.roots

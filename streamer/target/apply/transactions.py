@@ -1,5 +1,5 @@
 """Transactions: nothing of a txn is visible until its COMMIT_TXN has staged, verified and published
-every write, then added the write ids to the visibility file in one atomic replace.
+every write, then added the write ids to its source's visibility file in one atomic replace.
 Design: docs/design/apply.md.
 """
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 MAX_TXNS_PER_EVENT = 10_000
 """Transactions one OPEN_TXN may open: Hive opens a batch of at most ``hive.txn.max.open.batch``
-(1,000 by default); each is a line of the shared visibility file, read on every later transaction."""
+(1,000 by default); each is a line of the source's visibility file, read on every later transaction."""
 
 
 def open_txn(ctx: ApplyContext, event: Event) -> None:

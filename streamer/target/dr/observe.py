@@ -52,7 +52,7 @@ def observe_table(catalog: Catalog, table: TableSnapshot, warehouse_root: str | 
             raise ConfigError(
                 f"{table.db}.{table.name} is an ACID replica: verifying it needs --warehouse-root"
             )
-        write_ids = visible_write_ids(warehouse_root, table.db, table.name)
+        write_ids = visible_write_ids(warehouse_root, table.db, table.name, table.parameters)
         table = dataclasses.replace(table, parameters=source_parameters(table.parameters))
     meta = table_meta(table)
     ids = tuple(sorted(write_ids or ())) if meta.transactional else ()

@@ -1,16 +1,22 @@
 """Visibility of ACID replicas on a target: which write ids of which table are committed.
 
 Hive 2.3 has no write ids, so the target keeps every ACID table's committed write ids (and the
-source-to-target transaction id map) in ONE file under the warehouse root (``VISIBILITY_PATH``),
-replaced atomically so a COMMIT_TXN becomes visible across all its tables at once; ACID parameters
-are kept under streamer-owned keys. Why: docs/design/consistency.md.
+source-to-target transaction id map) itself, in ONE file per source id under the warehouse root
+(``VISIBILITY_DIR``), replaced atomically so a COMMIT_TXN (always of one source) becomes visible
+across all its tables at once. Each file has one writer, the target job of its source, so jobs of
+several sources sharing a warehouse never overwrite each other's commits, on any filesystem and
+without a lock. A table's file is found through its ``streamer.source.id``; a source without a file
+of its own yet is read from the single file of earlier releases (``LEGACY_VISIBILITY_PATH``).
+ACID parameters are kept under streamer-owned keys. Why: docs/design/consistency.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import posixpath
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -23,8 +29,12 @@ from fsspec.implementations.local import LocalFileSystem
 from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.filesystems import atomic_write, url_to_fs
+from streamer.metastore.catalog import REPL_SOURCE_PARAM
 
-VISIBILITY_PATH = "_streamer/acid/visible.json"
+VISIBILITY_DIR = "_streamer/acid/sources"
+"""One visibility file per source id in this directory (``source_file_name``)."""
+LEGACY_VISIBILITY_PATH = "_streamer/acid/visible.json"
+"""The single file every source shared before per-source files; read, never written."""
 ACID_PARAM = "streamer.acid.transactional"
 ACID_PROPERTIES_PARAM = "streamer.acid.transactional_properties"
 _HIVE_TO_TARGET = {"transactional": ACID_PARAM, "transactional_properties": ACID_PROPERTIES_PARAM}
@@ -34,7 +44,7 @@ MAX_FINISHED_TXNS = 1000
 
 
 class AcidStateError(StreamerError):
-    """The visibility file is unreadable or malformed; the message names the file."""
+    """A visibility file is unreadable or malformed, or a replica names no source; the message says which."""
 
 
 # --- table parameters ----------------------------------------------------------------------------
@@ -134,6 +144,14 @@ class Visibility:
     def open_count(self) -> int:
         return sum(t.state is TxnState.OPEN for txns in self.txns.values() for t in txns.values())
 
+    def for_source(self, source: str) -> Visibility:
+        """This state as ``source``'s own file starts from it (migration from the single file of
+        earlier releases): its transactions only; every table, since that file does not say which
+        source a table is of (a table of another source is never looked up in this source's file,
+        and a table this source creates later starts empty: ``reset_table``)."""
+        own = {source: self.txns[source]} if source in self.txns else {}
+        return replace(self, txns=own)
+
     # --- transactions ---
     def opened(self, source: str, txn_ids: Iterable[int]) -> Visibility:
         """Map each source txn to the next target id; an already-mapped txn keeps its mapping."""
@@ -232,22 +250,34 @@ class Visibility:
         return cls(tables=tables, txns=txns, next_txn=int(raw["next_txn"]))
 
 
-# --- the file ------------------------------------------------------------------------------------
+# --- the files ----------------------------------------------------------------------------------
 
 
-def visibility_url(warehouse_root: str) -> str:
-    return warehouse_root.rstrip("/") + "/" + VISIBILITY_PATH
+def source_file_name(source_id: str) -> str:
+    """The file name of ``source_id``'s visibility: readable (the id's letters, digits, ``.``, ``-``
+    and ``_``, at most 64 of them) and unique (a digest of the exact id, so ids differing in case or
+    in a replaced character, or long ones, never share a file on any filesystem)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", source_id)[:64]
+    digest = hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:16]
+    return f"{readable}-{digest}.json"
 
 
-def load_visibility(warehouse_root: str) -> Visibility:
-    """The current visibility of a target (empty when nothing was ever committed); never partial."""
-    url = visibility_url(warehouse_root)
+def visibility_url(warehouse_root: str, source_id: str) -> str:
+    return f"{warehouse_root.rstrip('/')}/{VISIBILITY_DIR}/{source_file_name(source_id)}"
+
+
+def legacy_visibility_url(warehouse_root: str) -> str:
+    return warehouse_root.rstrip("/") + "/" + LEGACY_VISIBILITY_PATH
+
+
+def _read(url: str) -> Visibility | None:
+    """The visibility in file ``url``, None when there is no such file."""
     fs, path = url_to_fs(url)
     try:
         with fs.open(path, "rb") as fh:
             raw = json.loads(fh.read().decode("utf-8"))
     except FileNotFoundError:
-        return Visibility()
+        return None
     except (OSError, ValueError) as exc:
         raise AcidStateError(f"cannot read ACID visibility file {url}: {exc}") from exc
     try:
@@ -256,17 +286,64 @@ def load_visibility(warehouse_root: str) -> Visibility:
         raise AcidStateError(f"ACID visibility file {url} is malformed: {exc}") from exc
 
 
-def visible_write_ids(warehouse_root: str, db: str, table: str) -> list[int]:
-    """Committed write ids of the ACID replica ``db.table`` (target names), ascending."""
-    return load_visibility(warehouse_root).write_ids(table_key(db, table))
+def load_visibility(warehouse_root: str, source_id: str) -> Visibility:
+    """What ``source_id`` has made visible on a target (empty when nothing); never partial.
+
+    Its own file; before it wrote one (a replica of an earlier release), its part of the single file
+    (``Visibility.for_source``), which is what its first write after the upgrade starts from."""
+    own = _read(visibility_url(warehouse_root, source_id))
+    if own is not None:
+        return own
+    legacy = _read(legacy_visibility_url(warehouse_root))
+    return Visibility() if legacy is None else legacy.for_source(source_id)
+
+
+def replica_source(db: str, table: str, params: Mapping[str, str]) -> str:
+    """The source whose visibility file holds an ACID replica's commits: its ``streamer.source.id``."""
+    source = params.get(REPL_SOURCE_PARAM, "")
+    if not source:
+        raise AcidStateError(
+            f"ACID replica {db}.{table} has no {REPL_SOURCE_PARAM} parameter, so no visibility file is "
+            "known for it (every table the target creates has one: was it created or altered by hand?)"
+        )
+    return source
+
+
+def visible_write_ids(warehouse_root: str, db: str, table: str, params: Mapping[str, str]) -> list[int]:
+    """Committed write ids of the ACID replica ``db.table`` (target names and parameters), ascending."""
+    return load_visibility(warehouse_root, replica_source(db, table, params)).write_ids(table_key(db, table))
+
+
+class VisibilitySnapshot:
+    """What readers of several ACID replicas use to see one instant: each source's file is read once,
+    when a table of that source is first asked about. A transaction is of one source, so tables of
+    one source always agree; sources are independent streams, read at whichever instant comes first."""
+
+    def __init__(self, warehouse_root: str) -> None:
+        self.warehouse_root = warehouse_root
+        self._sources: dict[str, Visibility] = {}
+
+    def of(self, source_id: str) -> Visibility:
+        if source_id not in self._sources:
+            self._sources[source_id] = load_visibility(self.warehouse_root, source_id)
+        return self._sources[source_id]
+
+    def write_ids(self, db: str, table: str, params: Mapping[str, str]) -> list[int]:
+        """Committed write ids of the ACID replica ``db.table`` with target parameters ``params``."""
+        return self.of(replica_source(db, table, params)).write_ids(table_key(db, table))
 
 
 class VisibilityStore:
-    """The durable visibility file of one target; ``update`` replaces it atomically."""
+    """The durable visibility file of one source on a target; ``update`` replaces it atomically.
 
-    def __init__(self, warehouse_root: str) -> None:
-        self.url = visibility_url(warehouse_root)
+    The file has one writer, this source's target job (lanes share one store), so the state is read
+    once and cached; other sources' jobs write other files. The first write of a source that has no
+    file yet starts from its part of the single file of earlier releases."""
+
+    def __init__(self, warehouse_root: str, source_id: str) -> None:
+        self.url = visibility_url(warehouse_root, source_id)
         self.warehouse_root = warehouse_root
+        self.source_id = source_id
         self._lock = threading.Lock()
         self._current: Visibility | None = None
 
@@ -279,6 +356,12 @@ class VisibilityStore:
         with self._lock:
             before = self._load()
             after = change(before)
+            foreign = sorted(set(after.txns) - {self.source_id})
+            if foreign:
+                raise AcidStateError(
+                    f"visibility file {self.url} is source {self.source_id!r}'s; "
+                    f"a change would record transactions of {foreign}"
+                )
             if after != before:
                 self._save(after)
                 self._current = after
@@ -287,7 +370,7 @@ class VisibilityStore:
 
     def _load(self) -> Visibility:
         if self._current is None:
-            self._current = load_visibility(self.warehouse_root)
+            self._current = load_visibility(self.warehouse_root, self.source_id)
             metrics.TARGET_OPEN_TXNS.set(self._current.open_count())
         return self._current
 
@@ -295,7 +378,7 @@ class VisibilityStore:
         data = (json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
         fs, path = url_to_fs(self.url)
         directory = posixpath.dirname(path)
-        tmp = posixpath.join(directory, f".visible.json.{secrets.token_hex(6)}")
+        tmp = posixpath.join(directory, f".{posixpath.basename(path)}.{secrets.token_hex(6)}.tmp")
         try:
             fs.makedirs(directory, exist_ok=True)
             if isinstance(fs, LocalFileSystem):
@@ -307,4 +390,3 @@ class VisibilityStore:
             with contextlib.suppress(OSError):
                 fs.rm_file(tmp)
             raise AcidStateError(f"cannot write ACID visibility file {self.url}: {exc}") from exc
-

@@ -25,7 +25,7 @@ from streamer.kafka.topics import ensure_topic
 from streamer.target import read_table
 from streamer.target.apply.plan import GLOBAL_DB
 from streamer.target.state.state_file import TargetState
-from streamer.target.state.visibility import Visibility
+from streamer.target.state.visibility import VisibilitySnapshot
 from tests.integration.target.helpers import Source, TargetError, TargetProcess, TargetStack
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Pipeline:
         return self.job.metric(name)
 
     def target_rows(
-        self, spark: SparkSession, db: str, table: str, visibility: Visibility | None = None
+        self, spark: SparkSession, db: str, table: str, visibility: VisibilitySnapshot | None = None
     ) -> list[dict[str, Any]]:
         frame = read_table(spark, f"{db}.{table}", warehouse_root=self.warehouse_root,
                            hms_uri=self.stack.hms.uri, visibility=visibility)

@@ -22,7 +22,7 @@ import pytest
 
 from streamer.events.model import Column
 from streamer.target.apply.files import TMP_PREFIX
-from streamer.target.state.visibility import TxnState, Visibility, load_visibility, table_key
+from streamer.target.state.visibility import TxnState, VisibilitySnapshot, load_visibility, table_key
 from streamer.warehouse import Warehouse
 from streamer.warehouse.acid import parse_dir
 from tests.integration.acid.conftest import Pipeline, multiset
@@ -184,7 +184,8 @@ def assert_replica_equals_source(
 ) -> None:
     """Rows (one visibility snapshot for all tables), committed write ids and files match exactly."""
     wh = pipeline.source.warehouse
-    visibility = load_visibility(pipeline.warehouse_root)
+    visibility = VisibilitySnapshot(pipeline.warehouse_root)
+    mine = visibility.of(pipeline.source.source_id)
     aborted = aborted_write_ids(wh)
     for db, table in tables:
         what = f"{db}.{table}"
@@ -195,7 +196,7 @@ def assert_replica_equals_source(
             f"only target {dict(target_rows - source_rows)}"
         )
         committed = set(wh.acid_committed_write_ids(db, table))
-        assert set(visibility.write_ids(table_key(db, table))) == committed, what
+        assert set(mine.write_ids(table_key(db, table))) == committed, what
         tdir = target_table_dir(pipeline, db, table)
         on_target = delta_write_ids(tdir)
         assert on_target <= committed, f"{what}: delta dirs of uncommitted write ids {on_target - committed}"
@@ -272,12 +273,12 @@ class PollingReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="acid-reader", daemon=True)
 
-    def _tags(self, name: str, visibility: Visibility) -> Counter[str]:
+    def _tags(self, name: str, visibility: VisibilitySnapshot) -> Counter[str]:
         db, table = name.split(".")
         return Counter(str(r["tag"]) for r in self.pipeline.target_rows(self.spark, db, table, visibility))
 
     def poll(self) -> Poll:
-        visibility = load_visibility(self.pipeline.warehouse_root)
+        visibility = VisibilitySnapshot(self.pipeline.warehouse_root)
         return Poll(self._tags(self.left, visibility), self._tags(self.right, visibility))
 
     def wait_next_poll(self, timeout: float = 120.0) -> None:
@@ -394,7 +395,7 @@ def test_target_killed_between_open_and_commit_converges(
     wh.acid_insert(aborting, sales, lines, rows(2, "dropped"), {"dt": DAYS[2]})
     wh.acid_insert(committing, sales, orders, rows(1, "kept"))  # a second statement
     pipeline.wait_converged()
-    visibility = load_visibility(pipeline.warehouse_root)
+    visibility = load_visibility(pipeline.warehouse_root, pipeline.source.source_id)
     for txn in (committing, aborting):
         known = visibility.txn(pipeline.source.source_id, txn)
         assert known is not None and known.state is TxnState.OPEN, (txn, known)
@@ -411,7 +412,7 @@ def test_target_killed_between_open_and_commit_converges(
     assert_replica_equals_source(pipeline, spark, tables)
     got = multiset(pipeline.target_rows(spark, sales, orders))
     assert sum(got.values()) == 6 and max(got.values()) == 1, got
-    state = load_visibility(pipeline.warehouse_root)
+    state = load_visibility(pipeline.warehouse_root, pipeline.source.source_id)
     for txn, wanted in ((committing, TxnState.COMMITTED), (aborting, TxnState.ABORTED)):
         known = state.txn(pipeline.source.source_id, txn)
         assert known is not None and known.state is wanted, (txn, known)

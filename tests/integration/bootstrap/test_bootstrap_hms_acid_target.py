@@ -153,7 +153,7 @@ def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
 
     # the target's visibility file: the dumped write ids, no more
     warehouse_root = target_stack.warehouse_root.as_uri()
-    visibility = load_visibility(warehouse_root)
+    visibility = load_visibility(warehouse_root, hive.source_id)
     assert visibility.write_ids(table_key(db, "events")) == [t2, t3, t6, t7]
     assert visibility.write_ids(table_key(db, "daily")) == [t3, t6, t7]
 
@@ -185,7 +185,7 @@ def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
         got_events = _files(_local(t_events.sd.location))
     copied = [*committed_events, _delta(t8)]
     assert got_events == {k: v for k, v in _files(ev).items() if k.split("/")[0] in copied}
-    later = load_visibility(warehouse_root)
+    later = load_visibility(warehouse_root, hive.source_id)
     assert later.write_ids(table_key(db, "events")) == [t2, t3, t6, t7]
     assert later.write_ids(table_key(db, "daily")) == [t3, t6, t7]
     assert rows("events") == [(i,) for i in _ids([0, 100, 300, 600, 610, 700])]

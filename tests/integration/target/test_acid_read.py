@@ -15,7 +15,7 @@ import pytest
 
 from streamer.events.model import Column
 from streamer.hive.decode import decode_row
-from streamer.metastore.catalog import Catalog
+from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.reader import SqlNotificationReader
@@ -61,7 +61,7 @@ class Target:
         self.root = tmp / "target"
         self.root.mkdir()
         self.state = TargetState(tmp / "target-state")
-        self.store = FlakyStore(str(self.root))
+        self.store = FlakyStore(str(self.root), SOURCE)
         self.copier = FileCopier(max_workers=2)
         self.applier = Applier(catalog, self.copier, TargetPaths(str(self.root)), SOURCE,
                                state=self.state, acid=self.store)
@@ -126,7 +126,8 @@ def test_read_table_returns_exactly_the_committed_rows(spark: SparkSession, tmp_
         target.replicate(url)
         assert aborted and not target.state.halts()
         loc1, loc2 = target.root / f"{db1}.db" / "t1", target.root / f"{db2}.db" / "t2"
-        props = f"TBLPROPERTIES ('{ACID_PARAM}'='true')"
+        # as the replica's own table parameters say (the target's catalog is a memory one here)
+        props = f"TBLPROPERTIES ('{ACID_PARAM}'='true', '{REPL_SOURCE_PARAM}'='{SOURCE}')"
         spark.sql(f"CREATE DATABASE {db1}")
         spark.sql(f"CREATE DATABASE {db2}")
         spark.sql(f"CREATE TABLE {db1}.t1 (id INT, name STRING) USING parquet LOCATION '{loc1}' {props}")
@@ -138,7 +139,7 @@ def test_read_table_returns_exactly_the_committed_rows(spark: SparkSession, tmp_
         assert _rows(read_table(spark, f"{db1}.t1")) == expected1
         assert _rows(read_table(spark, f"{db2}.t2", warehouse_root=str(target.root))) == expected2
         # aborted transactions left deltas on the source and nothing on the target
-        committed = set(load_visibility(str(target.root)).write_ids(f"{db1}.t1"))
+        committed = set(load_visibility(str(target.root), SOURCE).write_ids(f"{db1}.t1"))
         assert committed == set(wh.acid_committed_write_ids(db1, "t1"))
         on_target = {p.name for p in target.root.rglob("delta_*")}
         on_source = {p.name for p in (tmp_path / "src").rglob("delta_*")}

@@ -65,7 +65,7 @@ class SpyStore(VisibilityStore):
     """The real store; records each saved state and what the target root held at that instant."""
 
     def __init__(self, root: str, wh: Path) -> None:
-        super().__init__(root)
+        super().__init__(root, b.SOURCE_ID)
         self.wh = wh
         self.saves: list[tuple[Visibility, set[str]]] = []
         self.fail_next = False
@@ -172,7 +172,7 @@ def test_commit_publishes_all_tables_then_flips_visibility_once(env: Env) -> Non
     state, files_then = env.store.saves[-1]
     assert expected <= files_then  # every file was in place before anything became visible
     assert state.write_ids("a.t1") == [1] and state.write_ids("b.t2") == [1]
-    assert load_visibility(str(env.wh)) == state
+    assert load_visibility(str(env.wh), b.SOURCE_ID) == state
     assert state.txn(b.SOURCE_ID, 7).state is TxnState.COMMITTED  # type: ignore[union-attr]
     assert env.store.current().open_count() == 0
     assert sample("streamer_target_txns_committed_total") == committed + 1

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.target.state.visibility import (
     ACID_PARAM,
     ACID_PROPERTIES_PARAM,
+    LEGACY_VISIBILITY_PATH,
     MAX_FINISHED_TXNS,
+    VISIBILITY_DIR,
     AcidStateError,
     TxnState,
     Visibility,
+    VisibilitySnapshot,
     VisibilityStore,
     from_ranges,
     load_visibility,
+    source_file_name,
     source_parameters,
     target_parameters,
     to_ranges,
@@ -96,23 +102,82 @@ def test_parameters_move_to_streamer_keys_and_back() -> None:
 
 def test_store_round_trips_and_replaces_atomically(tmp_path: Path) -> None:
     root = str(tmp_path / "wh")
-    store = VisibilityStore(root)
+    store = VisibilityStore(root, "s")
     assert store.current() == Visibility()
     state = store.update(lambda v: v.opened("s", [3]).committed("s", 3, {"a.t": [1, 2, 5]}))
-    assert load_visibility(root) == state
-    assert visible_write_ids(root, "A", "T") == [1, 2, 5]
-    raw = json.loads((tmp_path / "wh/_streamer/acid/visible.json").read_text())
+    assert load_visibility(root, "s") == state
+    assert visible_write_ids(root, "A", "T", {REPL_SOURCE_PARAM: "s"}) == [1, 2, 5]
+    name = source_file_name("s")
+    raw = json.loads((tmp_path / "wh" / VISIBILITY_DIR / name).read_text())
     assert raw["tables"] == {"a.t": [[1, 2], [5, 5]]}
-    assert [p.name for p in (tmp_path / "wh/_streamer/acid").iterdir()] == ["visible.json"]  # no temp left
-    assert VisibilityStore(root).current() == state  # a new process sees the same
+    assert [p.name for p in (tmp_path / "wh" / VISIBILITY_DIR).iterdir()] == [name]  # no temp left
+    assert VisibilityStore(root, "s").current() == state  # a new process sees the same
+    assert load_visibility(root, "other") == Visibility()  # another source's file: none yet
+
+
+def test_a_store_writes_its_own_source_only(tmp_path: Path) -> None:
+    store = VisibilityStore(str(tmp_path), "s")
+    with pytest.raises(AcidStateError, match="transactions of \\['other'\\]"):
+        store.update(lambda v: v.opened("other", [1]))
+    assert not (tmp_path / VISIBILITY_DIR).exists()
+
+
+def test_source_file_names_are_distinct_and_plain() -> None:
+    ids = ["src", "SRC", "a/b", "a_b", "a b", "..", ".", "", "x" * 300, "x" * 301, "é", "e"]
+    names = [source_file_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert len({n.lower() for n in names}) == len(ids)  # case-insensitive filesystems too
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]{0,64}-[0-9a-f]{16}\.json", n) for n in names), names
+    assert source_file_name("src-a").startswith("src-a-")  # an operator finds a source's file by its id
+
+
+def test_readers_find_a_table_by_its_source(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    VisibilityStore(root, "s1").update(lambda v: v.committed("s1", 1, {"a.t": [1]}))
+    VisibilityStore(root, "s2").update(lambda v: v.committed("s2", 1, {"b.u": [7]}))
+    assert visible_write_ids(root, "a", "t", {REPL_SOURCE_PARAM: "s1"}) == [1]
+    assert visible_write_ids(root, "b", "u", {REPL_SOURCE_PARAM: "s2"}) == [7]
+    assert visible_write_ids(root, "a", "t", {REPL_SOURCE_PARAM: "s2"}) == []
+    with pytest.raises(AcidStateError, match=f"a.t has no {REPL_SOURCE_PARAM}"):
+        visible_write_ids(root, "a", "t", {ACID_PARAM: "true"})
+
+    snapshot = VisibilitySnapshot(root)
+    assert snapshot.write_ids("a", "t", {REPL_SOURCE_PARAM: "s1"}) == [1]
+    VisibilityStore(root, "s1").update(lambda v: v.committed("s1", 2, {"a.t": [2], "a.v": [2]}))
+    # one instant of each source: a table read later sees what its source's first table saw
+    assert snapshot.write_ids("a", "v", {REPL_SOURCE_PARAM: "s1"}) == []
+    assert snapshot.write_ids("b", "u", {REPL_SOURCE_PARAM: "s2"}) == [7]
+    assert VisibilitySnapshot(root).write_ids("a", "v", {REPL_SOURCE_PARAM: "s1"}) == [2]
+
+
+def test_a_source_without_a_file_reads_its_part_of_the_single_file(tmp_path: Path) -> None:
+    single = (Visibility().opened("s1", [1, 2]).committed("s1", 1, {"a.t": [1]})
+              .opened("s2", [1]).committed("s2", 1, {"b.u": [4]}))
+    legacy = tmp_path / LEGACY_VISIBILITY_PATH
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(json.dumps(single.to_json()))
+    mine = load_visibility(str(tmp_path), "s1")
+    assert mine == single.for_source("s1")
+    assert set(mine.txns) == {"s1"} and mine.next_txn == single.next_txn and mine.open_count() == 1
+    assert mine.write_ids("a.t") == [1] and mine.write_ids("b.u") == [4]  # tables: all of them
+    assert load_visibility(str(tmp_path), "s3") == Visibility(tables=single.tables, next_txn=single.next_txn)
+
+    after = VisibilityStore(str(tmp_path), "s1").update(lambda v: v.committed("s1", 2, {"a.t": [2]}))
+    assert load_visibility(str(tmp_path), "s1") == after and after.write_ids("a.t") == [1, 2]
+    assert json.loads(legacy.read_text()) == single.to_json()  # never written
+    assert load_visibility(str(tmp_path), "s2") == single.for_source("s2")
 
 
 def test_malformed_file_is_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "_streamer/acid/visible.json"
+    path = tmp_path / VISIBILITY_DIR / source_file_name("s")
     path.parent.mkdir(parents=True)
     path.write_text('{"version": 1, "tables": {"a.t": [[5, 1]]}, "next_txn": 1}')
-    with pytest.raises(AcidStateError, match="malformed"):
-        load_visibility(str(tmp_path))
+    with pytest.raises(AcidStateError, match=f"{source_file_name('s')} is malformed"):
+        load_visibility(str(tmp_path), "s")
+    legacy = tmp_path / LEGACY_VISIBILITY_PATH
+    legacy.write_text("{")
+    with pytest.raises(AcidStateError, match=r"cannot read ACID visibility file .*visible\.json"):
+        load_visibility(str(tmp_path), "other")
 
 
 # --- reader's directory rules ---
