@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.record_limit import check_message, consumer_settings, message_refusal
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.spark_source_options import (
     SourceOptions,
@@ -68,17 +69,16 @@ SCHEMA = "offset long, key string, value binary, timestamp timestamp"
 
 
 def _consumer(opts: SourceOptions, **overrides: Any) -> Consumer:
-    return Consumer(
-        with_client_log(
-            with_overrides(
-                opts.config,
-                group_id=f"streamer-spark-{uuid.uuid4().hex}",
-                enable_auto_commit=False,
-                enable_auto_offset_store=False,
-                **overrides,
-            )
-        )
+    """A consumer of the source; none decompresses a zstd batch past the record limit."""
+    config = with_overrides(
+        opts.config,
+        group_id=f"streamer-spark-{uuid.uuid4().hex}",
+        enable_auto_commit=False,
+        enable_auto_offset_store=False,
+        **overrides,
     )
+    config.update(consumer_settings(opts.max_record_bytes, config))
+    return Consumer(with_client_log(config))
 
 
 def checked_watermarks(
@@ -131,7 +131,8 @@ def read_offset_range(opts: SourceOptions, first: int, end: int) -> Iterator[tup
             start = checked_start(probe, opts, first)
         finally:
             probe.close()
-        for msg in iter_range(consumer, topic, partition, start, end, idle_timeout=opts.poll_timeout_s):
+        for msg in iter_range(consumer, topic, partition, start, end, idle_timeout=opts.poll_timeout_s,
+                              check=lambda msg: check_message(msg, opts.max_record_bytes)):
             yield _row(msg)
     finally:
         consumer.close()
@@ -301,6 +302,8 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
         With nothing readable, waits up to `wait_s` for the first record; then takes only what
         the consumer already holds, so a busy partition still gives bounded batches. Under
         Trigger.AvailableNow it reads on until `cap`: everything committed when the trigger began.
+        A record over the record limit ends the read before it, and raises OversizedRecordError
+        when the read begins at it: the records before it are applied, it and those after it never.
         """
         topic, partition = self.opts.topic, self.opts.partition
         must_reach = cap if self._target is not None else None
@@ -318,8 +321,10 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
                 first = consumer.poll(wait)
                 fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
             before = end
+            stop_at: int | None = None  # a refused record's offset: the read ends before it
             for i, msg in enumerate(fetched):
-                if not is_data(msg, topic, partition, end):
+                refused = message_refusal(msg, self.opts.max_record_bytes)
+                if refused is None and not is_data(msg, topic, partition, end):
                     continue
                 offset = int(msg.offset() or 0)
                 if offset < end:
@@ -327,10 +332,16 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
                 if cap is not None and offset >= cap:
                     self._ahead = fetched[i:]
                     break
+                if refused is not None:
+                    if end == begin:
+                        raise refused
+                    self._ahead, stop_at = fetched[i:], offset  # the next read begins at it, and raises
+                    break
                 rows.append(_row(msg))
                 end = offset + 1
             if self._ahead:
-                end = cap if cap is not None else end  # nothing readable lies between
+                # nothing readable lies between
+                end = stop_at if stop_at is not None else cap if cap is not None else end
                 break
             # offsets the consumer passed without a record (markers, aborted records) count as read
             position = consumer.position([TopicPartition(topic, partition)])[0].offset

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamer.errors import ConfigError, DataLossError
+from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES, check_limit
 from streamer.kafka.settings import client_config
 
 STARTING = ("earliest", "latest")
@@ -32,6 +33,8 @@ class SourceOptions:
     poll_timeout_s: float = 120.0
     reader: str = "task"
     wait_s: float = 0.0  # driver reader: how long a trigger with nothing to read waits for records
+    # a larger record (key and value, decompressed) is refused where read (streamer.kafka.record_limit)
+    max_record_bytes: int = DEFAULT_TARGET_MAX_RECORD_BYTES
 
 
 def _bool(name: str, value: str) -> bool:
@@ -80,7 +83,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         raise ConfigError(f"option reader must be one of {', '.join(READERS)}, got {reader!r}")
     known = {
         "partition", "maxeventspertrigger", "startingoffsets", "failondataloss", "polltimeoutms", "path",
-        "reader", "waitms",
+        "reader", "waitms", "maxrecordbytes",
     }
     unknown = sorted(key for key in opts if key not in known and not key.startswith("kafka."))
     if unknown:
@@ -95,6 +98,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         poll_timeout_s=_positive_int("pollTimeoutMs", opts.get("polltimeoutms", "120000")) / 1000,
         reader=reader,
         wait_s=_non_negative_int("waitMs", opts.get("waitms", "0")) / 1000,
+        max_record_bytes=check_limit(
+            _positive_int("maxRecordBytes", opts.get("maxrecordbytes", str(DEFAULT_TARGET_MAX_RECORD_BYTES)))
+        ),
     )
 
 

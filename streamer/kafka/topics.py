@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -216,6 +216,7 @@ def iter_range(
     poll: float = 0.05,
     idle_timeout: float = 30.0,
     clip: bool = True,
+    check: Callable[[Message], None] | None = None,
 ) -> Iterator[Message]:
     """Data messages with start <= offset < end, read with explicit assignment, in offset order.
 
@@ -224,13 +225,17 @@ def iter_range(
     small range fast (a long consume timeout would be paid on every call). Offsets that vanished
     under the reader (retention, a recreated topic) raise DataLossError when the consumer's
     `auto.offset.reset` is `error`. With clip=False, records past `end` that arrive in the same
-    fetches are yielded too (for callers that want the true tail; see `probe_end`).
+    fetches are yielded too (for callers that want the true tail; see `probe_end`). `check` sees
+    every message (consumer errors too) before anything else, and raises to refuse one
+    (`record_limit.check_message`).
     """
     consumer.assign([TopicPartition(topic, partition, start)])
     position = start
     last_progress = time.monotonic()
     while position < end:
         for msg in consumer.consume(batch, poll):
+            if check is not None:
+                check(msg)
             if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
                 continue
             if not clip or int(msg.offset() or 0) < end:

@@ -13,6 +13,7 @@ import click
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
+from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES, MIN_TARGET_MAX_RECORD_BYTES
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
 from streamer.target.state.dir_option import DEFAULT_HELP, state_dir_option
@@ -113,6 +114,15 @@ def target() -> None:
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="Rename a source database; repeatable.")
 @click.option("--allow-existing-db", is_flag=True, help="Apply into databases not created by streamer.")
 @click.option("--max-events-per-trigger", default=5000, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--max-record-bytes",
+    default=DEFAULT_TARGET_MAX_RECORD_BYTES,
+    show_default=True,
+    type=click.IntRange(min=MIN_TARGET_MAX_RECORD_BYTES),
+    help="Largest record (key and value, decompressed) the job reads; keep it at least the agent's "
+    "--max-record-bytes. A larger one stops the stream at its offset before it is decoded. Sets the "
+    "consumers' receive.message.max.bytes, where librdkafka stops decompressing a zstd batch.",
+)
 @click.option(
     "--trigger-seconds",
     default=0.5,
@@ -290,6 +300,7 @@ def run_settings(options: Mapping[str, Any]) -> TargetSettings:
         db_map=_pairs(o["db_map"], "--db-map", ":"),
         allow_existing_db=o["allow_existing_db"],
         max_events_per_trigger=o["max_events_per_trigger"],
+        max_record_bytes=o["max_record_bytes"],
         trigger_seconds=o["trigger_seconds"],
         kafka_reader=o["kafka_reader"],
         copy_workers=o["copy_workers"],

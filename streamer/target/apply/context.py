@@ -35,6 +35,7 @@ from streamer.metastore.catalog import (
     Catalog,
 )
 from streamer.target import db_map as names
+from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
 from streamer.target.apply.sources import SourceRules
@@ -156,6 +157,8 @@ class ApplyContext:
         # what may be read (streamer.target.apply.sources): every copy of every handler checks it
         self.sources = sources or copier.sources or SourceRules()
         copier.sources = self.sources
+        # who owns each external directory (streamer.target.apply.external_owners)
+        self.owners = ExternalOwners(paths, source_id)
 
     def target_db(self, source_db: str) -> str:
         return names.target_name(self.db_map, source_db)
@@ -222,6 +225,8 @@ class ApplyContext:
         """The snapshot with the target's db name, derived location and our source marker."""
         renamed = dataclasses.replace(snap, db=self.target_db(snap.db), name=snap.name.lower())
         location = self.paths.table_target(renamed)
+        if location is not None and renamed.table_type in EXTERNAL_TYPES:
+            self.claim_external(snap.sd.location or "", location, renamed.qualified_name)
         return dataclasses.replace(
             renamed,
             sd=dataclasses.replace(snap.sd, location=location),
@@ -245,7 +250,9 @@ class ApplyContext:
         keys = [c.name for c in table.partition_keys]
         if table.table_type in EXTERNAL_TYPES:
             if p.sd.location:
-                return self.paths.external_location(p.sd.location, f"{table.qualified_name}")
+                target = self.paths.external_location(p.sd.location, f"{table.qualified_name}")
+                self.claim_external(p.sd.location, target, table.qualified_name)
+                return target
             base = table.sd.location or ""
             return self.paths.ensure_inside(base.rstrip("/") + "/" + partition_name(keys, p.values))
         return self.paths.partition_location(table.db, table.name, keys, p.values)
@@ -259,6 +266,18 @@ class ApplyContext:
             table=table.name,
             sd=dataclasses.replace(p.sd, location=self.partition_dir(table, source, p)),
         )
+
+    def claim_external(self, source_location: str, target_dir: str, table: str) -> None:
+        """Place ``table`` (target ``db.table``) in external directory ``target_dir`` only when no
+        other source owns it, one holding it or one inside it, and its source location is one the
+        operator allows (``external_owners``)."""
+        check_location(source_location, self.sources.prefix_roots, table)
+        self.owners.claim(target_dir, table, self._owner_exists)
+
+    def _owner_exists(self, owner: Owner) -> bool:
+        db, _, name = owner.table.partition(".")
+        table = self.catalog.get_table(db, name)
+        return table is not None and table.parameters.get(REPL_SOURCE_PARAM) == owner.source_id
 
     def copy(
         self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,

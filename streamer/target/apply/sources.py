@@ -154,6 +154,11 @@ class SourceRules:
                 event_id=event_id, obj=ref.uri,
             )
 
+    @property
+    def prefix_roots(self) -> tuple[Root, ...]:
+        """The declared ``--source-prefix``es, parsed."""
+        return self._prefixes
+
     def check_sync_dir(
         self, source_dir: str, database: str | None, *, event_id: int | None = None, obj: str | None = None
     ) -> None:

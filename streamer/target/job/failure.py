@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from streamer.errors import DataLossError, StreamerError
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.record_limit import OversizedRecordError
 
 
 class Outcome(enum.Enum):
@@ -70,6 +71,9 @@ def failure_error(failure: str, recheck: Recheck, where: str) -> StreamerError:
     resume = "restarting the job resumes from its checkpoint, where the source checks the topic again"
     if recheck.outcome is Outcome.LOST:
         return DataLossError(f"{recheck.detail} (the query failed with: {first_line(failure)})")
+    oversized = OversizedRecordError.from_failure(failure)
+    if oversized is not None:  # the source refused a record: the stream stops at it
+        return oversized
     if not says_data_loss(failure):
         return StreamerError(f"target query failed: {failure}")
     if recheck.outcome is Outcome.UNREACHABLE:

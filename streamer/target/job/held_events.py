@@ -69,20 +69,22 @@ def kafka_replay(settings: TargetSettings) -> Replay:
         from confluent_kafka import Consumer
 
         from streamer.kafka.client_log import with_client_log
+        from streamer.kafka.record_limit import check_message, consumer_settings
         from streamer.kafka.topics import iter_range
 
-        consumer = Consumer(with_client_log(
-            {
-                "bootstrap.servers": settings.bootstrap_servers,
-                "group.id": f"streamer-replay-{settings.source_id}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "error",
-                **settings.kafka_settings,
-            })
-        )
+        limit = settings.max_record_bytes
+        config = {
+            "bootstrap.servers": settings.bootstrap_servers,
+            "group.id": f"streamer-replay-{settings.source_id}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "error",
+            **settings.kafka_settings,
+        }
+        consumer = Consumer(with_client_log({**config, **consumer_settings(limit, config)}))
         try:
-            for msg in iter_range(consumer, settings.topic, 0, start, end):
+            for msg in iter_range(consumer, settings.topic, 0, start, end,
+                                  check=lambda msg: check_message(msg, limit)):
                 yield int(msg.offset() or 0), bytes(msg.value() or b"")
         finally:
             consumer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES
 from streamer.metastore.transport import HmsAuth
 from streamer.target.apply.sources import SourceRules
 
@@ -26,6 +27,8 @@ class TargetSettings:
     db_map: Mapping[str, str] = field(default_factory=dict)
     allow_existing_db: bool = False
     max_events_per_trigger: int = 5000
+    # a larger record stops the stream before it is decoded (streamer.kafka.record_limit)
+    max_record_bytes: int = DEFAULT_TARGET_MAX_RECORD_BYTES
     trigger_seconds: float = 0.5
     kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
     copy_workers: int = 8

@@ -312,6 +312,7 @@ def start_query(
         .option("topic", settings.topic)
         .option("startingOffsets", "earliest")
         .option("maxEventsPerTrigger", str(settings.max_events_per_trigger))
+        .option("maxRecordBytes", str(settings.max_record_bytes))
         .option("reader", settings.kafka_reader)
         .option("waitMs", str(round(settings.trigger_seconds * 1000)))
     )
@@ -556,13 +557,15 @@ def _recheck(settings: TargetSettings, partition: int, start: int) -> Recheck:
 
     from streamer.kafka.client_log import with_client_log
     from streamer.kafka.errors import KafkaClientError
+    from streamer.kafka.record_limit import consumer_settings
     from streamer.kafka.spark_source import checked_watermarks
     from streamer.kafka.spark_source_options import check_start
 
-    consumer = Consumer(with_client_log({
+    config = {
         "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
         "enable.auto.commit": False, **settings.kafka_settings,
-    }))
+    }
+    consumer = Consumer(with_client_log({**config, **consumer_settings(settings.max_record_bytes, config)}))
     try:
         marks = checked_watermarks(consumer, settings.topic, partition, start, RECHECK_UNREACHABLE_S)
         check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
