@@ -38,6 +38,8 @@ DEFAULT_TARGET_MAX_RECORD_BYTES = DEFAULT_MAX_RECORD_BYTES
 #: librdkafka refuses a consumer whose fetch.max.bytes is below message.max.bytes (1,000,000): the
 #: fetch size follows the limit when it is below librdkafka's default, so the limit cannot go lower.
 MIN_TARGET_MAX_RECORD_BYTES = 1 << 20
+#: librdkafka's ceiling for receive.message.max.bytes, less the batch around one record
+MAX_TARGET_MAX_RECORD_BYTES = LIBRDKAFKA_MAX_BYTES - 64 * 1024
 # librdkafka's consumer defaults that decide its effective fetch.max.bytes (rdkafka_conf.c)
 _FETCH_MAX_BYTES = 52_428_800
 _QUEUED_MAX_KBYTES = 65_536
@@ -47,10 +49,9 @@ _FRAMING = 512  # librdkafka: receive.message.max.bytes >= fetch.max.bytes + 512
 
 def check_limit(limit: int) -> int:
     """``limit`` if consumers can be configured with it, else ``ConfigError`` naming the range."""
-    top = LIBRDKAFKA_MAX_BYTES - (batch_bytes(MIN_TARGET_MAX_RECORD_BYTES) - MIN_TARGET_MAX_RECORD_BYTES)
-    if not MIN_TARGET_MAX_RECORD_BYTES <= limit <= top:
-        raise ConfigError(f"--max-record-bytes must be between {MIN_TARGET_MAX_RECORD_BYTES} and {top}, "
-                          f"got {limit}")
+    if not MIN_TARGET_MAX_RECORD_BYTES <= limit <= MAX_TARGET_MAX_RECORD_BYTES:
+        raise ConfigError(f"--max-record-bytes must be between {MIN_TARGET_MAX_RECORD_BYTES} and "
+                          f"{MAX_TARGET_MAX_RECORD_BYTES}, got {limit}")
     return limit
 
 

@@ -13,7 +13,11 @@ import click
 from streamer.errors import ConfigError
 from streamer.fs_options import fs_options
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
-from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES, MIN_TARGET_MAX_RECORD_BYTES
+from streamer.kafka.record_limit import (
+    DEFAULT_TARGET_MAX_RECORD_BYTES,
+    MAX_TARGET_MAX_RECORD_BYTES,
+    MIN_TARGET_MAX_RECORD_BYTES,
+)
 from streamer.metastore.auth_options import auth_from_options, hms_auth_options
 from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
 from streamer.target.state.dir_option import DEFAULT_HELP, state_dir_option
@@ -118,7 +122,7 @@ def target() -> None:
     "--max-record-bytes",
     default=DEFAULT_TARGET_MAX_RECORD_BYTES,
     show_default=True,
-    type=click.IntRange(min=MIN_TARGET_MAX_RECORD_BYTES),
+    type=click.IntRange(MIN_TARGET_MAX_RECORD_BYTES, MAX_TARGET_MAX_RECORD_BYTES),
     help="Largest record (key and value, decompressed) the job reads; keep it at least the agent's "
     "--max-record-bytes. A larger one stops the stream at its offset before it is decoded. Sets the "
     "consumers' receive.message.max.bytes, where librdkafka stops decompressing a zstd batch.",
