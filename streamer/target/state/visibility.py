@@ -41,6 +41,13 @@ _HIVE_TO_TARGET = {"transactional": ACID_PARAM, "transactional_properties": ACID
 FORMAT_VERSION = 1
 MAX_FINISHED_TXNS = 1000
 """Finished transactions remembered per source (replays older than that are filtered by progress)."""
+MAX_OPEN_TXNS = 10_000
+"""Open transactions remembered per source; past it the oldest (lowest source id) are forgotten.
+Forgetting one loses nothing: its COMMIT_TXN carries its writes and commits them unknown, its
+ABORT_TXN of an unknown transaction has nothing to drop; only its ACID_WRITE byte count (the
+aborted-bytes metric) goes. Without it, a record opening transactions that never finish would grow
+the file every later transaction event reads without end (Hive itself refuses past
+``hive.max.open.txns``, 100,000, and aborts idle ones after ``hive.txn.timeout``)."""
 
 
 class AcidStateError(StreamerError):
@@ -157,10 +164,15 @@ class Visibility:
         """Map each source txn to the next target id; an already-mapped txn keeps its mapping."""
         known = dict(self.txns.get(source, {}))
         next_txn = self.next_txn
+        now = set()
         for txn_id in txn_ids:
+            now.add(txn_id)
             if txn_id not in known:
                 known[txn_id] = Txn(next_txn)
                 next_txn += 1
+        older = sorted(s for s, t in known.items() if t.state is TxnState.OPEN and s not in now)
+        for txn_id in older[: max(0, len(older) + len(now) - MAX_OPEN_TXNS)]:  # MAX_OPEN_TXNS
+            del known[txn_id]
         return self._with_txns(source, known, next_txn)
 
     def committed(self, source: str, txn_id: int, writes: Mapping[str, Iterable[int]]) -> Visibility:

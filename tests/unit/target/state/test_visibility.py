@@ -17,6 +17,7 @@ from streamer.target.state.visibility import (
     ACID_PROPERTIES_PARAM,
     LEGACY_VISIBILITY_PATH,
     MAX_FINISHED_TXNS,
+    MAX_OPEN_TXNS,
     VISIBILITY_DIR,
     AcidStateError,
     TxnState,
@@ -83,6 +84,20 @@ def test_finished_txns_are_pruned_but_open_ones_kept() -> None:
     assert len(state.txns["s"]) == MAX_FINISHED_TXNS + 1
     assert state.txn("s", 0) is not None and state.txn("s", 1) is None
     assert state.write_ids("a.t") == list(range(1, MAX_FINISHED_TXNS + 11))
+
+
+def test_open_txns_are_bounded_per_source_and_a_forgotten_one_still_commits() -> None:
+    """Issue 38 item 7: OPEN_TXNs that never finish no longer grow the file without end; the oldest
+    are forgotten, and a forgotten transaction's COMMIT still makes its writes visible."""
+    state = Visibility().opened("other", [1, 2])
+    for first in range(0, MAX_OPEN_TXNS + 2_000, 1_000):
+        state = state.opened("s", range(first, first + 1_000))
+    assert state.open_count() == MAX_OPEN_TXNS + 2  # this source's bound, the other's two kept
+    assert state.txn("s", 0) is None and state.txn("s", MAX_OPEN_TXNS + 1_999) is not None
+    assert state.txn("other", 1) is not None
+    state = state.committed("s", 0, {"a.t": [7]}).aborted("s", 1)
+    assert state.write_ids("a.t") == [7]
+    assert len(json.dumps(state.to_json())) < 2_000_000
 
 
 def test_table_rename_and_reset() -> None:
