@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.group_commit import GroupCommitter
 from streamer.kafka.record_limit import check_message, consumer_settings, message_refusal
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.spark_source_options import (
@@ -158,6 +159,8 @@ class _DriverClients:
         # Driver-side consumers, created on first use: "all" sees every record (data-loss checks),
         # "committed" sees what read_committed readers will (batch ends).
         self._clients: dict[str, Consumer] = {}
+        # the consumed offset told to a consumer group, for Kafka lag tools (streamer.kafka.group_commit)
+        self._group = GroupCommitter(opts.config, opts.commit_group, opts.topic, opts.partition)
 
     def __getstate__(self) -> dict[str, Any]:
         # Consumers stay on the driver; executors build their own in read().
@@ -197,6 +200,7 @@ class _DriverClients:
         clients, self._clients = self._clients, {}
         for consumer in clients.values():
             consumer.close()
+        self._group.close()
         _exit_if_spark_hung_up()
 
 
@@ -209,6 +213,7 @@ class KafkaStreamReader(_DriverClients, DataSourceStreamReader, SupportsTriggerA
         return ReadMaxRows(self.opts.max_events)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._group.consumed(offset_of(self.opts, start))  # the batch ending there is done
         begin = self._checked_start(offset_of(self.opts, start))
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offset_dict(self.opts, batch_end(begin, self._committed_end(), max_rows, self._target))
@@ -224,7 +229,8 @@ class KafkaStreamReader(_DriverClients, DataSourceStreamReader, SupportsTriggerA
         return read_offset_range(self.opts, partition.start, partition.end)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
+        """Offsets live in Spark's checkpoint; a consumer group only hears of them (option commitGroup)."""
+        self._group.consumed(offset_of(self.opts, end))
 
 
 class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -258,6 +264,7 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         begin = offset_of(self.opts, start)
+        self._group.consumed(begin)  # the batch ending there is done
         reading_on = begin == self._next
         if not reading_on:
             # a start, restart or replanned batch: the topic may have changed under the checkpoint
@@ -369,7 +376,8 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
         return read_offset_range(self.opts, first, last)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""
+        """Offsets live in Spark's checkpoint; a consumer group only hears of them (option commitGroup)."""
+        self._group.consumed(offset_of(self.opts, end))
 
 
 # records the driver reader drains from the consumer's queue per call (what is fetched already)

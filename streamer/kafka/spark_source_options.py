@@ -35,6 +35,7 @@ class SourceOptions:
     wait_s: float = 0.0  # driver reader: how long a trigger with nothing to read waits for records
     # a larger record (key and value, decompressed) is refused where read (streamer.kafka.record_limit)
     max_record_bytes: int = DEFAULT_TARGET_MAX_RECORD_BYTES
+    commit_group: str | None = None  # consumer group told each completed batch's end (monitoring only)
 
 
 def _bool(name: str, value: str) -> bool:
@@ -83,7 +84,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         raise ConfigError(f"option reader must be one of {', '.join(READERS)}, got {reader!r}")
     known = {
         "partition", "maxeventspertrigger", "startingoffsets", "failondataloss", "polltimeoutms", "path",
-        "reader", "waitms", "maxrecordbytes",
+        "reader", "waitms", "commitgroup", "maxrecordbytes",
     }
     unknown = sorted(key for key in opts if key not in known and not key.startswith("kafka."))
     if unknown:
@@ -101,6 +102,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         max_record_bytes=check_limit(
             _positive_int("maxRecordBytes", opts.get("maxrecordbytes", str(DEFAULT_TARGET_MAX_RECORD_BYTES)))
         ),
+        commit_group=opts.get("commitgroup", "").strip() or None,
     )
 
 

@@ -143,6 +143,14 @@ def target() -> None:
     help="driver: one long-lived consumer reads on the driver while Spark plans (no read task per "
     "micro-batch; lowest lag). task: a Spark task reads each micro-batch with new consumers.",
 )
+@click.option(
+    "--consumer-group",
+    default=None,
+    help="Kafka consumer group the job commits each applied micro-batch's offset to, so that Kafka lag "
+    "tools see this target, stopped or running (never read back: the checkpoint positions the job); "
+    "'' for none [default: streamer-target-<source-id>-<metastore host>-<hash of --hms-uri and "
+    "--state-dir>].",
+)
 @click.option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--consistency",
@@ -307,6 +315,7 @@ def run_settings(options: Mapping[str, Any]) -> TargetSettings:
         max_record_bytes=o["max_record_bytes"],
         trigger_seconds=o["trigger_seconds"],
         kafka_reader=o["kafka_reader"],
+        consumer_group=o["consumer_group"],
         copy_workers=o["copy_workers"],
         consistency=o["consistency"],
         apply_lanes=o["apply_lanes"],

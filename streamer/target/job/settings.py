@@ -31,6 +31,9 @@ class TargetSettings:
     max_record_bytes: int = DEFAULT_TARGET_MAX_RECORD_BYTES
     trigger_seconds: float = 0.5
     kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
+    # consumer group told the consumed offset, for Kafka lag tools only (streamer.kafka.group_commit):
+    # None = streamer.kafka.naming.target_group, "" = none
+    consumer_group: str | None = None
     copy_workers: int = 8
     external_sync_seconds: float = 0.0  # 0 = off; see streamer.target.job.external_sync
     external_source_prefix: str = "file://"

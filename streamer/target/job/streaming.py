@@ -298,6 +298,15 @@ def spark_session(
     return spark
 
 
+def consumer_group(settings: TargetSettings) -> str:
+    """The consumer group the job commits its consumed offset to, for Kafka lag tools ("": none)."""
+    from streamer.kafka.naming import target_group
+
+    if settings.consumer_group is not None:
+        return settings.consumer_group
+    return target_group(settings.source_id, settings.hms_uri, os.path.abspath(settings.state_dir))
+
+
 def start_query(
     spark: SparkSession, settings: TargetSettings, batch_applier: BatchApplier
 ) -> StreamingQuery:
@@ -315,6 +324,7 @@ def start_query(
         .option("maxRecordBytes", str(settings.max_record_bytes))
         .option("reader", settings.kafka_reader)
         .option("waitMs", str(round(settings.trigger_seconds * 1000)))
+        .option("commitGroup", consumer_group(settings))
     )
     for key, value in settings.kafka_settings.items():
         reader = reader.option(f"kafka.{key}", value)
@@ -440,6 +450,9 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     query = start_query(spark, settings, batch_applier)
     log.info("target job started: topic %s -> %s, consistency %s", settings.topic, settings.hms_uri,
              settings.consistency)
+    if consumer_group(settings):
+        log.info("consumer group %s hears of each applied micro-batch's offset (Kafka lag tools only)",
+                 consumer_group(settings))
     external_sync = start_background(settings, batch_applier.lock)
     verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
     stopped = "stopped"

@@ -37,6 +37,16 @@ from streamer.kafka.spark_source_options import (
             {"starting": "latest", "fail_on_data_loss": False},
             id="source-options-case-insensitive",
         ),
+        pytest.param(
+            {"bootstrap.servers": "h:1", "topic": "t", "commitGroup": " streamer-target-s-h-1 "},
+            {"commit_group": "streamer-target-s-h-1"},
+            id="commit-group",
+        ),
+        pytest.param(
+            {"bootstrap.servers": "h:1", "topic": "t", "commitGroup": ""},
+            {"commit_group": None},
+            id="empty-commit-group-commits-nothing",
+        ),
     ],
 )
 def test_parse_options(options: dict[str, str], expected: dict[str, object]) -> None:
