@@ -7,10 +7,13 @@ target bounds the decompressed size itself, in two places:
 - librdkafka decompresses each record batch whole, in its own threads, before the application sees
   any record of it. For zstd it stops at ``receive.message.max.bytes`` (the batch fails with
   ``_BAD_COMPRESSION`` and nothing is delivered), so every consumer the target makes gets that
-  setting from the limit (:func:`consumer_settings`): what the agent's producer may put in one batch
-  (``record_size.producer_settings``) decompresses, nothing larger. For gzip, lz4 and snappy
-  librdkafka has no such bound (it decompresses whatever the batch holds); the agent never uses them
-  by default (``--compression zstd``).
+  setting from the limit (:func:`consumer_settings`). librdkafka (2.16 here) grows its zstd buffer
+  threefold per attempt and gives up at the first size past the setting, so a batch a third of it
+  can already fail (confluentinc/librdkafka#5260, measured: a 1 MB record under a 2.1 MB setting);
+  the setting is three times the largest batch the agent's producer sends with the same limit
+  (``record_size.producer_settings``), so every such batch decompresses and none grows past it. For
+  gzip, lz4 and snappy librdkafka has no bound at all (it decompresses whatever the batch holds); the
+  agent never uses them by default (``--compression zstd``).
 - Every record the target reads is checked (:func:`check_message`) before it becomes a Spark row or
   is decoded: a key and value over the limit, or a zstd batch librdkafka refused, is an
   :class:`OversizedRecordError` naming the topic, partition, offset and size.
@@ -27,7 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamer.errors import ConfigError, StreamerError
-from streamer.kafka.record_size import DEFAULT_MAX_RECORD_BYTES, LIBRDKAFKA_MAX_BYTES, producer_settings
+from streamer.kafka.record_size import DEFAULT_MAX_RECORD_BYTES, producer_settings
 
 if TYPE_CHECKING:  # no Kafka client import: the target's command module reads the default
     from confluent_kafka import Message
@@ -38,8 +41,10 @@ DEFAULT_TARGET_MAX_RECORD_BYTES = DEFAULT_MAX_RECORD_BYTES
 #: librdkafka refuses a consumer whose fetch.max.bytes is below message.max.bytes (1,000,000): the
 #: fetch size follows the limit when it is below librdkafka's default, so the limit cannot go lower.
 MIN_TARGET_MAX_RECORD_BYTES = 1 << 20
-#: librdkafka's ceiling for receive.message.max.bytes, less the batch around one record
-MAX_TARGET_MAX_RECORD_BYTES = LIBRDKAFKA_MAX_BYTES - 64 * 1024
+#: librdkafka's zstd buffer grows threefold per attempt (see the module's docstring)
+ZSTD_GROWTH = 3
+#: receive.message.max.bytes may not exceed 2^31-1 (librdkafka), and is ZSTD_GROWTH batches
+MAX_TARGET_MAX_RECORD_BYTES = (2**31 - 1) // ZSTD_GROWTH - 64 * 1024
 # librdkafka's consumer defaults that decide its effective fetch.max.bytes (rdkafka_conf.c)
 _FETCH_MAX_BYTES = 52_428_800
 _QUEUED_MAX_KBYTES = 65_536
@@ -61,6 +66,12 @@ def batch_bytes(limit: int) -> int:
     return int(producer_settings(limit, "zstd")["message.max.bytes"])
 
 
+def receive_bytes(limit: int) -> int:
+    """``receive.message.max.bytes`` for ``limit``: where librdkafka stops decompressing a zstd batch,
+    past every size it may try for a batch of ``batch_bytes(limit)``."""
+    return ZSTD_GROWTH * batch_bytes(limit)
+
+
 def consumer_settings(limit: int, config: Mapping[str, Any]) -> dict[str, Any]:
     """librdkafka consumer properties bounding decompression by ``limit``, to merge over ``config``
     (the consumer's own settings: a ``receive.message.max.bytes`` there is replaced).
@@ -69,7 +80,7 @@ def consumer_settings(limit: int, config: Mapping[str, Any]) -> dict[str, Any]:
     librdkafka requires it to exceed ``fetch.max.bytes`` by 512 bytes, so ``fetch.max.bytes`` is
     lowered to ``limit`` where its effective value (the one set, or librdkafka's default) is larger.
     """
-    receive = batch_bytes(check_limit(limit))
+    receive = receive_bytes(check_limit(limit))
     out: dict[str, Any] = {"receive.message.max.bytes": receive}
     if _effective_fetch_max(config) + _FRAMING > receive:
         out["fetch.max.bytes"] = limit
@@ -88,7 +99,8 @@ def _effective_fetch_max(config: Mapping[str, Any]) -> int:
 class OversizedRecordError(StreamerError):
     """A record over the target's ``--max-record-bytes``: refused before it is decoded, so the
     stream stops at it. ``size`` is its key and value decompressed; None when librdkafka stopped
-    decompressing its zstd batch at ``batch_bytes(limit)`` (``compressed``: the batch's size then)."""
+    decompressing its zstd batch at ``receive_bytes(limit)`` (``compressed``: the batch's size then):
+    it is then over ``batch_bytes(limit)``, the largest size librdkafka's last attempt is sure of."""
 
     def __init__(
         self, topic: str, partition: int, offset: int, size: int | None, limit: int,
@@ -102,13 +114,14 @@ class OversizedRecordError(StreamerError):
         self.compressed = compressed
         where = f"record too large: topic {topic!r} partition {partition} offset {offset}"
         if size is not None:
-            what = f"holds {size:,} bytes (key and value, decompressed)"
+            what = f"it holds {size:,} bytes (key and value, decompressed)"
         else:
             packed = f" of {compressed:,} bytes" if compressed is not None else ""
             what = (f"its zstd record batch{packed} decompresses to more than {batch_bytes(limit):,} bytes "
-                    "(librdkafka stops there, at receive.message.max.bytes; a corrupt batch fails alike)")
+                    f"(librdkafka stopped at receive.message.max.bytes {receive_bytes(limit):,}; a corrupt "
+                    "batch fails alike)")
         super().__init__(
-            f"{where} {what}, over --max-record-bytes {limit:,}: refused before it is decoded. The "
+            f"{where}: {what}, over --max-record-bytes {limit:,}: refused before it is decoded. The "
             "target stops at this record; nothing at or after it is applied. If the agent published it "
             "(its --max-record-bytes is larger), raise the target's to the agent's and start the job "
             "again; else the topic holds a record no agent wrote (docs/security.md)"
@@ -130,7 +143,7 @@ class OversizedRecordError(StreamerError):
 
 _IN_FAILURE = re.compile(
     r"OversizedRecordError: record too large: topic '(?P<topic>[^']*)' partition (?P<partition>\d+) "
-    r"offset (?P<offset>\d+) (?:holds (?P<size>[\d,]+) bytes|its zstd record batch"
+    r"offset (?P<offset>\d+): (?:it holds (?P<size>[\d,]+) bytes|its zstd record batch"
     r"(?: of (?P<compressed>[\d,]+) bytes)?).*?over --max-record-bytes (?P<limit>[\d,]+)"
 )
 

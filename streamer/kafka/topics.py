@@ -226,15 +226,15 @@ def iter_range(
     under the reader (retention, a recreated topic) raise DataLossError when the consumer's
     `auto.offset.reset` is `error`. With clip=False, records past `end` that arrive in the same
     fetches are yielded too (for callers that want the true tail; see `probe_end`). `check` sees
-    every message (consumer errors too) before anything else, and raises to refuse one
-    (`record_limit.check_message`).
+    every message it could yield (consumer errors too) before anything else, and raises to refuse
+    one (`record_limit.check_message`).
     """
     consumer.assign([TopicPartition(topic, partition, start)])
     position = start
     last_progress = time.monotonic()
     while position < end:
         for msg in consumer.consume(batch, poll):
-            if check is not None:
+            if check is not None and (not clip or int(msg.offset() or 0) < end):
                 check(msg)
             if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
                 continue
