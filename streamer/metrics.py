@@ -4,6 +4,11 @@ Names follow Prometheus rules (``_total``, ``_seconds``, ``_bytes``); labels are
 and event type, never table names or ids. A ``db`` label is always a *target* database name (the
 name under ``--db-map``); events that belong to no database (transactions) have no per-database
 series. ``forget_database`` removes a dropped database's series.
+
+Series an alert counts from are there at 0 from the start (``increase()`` sees nothing of a series
+whose first sample is already 1): the agent's errors of every known kind, and a target's halt flag of
+every database it reports a position for. Both roles also export ``streamer_build_info`` and the
+process collector's ``process_*`` families.
 """
 
 from __future__ import annotations
@@ -11,19 +16,20 @@ from __future__ import annotations
 import base64
 import hmac
 import logging
+import platform
 import ssl
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from streamer.errors import ConfigError
 
@@ -45,14 +51,50 @@ TARGET_REGISTRY = REGISTRIES[Role.TARGET]
 
 
 class _Union:
-    """Every role's families, for code and tests that read a value whatever the role (``REGISTRY``)."""
+    """Every role's families, for code and tests that read a value whatever the role (``REGISTRY``);
+    a family every role exports (build info, process) once."""
 
     def __init__(self, *registries: CollectorRegistry) -> None:
         self._registries = registries
 
     def collect(self) -> Iterator[Metric]:
+        seen: set[str] = set()
         for registry in self._registries:
-            yield from registry.collect()
+            for family in registry.collect():
+                if family.name not in seen:
+                    seen.add(family.name)
+                    yield family
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("streamer")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class _BuildInfo:
+    """``streamer_build_info{version, python} 1``: which release and interpreter a process runs
+    (join it on ``job, instance`` to label other series; a rollout shows as the version changing)."""
+
+    def __init__(self) -> None:
+        self.labels = {"version": _version(), "python": platform.python_version()}
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "streamer_build_info", "Version of streamer and of Python this process runs",
+            labels=list(self.labels),
+        )
+        family.add_metric(list(self.labels.values()), 1)
+        yield family
+
+
+BUILD_INFO = _BuildInfo()
+for _registry in REGISTRIES.values():  # each role's page has them: a process without its role's
+    _registry.register(BUILD_INFO)      # families (a target before its first batch) still tells what it is
+    ProcessCollector(registry=_registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
 
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -101,6 +143,10 @@ SOURCE_PUBLISH_SECONDS = Histogram(
 SOURCE_ERRORS = Counter(
     "streamer_source_errors_total", "Errors seen by the agent, by kind", ["kind"], registry=SOURCE_REGISTRY
 )
+# every kind the agent counts (streamer.source.agent, prepare.failure_kind): each series from 0
+SOURCE_ERROR_KINDS = ("kafka", "commit", "decode", "record_too_large")
+for _kind in SOURCE_ERROR_KINDS:
+    SOURCE_ERRORS.labels(kind=_kind)
 
 # --- target job ---
 TARGET_LAST_APPLIED = Gauge(
@@ -169,7 +215,25 @@ TARGET_NONATOMIC_PUBLISHES = Counter(
     "INSERTs published file by file into a listed directory (readers may see part of one)",
     ["db"], registry=TARGET_REGISTRY,
 )
-TARGET_HALTED = Gauge(
+
+
+class _PerPositionGauge(Gauge):
+    """A per-database gauge with a series (0 until set) for every database that has a
+    ``streamer_target_last_applied_event_id`` series: the halt flag is there from the job's start."""
+
+    def collect(self) -> Iterable[Metric]:
+        if self._is_parent():
+            for db in _positioned_databases():
+                self.labels(db=db)
+        return super().collect()
+
+
+def _positioned_databases() -> list[str]:
+    with TARGET_LAST_APPLIED._lock:
+        return [key[0] for key in TARGET_LAST_APPLIED._metrics if not is_dropped(key[0])]
+
+
+TARGET_HALTED = _PerPositionGauge(
     "streamer_target_halted", "1 while a database is halted on an event", ["db"], registry=TARGET_REGISTRY
 )
 TARGET_DATA_LOSS = Gauge(

@@ -5,7 +5,13 @@ Runs the real applier on the in-memory catalog and real temp dirs; reads values 
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import itertools
+import platform
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -60,10 +66,17 @@ def _run(applier: Applier, state: TargetState, events: list[Event]) -> None:
     run_plan(applier, plan(events, applier.load_progress(), state.halts()), state)
 
 
+def _common(name: str) -> bool:
+    """Families every role exports: what the process is, not what it does."""
+    return name == "streamer_build_info" or name.startswith("process_")
+
+
 def test_each_role_registry_holds_only_its_own_families() -> None:
     source, target = _families(metrics.SOURCE_REGISTRY), _families(metrics.TARGET_REGISTRY)
-    assert source and all(name.startswith("streamer_source_") for name in source)
-    assert target and all(name.startswith(("streamer_target_", "streamer_verify_")) for name in target)
+    assert source and all(name.startswith("streamer_source_") or _common(name) for name in source)
+    assert target and all(name.startswith(("streamer_target_", "streamer_verify_")) or _common(name)
+                          for name in target)
+    assert {name for name in source if _common(name)} == {name for name in target if _common(name)}
     assert _families(metrics.REGISTRY) == source | target
     agent_page = generate_latest(metrics.REGISTRIES[metrics.Role.SOURCE]).decode()
     assert "streamer_target_" not in agent_page and "streamer_verify_" not in agent_page
@@ -148,3 +161,72 @@ def test_forget_database_removes_exactly_that_databases_series(
     expected: set[tuple[str, str | None]] = {(names[db], kind) for db, kind in series if db != dropped}
     expected |= {(names[db], None) for db, _ in series if db != dropped}
     assert left == expected
+
+
+# --- what is there from the start (issue 40, SRE basics) ---
+
+_FRESH_PAGES = """
+import sys
+from prometheus_client import generate_latest
+from streamer import metrics
+role = metrics.Role(sys.argv[1])
+sys.stdout.write(generate_latest(metrics.REGISTRIES[role]).decode())
+"""
+
+
+def _fresh_page(role: metrics.Role) -> str:
+    """A role's /metrics page in a new process, before it did anything."""
+    done = subprocess.run([sys.executable, "-c", _FRESH_PAGES, role.value], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout
+
+
+def test_a_new_agent_shows_every_error_kind_at_zero() -> None:
+    page = _fresh_page(metrics.Role.SOURCE)
+    for kind in metrics.SOURCE_ERROR_KINDS:
+        assert f'streamer_source_errors_total{{kind="{kind}"}} 0.0' in page, kind
+    assert "streamer_source_gap 0.0" in page
+
+
+def test_the_error_kinds_are_every_kind_the_agent_counts() -> None:
+    """A kind counted but not listed would appear at 1, which increase() never sees."""
+    from streamer.errors import DecodeError
+    from streamer.source import agent, prepare
+    from streamer.source.errors import RecordTooLargeError
+
+    counted = set(re.findall(r'SOURCE_ERRORS\.labels\("([a-z_]+)"\)', inspect.getsource(agent)))
+    assert counted, "the agent counts no literal kind any more: update this test"
+    counted.add(prepare.failure_kind(DecodeError("x", event_id=1)))
+    counted.add(prepare.failure_kind(RecordTooLargeError(1, "INSERT", None, 2, 1)))
+    assert counted == set(metrics.SOURCE_ERROR_KINDS)
+
+
+def test_a_new_target_shows_its_failure_flags_at_zero() -> None:
+    page = _fresh_page(metrics.Role.TARGET)
+    for line in ("streamer_target_data_loss 0.0", "streamer_target_watermark_write_failures_total 0.0",
+                 "streamer_verify_failures_total 0.0"):
+        assert line in page, line
+
+
+def test_every_database_with_a_position_has_a_halt_flag_from_the_start() -> None:
+    db = _unique("positioned")
+    assert db not in _series("streamer_target_halted")
+    metrics.TARGET_LAST_APPLIED.labels(db=db).set(7)  # as load_progress sets it at start
+    assert _series("streamer_target_halted")[db] == 0
+    metrics.TARGET_HALTED.labels(db=db).set(1)
+    assert _series("streamer_target_halted")[db] == 1  # a halt is never overwritten by the 0
+    metrics.forget_database(db)
+    assert db not in _series("streamer_target_halted")
+    metrics.database_created(db)
+
+
+def test_both_roles_tell_their_build_and_process() -> None:
+    for role in metrics.Role:
+        page = _fresh_page(role)
+        version = importlib.metadata.version("streamer")
+        assert f'streamer_build_info{{python="{platform.python_version()}",version="{version}"}} 1.0' in page
+        if sys.platform.startswith("linux"):  # the process collector reads /proc
+            assert "process_resident_memory_bytes " in page and "process_cpu_seconds_total " in page
+    union = generate_latest(metrics.REGISTRY).decode()
+    assert union.count("# TYPE streamer_build_info gauge") == 1  # one family, however many roles
+    assert union.count("# TYPE process_start_time_seconds gauge") <= 1

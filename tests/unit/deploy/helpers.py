@@ -54,12 +54,13 @@ def _labels_of(family_name: str) -> tuple[str, ...]:
 
 
 def metric_names_in(expr: str) -> set[str]:
-    """Names in a PromQL expression that denote series: streamer_*, recording rules (a:b), up."""
+    """Names in a PromQL expression that denote series: streamer_*, process_* (the process collector's,
+    which streamer serves too), recording rules (a:b), up."""
     without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
     without_labels = re.sub(r"\{[^}]*\}", "", without_strings)
     without_ranges = re.sub(r"\[[^\]]*\]", "", without_labels)
     names = set(_NAME.findall(without_ranges))
-    return {n for n in names if n.startswith("streamer_") or ":" in n or n in SCRAPE_SERIES}
+    return {n for n in names if n.startswith(("streamer_", "process_")) or ":" in n or n in SCRAPE_SERIES}
 
 
 def selector_labels(expr: str) -> dict[str, set[str]]:
