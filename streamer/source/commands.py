@@ -102,8 +102,8 @@ def run(
         if notification_db
         else ThriftNotificationReader(str(hms_uri), auth=auth)
     )
-    if isinstance(reader, SqlNotificationReader):
-        reader.check()  # a missing database or one without a log fails before anything is created
+    if isinstance(reader, SqlNotificationReader | ThriftNotificationReader):
+        reader.check()  # an unreachable metastore, a missing database or log fails before anything is created
     if hms_uri:
         thrift = reader if isinstance(reader, ThriftNotificationReader) else ThriftNotificationReader(
             str(hms_uri), auth=auth)

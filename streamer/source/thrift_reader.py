@@ -14,7 +14,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from streamer.errors import ConfigError
+from streamer.errors import ConfigError, StreamerError
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
 from streamer.metastore.transport import HmsAuth, open_client
 
@@ -27,6 +27,10 @@ def parse_thrift_uri(uri: str) -> tuple[str, int]:
     if parts.scheme != "thrift" or not parts.hostname:
         raise ConfigError(f"HMS URI {uri!r}: expected thrift://host[:port]")
     return parts.hostname, parts.port or 9083
+
+
+class MetastoreUnreachableError(StreamerError):
+    """The source metastore did not answer a first read of its notification log."""
 
 
 class ThriftNotificationReader:
@@ -46,6 +50,17 @@ class ThriftNotificationReader:
         response = self._call(lambda c: c.get_next_notification(NotificationEventRequest(last_id, limit)))
         events = sorted(response.events or [], key=lambda e: e.eventId)
         return [_row(e) for e in events]
+
+    def check(self) -> None:
+        """Connect and read the log's head now: an unreachable or wrong metastore fails here in one
+        line naming the URI (call it before creating anything for the reader's sake: the topic)."""
+        try:
+            self.head_event_id()
+        except Exception as exc:  # any transport, SASL or protocol error: one line, the cause kept
+            raise MetastoreUnreachableError(
+                f"cannot read the notification log of the source metastore at {self.uri}: "
+                f"{type(exc).__name__}: {exc} (check --hms-uri and that the metastore runs)"
+            ) from exc
 
     def head_event_id(self) -> int:
         return int(self._call(lambda c: c.get_current_notificationEventId()).eventId or 0)

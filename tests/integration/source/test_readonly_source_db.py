@@ -124,3 +124,25 @@ def test_source_run_on_a_missing_sqlite_file_creates_nothing(broker: Any, tmp_pa
     assert not missing.exists()
     topics = AdminClient(broker.client_settings()).list_topics(timeout=10).topics
     assert default_topic(source_id) not in topics
+
+
+def test_source_run_on_an_unreachable_hms_uri_creates_nothing(broker: Any, tmp_path: Path) -> None:
+    """Issue 40 item 6: an unreachable --hms-uri printed a traceback after creating the topic; now
+    one line naming the URI, exit 1, and no topic."""
+    from confluent_kafka.admin import AdminClient
+
+    from streamer.kafka.naming import default_topic
+
+    streamer = shutil.which("streamer", path=str(Path(sys.executable).parent)) or "streamer"
+    source_id = f"ro-{uuid.uuid4().hex[:8]}"
+    uri = f"thrift://127.0.0.1:{_closed_port()}"
+    done = subprocess.run([streamer, "source", "run", "--source-id", source_id, "--bootstrap-servers",
+                           broker.bootstrap_servers, "--hms-uri", uri, "--once"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and uri in errors[0] and "--hms-uri" in errors[0], output
+    topics = AdminClient(broker.client_settings()).list_topics(timeout=10).topics
+    assert default_topic(source_id) not in topics
