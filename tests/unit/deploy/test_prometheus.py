@@ -119,6 +119,9 @@ ALERTED = (
     "streamer_verify_drift_objects", "streamer_verify_source_drift_objects", "streamer_verify_failures_total",
     "streamer_verify_last_run_timestamp_seconds", "streamer_target_tables_synced_by_state",
     "streamer_target_cm_fallbacks_total",
+    # issue 40: an agent cut off from Kafka, and a target that reads nothing while its topic moves on
+    "streamer_source_errors_total", "streamer_source_lag_events", "streamer_source_last_event_id",
+    "streamer_target_source_head_event_id",
 )
 
 
