@@ -178,6 +178,7 @@ def run_demo(
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
     from streamer.source.reader import SqlNotificationReader
+    from streamer.target.job.preflight import claim
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import BatchApplier, spark_session, start_query
     from streamer.warehouse.files import CHECKSUM_ALGORITHM
@@ -253,6 +254,7 @@ def run_demo(
         stack.callback(spark.stop)  # after the query: the session goes when nothing runs on it
         catalog = HmsCatalog(hms.uri)
         stack.callback(catalog.close)
+        stack.enter_context(claim(settings, catalog))  # its state dir as a job's: locked and bound
         batch_applier = BatchApplier(settings, catalog, on_applied=timeline.on_applied)
         query = start_query(spark, settings, batch_applier)
         stack.callback(query.stop)  # first: stop() returns once the query and its source have stopped

@@ -266,11 +266,11 @@ def target() -> None:
 def run_cmd(**options: Any) -> None:
     """Apply the source's events to a target metastore and filesystem, continuously."""
     from streamer import metrics
-    from streamer.kafka.reachability import check_reachable
+    from streamer.target.job.preflight import preflight
     from streamer.target.job.streaming import run
 
     settings = run_settings(options)
-    check_reachable({"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_settings})  # one line
+    preflight(settings)  # a live job, another target's state dir, Kafka, the metastore, the topic: one line
     metrics.serve(
         metrics.MetricsEndpoint(
             options["metrics_port"], options["metrics_addr"], options["metrics_tls_cert"],
@@ -344,7 +344,7 @@ def run_settings(options: Mapping[str, Any]) -> TargetSettings:
 def retry_cmd(state_dir: Path, db: str) -> None:
     """Clear a database's halt: the running job applies its held events again, from the halted one."""
     from streamer.target.state.state_file import TargetState
-    from streamer.target.state.status import source_database
+    from streamer.target.state.status import source_database, unknown_database
 
     state = TargetState(state_dir)
     try:
@@ -353,7 +353,8 @@ def retry_cmd(state_dir: Path, db: str) -> None:
         raise click.ClickException(str(exc)) from exc
     halt = state.retry(source)
     if halt is None:
-        raise click.ClickException(f"database {db!r} is not halted; {_halted(state_dir, state)}")
+        why = unknown_database(state_dir, state, db) or f"database {db!r} is not halted"
+        raise click.ClickException(f"{why}; {_halted(state_dir, state)}")
     named = db if source == db else f"{db} (source database {source})"
     click.echo(f"{named}: halt at event {halt.event_id} cleared; the job retries it on its next batch")
 
@@ -375,11 +376,15 @@ def _halted(state_dir: Path, state: Any) -> str:
 def skip_cmd(state_dir: Path, db: str, event_id: int) -> None:
     """Pass over exactly the halted event (recorded as an operator skip) and resume the database."""
     from streamer.target.state.state_file import StateError, TargetState
-    from streamer.target.state.status import source_database
+    from streamer.target.state.status import source_database, unknown_database
 
     state = TargetState(state_dir)
     try:
-        state.skip(source_database(state_dir, db, set(state.halts())), event_id)
+        source = source_database(state_dir, db, set(state.halts()))
+        if not state.is_halted(source):
+            unknown = unknown_database(state_dir, state, db)
+            raise StateError(unknown or f"database {db!r} is not halted; only a halted event can be skipped")
+        state.skip(source, event_id)
     except (StateError, ConfigError) as exc:
         raise click.ClickException(f"{exc}; {_halted(state_dir, state)}") from exc
     click.echo(f"{db}: event {event_id} skipped by the operator; the job resumes after it")
@@ -450,9 +455,12 @@ def status(
     from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.target.dr.failover import read_record
     from streamer.target.job.lanes import GUARANTEES, Consistency
+    from streamer.target.state.binding import check_command
     from streamer.target.state.status import read_mode, status_rows
 
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    bound = check_command(state_dir, source_id, topic, hms_uri, auth)  # another target's: one line
+    topic = topic or (bound.topic if bound else None)  # the head of the topic this target reads
     if source_id is not None:
         _check_source_id(hms_uri, auth, source_id)  # before the topic is read
     head: tuple[int, int] | None = None
@@ -514,10 +522,12 @@ def _exit_if_halted(rows: list[dict[str, Any]]) -> None:
 @click.option(
     "--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE", help="librdkafka setting; repeatable."
 )
-@click.option("--source-id", default="source", show_default=True,
+@click.option("--source-id", default=None,
               help="Source id the agent publishes as; a source no database of the target is replicated "
-              "from is refused (naming those that are).")
-@click.option("--topic", default=None, help=f"Topic to read. [default: {DEFAULT_TOPIC_HELP}]")
+              "from is refused (naming those that are). [default: the source of the state dir's job "
+              "(its target.json); 'source' for a state dir of an earlier release]")
+@click.option("--topic", default=None, help="Topic to read. [default: the state dir's job's topic; else "
+              f"{DEFAULT_TOPIC_HELP}]")
 @click.option("--db", "db", multiple=True, help="Source database to check; repeatable. [default: all]")
 @click.option("--db-map", multiple=True, metavar="SRC:DST", help="As given to `target run`; repeatable.")
 @click.option(
@@ -549,7 +559,7 @@ def verify_cmd(
     state_dir: Path,
     bootstrap_servers: str,
     kafka_setting: tuple[str, ...],
-    source_id: str,
+    source_id: str | None,
     topic: str | None,
     db: tuple[str, ...],
     db_map: tuple[str, ...],
@@ -580,10 +590,14 @@ def verify_cmd(
 
     from streamer.target.apply.sources import SourceRules
     from streamer.target.dr.verify import VerifySettings, verify
+    from streamer.target.state.binding import check_command
 
     if repair and not warehouse_root:
         raise click.UsageError("--repair needs --warehouse-root (copies stay inside the target roots)")
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    bound = check_command(state_dir, source_id, topic, hms_uri, auth)  # another target's: one line
+    source_id = source_id or (bound.source_id if bound else "source")
+    topic = topic or (bound.topic if bound else None)
     _check_source_id(hms_uri, auth, source_id)  # verifying nothing is not "no drift"
     settings = VerifySettings(
         hms_uri=hms_uri,

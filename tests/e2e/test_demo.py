@@ -40,6 +40,9 @@ def test_demo_replicates_the_scripted_workload(tmp_path: Path) -> None:
     assert summary["aborted_bytes_copied"] == 0
     assert summary["lag_p50_s"] is not None and summary["lag_p50_s"] >= 0
     assert summary["lag_p99_s"] >= summary["lag_p50_s"]
+    # its job held and bound its state dir as `target run` does: a second job there is refused
+    bound = json.loads((tmp_path / "demo" / "target" / "state" / "target.json").read_text())
+    assert bound["source_id"] == "demo" and bound["topic"] == "streamer.demo.events"
     assert_reads_clean(proc.stdout + proc.stderr)
     assert_summary_does_not_wrap(summary)
 

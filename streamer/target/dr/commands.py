@@ -23,9 +23,11 @@ from streamer.target.state.dir_option import state_dir_option
               help="Kafka, to record the source head (the topic's last PROGRESS record) in the cut.")
 @click.option("--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE",
               help="librdkafka setting; repeatable.")
-@click.option("--source-id", default="source", show_default=True,
-              help="Source whose replicated databases are failed over.")
-@click.option("--topic", default=None, help=f"Topic. [default: {DEFAULT_TOPIC_HELP}]")
+@click.option("--source-id", default=None,
+              help="Source whose replicated databases are failed over. [default: the source of the state "
+              "dir's job (its target.json); 'source' for a state dir of an earlier release]")
+@click.option("--topic", default=None,
+              help=f"Topic. [default: the state dir's job's topic; else {DEFAULT_TOPIC_HELP}]")
 @click.option("--wait-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="How long to wait for a running target job of this state dir to stop.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -38,7 +40,7 @@ def failover(
     hms_client_keytab: str | None,
     bootstrap_servers: str | None,
     kafka_setting: tuple[str, ...],
-    source_id: str,
+    source_id: str | None,
     topic: str | None,
     wait_seconds: float,
     output: str,
@@ -47,8 +49,12 @@ def failover(
     from streamer.metastore.thrift_catalog import HmsCatalog
     from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.target.dr import failover as fo
+    from streamer.target.state.binding import check_command
 
     auth = auth_from_options(hms_auth, hms_kerberos_principal, hms_client_principal, hms_client_keytab)
+    bound = check_command(state_dir, source_id, topic, hms_uri, auth)  # another target's: one line
+    source_id = source_id or (bound.source_id if bound else "source")
+    topic = topic or (bound.topic if bound else None)
     already = fo.read_record(state_dir)
     head: int | None = None
     catalog = HmsCatalog(hms_uri, auth=auth)

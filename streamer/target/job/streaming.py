@@ -31,7 +31,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer import metrics
@@ -44,11 +43,12 @@ from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
-from streamer.target.dr.failover import FailedOverError, JobLock, read_record, refuse_if_failed_over
+from streamer.target.dr.failover import FailedOverError, read_record, refuse_if_failed_over
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.job.failure import Outcome, Recheck, failure_error, reported_offset
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
+from streamer.target.job.preflight import Waiting, claim
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.spark_kerberos import jvm_kerberos_login, spark_kerberos_conf
 from streamer.target.job.voided_halts import VoidedHalts
@@ -192,6 +192,11 @@ class BatchApplier:
             log.info("%s", self.stopped_at_until)
             raise self.stopped_at_until
         return the_plan
+
+    @property
+    def consumed(self) -> tuple[bool, int]:
+        """(whether this job ever consumed a record, in this run or before it; the newest event id)."""
+        return self.batches > 0 or self._consumed > 0 or self.anchor is not None, self._consumed
 
     @property
     def reached_until(self) -> bool:
@@ -420,17 +425,22 @@ def trigger_interval(settings: TargetSettings) -> float:
 
 def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
     """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
-    ``settings.until_event``, or the target was failed over); returns why it stopped."""
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
-    refuse_if_failed_over(settings.state_dir)
-    with JobLock(settings.state_dir).held(what=" (two target jobs must not share a state dir)"):
-        return _run(settings, until)
+    ``settings.until_event``, or the target was failed over); returns why it stopped. The metastore
+    first (a wrong one fails before Spark), then the state dir is held and bound (``claim``)."""
+    from streamer.metastore.thrift_catalog import HmsCatalog
+
+    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    try:
+        with claim(settings, catalog):
+            return _run(settings, until, catalog)
+    finally:
+        catalog.close()
 
 
 FAILED_OVER = "failed over: this target no longer applies events"
 
 
-def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
+def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Catalog) -> str:
     from pyspark.errors import StreamingQueryException
 
     from streamer.metastore.thrift_catalog import HmsCatalog
@@ -440,7 +450,6 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     spark = spark_session(settings)
     for py_file in settings.py_files:
         spark.sparkContext.addPyFile(py_file)
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     batch_applier = BatchApplier(
         settings, catalog,
         copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
@@ -456,6 +465,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
     external_sync = start_background(settings, batch_applier.lock)
     verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
     stopped = "stopped"
+    waiting = Waiting(settings.topic, settings.source_id, settings.until_event, time.monotonic())
     try:
         failure: str | None = None
         try:
@@ -470,6 +480,9 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
                     break
                 if not query.awaitTermination(1):
                     replay_held(batch_applier)  # a retry on an idle stream
+                note = waiting.note(time.monotonic(), *batch_applier.consumed)
+                if note is not None:
+                    log.log(*note)
             exc: Any = query.exception()
             failure = None if exc is None else str(exc)
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure
@@ -490,7 +503,6 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None) -> str:
         if external_sync is not None:
             external_sync.stop()
         query.stop()
-        catalog.close()
         batch_applier.runner.close()
 
 

@@ -4,8 +4,10 @@ accepts the same spellings (a path or a ``file://`` URL) and refuses the same ot
 The state is replaced with rename + fsync, which a POSIX mount (NFS, CephFS, EFS) gives but an
 object store does not: a URL of another scheme is refused rather than taken as a relative path.
 Only ``streamer target run`` creates the directory; every command that reads or changes a target's
-state refuses one that does not exist (one line, exit 2) before any work: a mistyped path must not
-read as "nothing halted", "no drift" or "not halted".
+state refuses one that does not exist, or holds no target's state (an empty or unrelated directory),
+in one line (exit 2) before any work: a mistyped path must not read as "nothing halted", "no drift"
+or "not halted". Which target a state dir belongs to is checked by each command against what it
+was given (``streamer.target.state.binding``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 import click
 
 from streamer.errors import ConfigError
+from streamer.target.state.binding import has_state
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,12 +62,18 @@ def new_state_dir_callback(ctx: click.Context, param: click.Parameter, value: st
 
 
 def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:
-    """As `new_state_dir_callback`, and the directory must exist (commands that read the state)."""
+    """As `new_state_dir_callback`, and the directory must exist and hold a target's state (commands
+    that read the state)."""
     path = new_state_dir_callback(ctx, param, value)
     if not path.exists():
         raise ConfigError(
             f"--state-dir {value}: no such directory; give the --state-dir of the target job "
             "(`streamer target run` creates it on its first start)"
+        )
+    if not has_state(path):
+        raise ConfigError(
+            f"--state-dir {value}: holds no target state (no `streamer target run` has used it); give the "
+            "--state-dir of the target job"
         )
     return path
 

@@ -250,6 +250,19 @@ def source_database(state_dir: str | Path, name: str, halted: Collection[str]) -
     return meant.pop() if meant else name
 
 
+def unknown_database(state_dir: str | Path, state: TargetState, db: str) -> str | None:
+    """Why ``db`` is no database of this target's state (None: it is one, by its source or target
+    name): ``retry`` and ``skip`` of a typo must not answer "not halted"."""
+    db_map = job_db_map(state_dir)
+    sources = {*read_progress(state_dir)[0], *state.applied(), *state.halts()}
+    known = {*sources, *(db_map.get(name, name) for name in sources), *db_map.values()}
+    if db.lower() in known:
+        return None
+    names = ", ".join(sorted(known)[:10]) + (", ..." if len(known) > 10 else "")
+    return (f"no database {db!r} in this target's state (--state-dir {state_dir} records "
+            f"{names or 'no database yet'}); check the name")
+
+
 def source_head_from_options(
     bootstrap_servers: str, kafka_setting: tuple[str, ...], topic: str | None, source_id: str
 ) -> tuple[int, int] | None:

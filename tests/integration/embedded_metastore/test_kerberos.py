@@ -264,6 +264,7 @@ def test_status_cli_over_kerberos(kdc: Kdc, secure_hms: EmbeddedMetastore, tmp_p
     env = {k: v for k, v in os.environ.items() if k != CLIENT_KEYTAB_ENV}
     env["KRB5CCNAME"] = f"FILE:{tmp_path}/cli.cc"  # empty: the keytab is the only credential
     (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "job-mode.json").write_text("{}")  # a job's state dir
     flags = ["status", "--hms-uri", _uri(secure_hms), "--state-dir", str(tmp_path / "state"),
              "--output", "json"]
     done = _streamer(*flags, "--hms-auth", "kerberos", "--hms-kerberos-principal", CLIENT_TEMPLATE,

@@ -38,7 +38,8 @@ def _commands(tmp_path: Path, address: str) -> dict[str, list[str]]:
 def test_a_closed_port_fails_fast_with_one_line_naming_it(tmp_path: Path, command: str) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = {**os.environ, "STREAMER_KAFKA_CONNECT_TIMEOUT": "5"}
-    (tmp_path / "state").mkdir()  # status validates its state dir before any work
+    (tmp_path / "state").mkdir()  # status validates its state dir before any work: a job's
+    (tmp_path / "state" / "job-mode.json").write_text("{}")
     started = time.monotonic()
     done = run([STREAMER, *_commands(tmp_path, address)[command]], capture_output=True, text=True,
                timeout=60, env=env, cwd=tmp_path)

@@ -124,6 +124,7 @@ def _exit_code(argv: list[str]) -> int:
 def test_kerberos_without_principal_exits_2(argv: list[str], tmp_path: Path, capsys: Any) -> None:
     if argv[0] in ("status", "target"):
         (tmp_path / "state").mkdir()
+        (tmp_path / "state" / "job-mode.json").write_text("{}")  # a job's state dir
         argv = [*argv, "--state-dir", str(tmp_path / "state")]
     assert _exit_code(argv) == 2
     assert "principal" in capsys.readouterr().err
@@ -141,6 +142,7 @@ def test_config_file_keys_and_env_twins(tmp_path: Path, capsys: Any, monkeypatch
     config = tmp_path / "streamer.yaml"
     config.write_text("status:\n  hms-auth: kerberos\n  hms-client-keytab: /k.keytab\n")
     (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "job-mode.json").write_text("{}")  # a job's state dir
     argv = ["--config", str(config), "status", "--hms-uri", "thrift://127.0.0.1:1",
             "--state-dir", str(tmp_path / "s")]
     assert _exit_code(argv) == 2

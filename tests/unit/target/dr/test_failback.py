@@ -77,6 +77,7 @@ def test_rebase_needs_the_old_source_metastore(tmp_path: Path) -> None:
 
     from streamer.cli import cli
 
+    (tmp_path / "job-mode.json").write_text("{}")  # a state dir a job wrote
     result = CliRunner().invoke(cli, ["failback", "--state-dir", str(tmp_path), "--notification-db",
                                        "sqlite:///x.db", "--rebase"])
     assert result.exit_code != 0 and "--source-hms-uri" in str(result.exception or result.output)

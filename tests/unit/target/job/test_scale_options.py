@@ -10,13 +10,13 @@ from streamer.cli import cli
 from streamer.events.model import FileRef
 from streamer.target.job.executor_copy import ExecutorCopy, executor_conf
 from streamer.target.job.lanes import GUARANTEES, Consistency
-from streamer.target.state.status import read_mode, write_mode
+from streamer.target.state.status import read_mode, write_mode, write_progress
 
 
 def test_state_dir_takes_a_file_url_and_refuses_other_schemes(tmp_path: Path) -> None:
     runner = CliRunner()
     state = tmp_path / "state dir"
-    state.mkdir()
+    write_progress(state, {"a": (3, 1)}, 3)  # a job's state dir, database a not halted
     done = runner.invoke(cli, ["target", "retry", "--state-dir", state.as_uri(), "--db", "a"])
     assert "database 'a' is not halted" in done.output, done.output
     refused = runner.invoke(cli, ["target", "retry", "--state-dir", "s3://bucket/state", "--db", "a"])

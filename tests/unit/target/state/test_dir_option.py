@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from streamer.cli import cli
 from streamer.errors import ConfigError
 from streamer.target.state.dir_option import new_state_dir_callback, parse_state_dir, state_dir_callback
+from streamer.target.state.state_file import TargetState
 from tests.unit.cli_options import cli_options
 
 
@@ -51,6 +52,7 @@ def test_every_state_dir_option_is_the_shared_one() -> None:
 
 @pytest.mark.parametrize("command", sorted(OPTIONS))
 def test_every_command_accepts_a_file_url(command: str, tmp_path: Path) -> None:
+    TargetState(tmp_path).halt("a", 1, "x")  # a state dir a job wrote
     option = OPTIONS[command]
     ctx = click.Context(click.Command(command))
     assert option.process_value(ctx, f"file://{tmp_path}") == tmp_path
@@ -71,6 +73,7 @@ def test_a_file_is_not_a_state_dir(tmp_path: Path) -> None:
 
 
 def test_failback_reads_the_state_of_a_file_url(tmp_path: Path) -> None:
+    TargetState(tmp_path).halt("a", 1, "x")
     result = CliRunner().invoke(cli, ["failback", "--state-dir", f"file://{tmp_path}",
                                       "--notification-db", "sqlite:///unused.db"])
     assert isinstance(result.exception, ConfigError)
@@ -78,5 +81,17 @@ def test_failback_reads_the_state_of_a_file_url(tmp_path: Path) -> None:
 
 
 def test_target_retry_reads_the_state_of_a_file_url(tmp_path: Path) -> None:
+    TargetState(tmp_path).record_applied("a", 3)
     result = CliRunner().invoke(cli, ["target", "retry", "--state-dir", f"file://{tmp_path}", "--db", "a"])
     assert result.exit_code == 1 and "'a' is not halted" in result.output
+
+
+@pytest.mark.parametrize("command", sorted(set(OPTIONS) - {"target run"}))
+def test_a_directory_without_target_state_is_refused_by_every_reader(command: str, tmp_path: Path) -> None:
+    """An empty (or unrelated) directory is no target's state dir: `status` must not show it as
+    "nothing halted", `retry` as "not halted", `failover` fence no job through it (issue 40 item 5)."""
+    (tmp_path / "notes.txt").write_text("unrelated")
+    option = OPTIONS[command]
+    ctx = click.Context(click.Command(command))
+    with pytest.raises(ConfigError, match="holds no target state"):
+        option.process_value(ctx, str(tmp_path))

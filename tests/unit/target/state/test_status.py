@@ -12,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamer.target.state.files import StateFileError
-from streamer.target.state.status import lag_events, read_progress, replicated_through, write_progress
+from streamer.target.state.status import (
+    lag_events,
+    read_progress,
+    replicated_through,
+    write_mode,
+    write_progress,
+)
 
 
 def test_a_quiet_database_is_caught_up_once_the_job_consumed_the_head() -> None:
@@ -78,6 +84,8 @@ def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
                          "a_mid": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "4", FENCE_PARAM: "5"}}.items():
         catalog.create_database(DatabaseSnapshot(name=name, parameters=params))
     monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: catalog)
+    if not (tmp_path / "job-mode.json").exists():
+        write_mode(tmp_path, "global", 4)  # a state dir a job wrote
     return CliRunner().invoke(cli, ["status", "--hms-uri", "thrift://target:9083", "--state-dir",
                                     str(tmp_path), *args])
 
@@ -163,7 +171,8 @@ def test_skip_takes_the_target_name_and_a_wrong_name_lists_what_is_halted(tmp_pa
     _halted_under_a_map(tmp_path)
     wrong = CliRunner().invoke(cli, ["target", "retry", "--state-dir", str(tmp_path), "--db", "nosuchdb"])
     assert wrong.exit_code == 1
-    assert "'nosuchdb' is not halted; halted: a1 (source hr)" in wrong.output
+    assert wrong.output.startswith("Error: no database 'nosuchdb' in this target's state")
+    assert "records a1, hr); check the name; halted: a1 (source hr)" in wrong.output
     also = CliRunner().invoke(cli, ["target", "skip", "--state-dir", str(tmp_path), "--db", "nosuchdb",
                                     "--event", "6"])
     assert also.exit_code == 1 and also.output.startswith("Error: ")
