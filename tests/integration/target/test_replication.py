@@ -9,10 +9,14 @@ import time
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
+from streamer.kafka.naming import target_group
+from streamer.kafka.settings import with_overrides
+from streamer.kafka.topics import end_offsets
 from tests.integration.target.helpers import (
     Source,
     SparkReader,
@@ -84,6 +88,10 @@ def test_hub_and_spoke_targets_are_independent(
     mixed_workload(source.publishing(), prefix, 60, seed=22)
     wait_converged(hub, source)
     assert spoke_stack.applied_ids(stopped_at) == stopped_at  # nothing moved on the stopped target
+    # Kafka lag tools see it too: the stopped spoke's consumer group is behind, the hub's at the end
+    end = end_offsets(broker.client_settings(), source.topic)[0]
+    assert _group_offset(broker, source, spoke_stack) < end
+    _wait_group(broker, source, target_stack, end)
     assert_target_equals_source(source, target_stack, spark_readers(target_stack.hms))
 
     # restarted, the spoke resumes from its checkpoint: it applies only what it missed
@@ -92,5 +100,23 @@ def test_hub_and_spoke_targets_are_independent(
     wait_converged(spoke, source)
     assert spoke.metric("streamer_target_events_applied_total") <= new_events
     assert_target_equals_source(source, spoke_stack, None)
+    _wait_group(broker, source, spoke_stack, end_offsets(broker.client_settings(), source.topic)[0])
     assert spoke_stack.warehouse_root != target_stack.warehouse_root
     print(f"\nhub and spoke: {time.monotonic() - started:.1f} s")
+
+
+def _group_offset(broker: EmbeddedBroker, source: Source, stack: TargetStack) -> int:
+    """The offset a target job committed to its default consumer group (what Kafka lag tools read)."""
+    group = target_group(source.source_id, stack.hms.uri, str(stack.state_dir.resolve()))
+    consumer = Consumer(with_overrides(broker.client_settings(), group_id=group, enable_auto_commit=False))
+    try:
+        return int(consumer.committed([TopicPartition(source.topic, 0)], timeout=10)[0].offset)
+    finally:
+        consumer.close()
+
+
+def _wait_group(broker: EmbeddedBroker, source: Source, stack: TargetStack, end: int) -> None:
+    deadline = time.monotonic() + 30
+    while (at := _group_offset(broker, source, stack)) != end:
+        assert time.monotonic() < deadline, f"the consumer group of {stack.base.name} is at {at}, not {end}"
+        time.sleep(0.5)
