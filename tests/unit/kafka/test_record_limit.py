@@ -130,3 +130,23 @@ def test_a_failed_query_carrying_the_refusal_stops_the_job_with_it(error: Oversi
     # a loss the broker confirms still wins: the records are gone whatever their size
     lost = failure_error(failure, Recheck(Outcome.LOST, "data loss on topic 't' ...", 5), "'t' partition 0")
     assert not isinstance(lost, OversizedRecordError)
+
+
+def _run_flags(*extra: str) -> list[str]:
+    return ["--bootstrap-servers", "k:9092", "--hms-uri", "thrift://h:9083", "--warehouse-root", "/wh",
+            "--state-dir", "/state", *extra]
+
+
+def test_target_run_takes_the_flag_into_its_settings_and_refuses_what_librdkafka_cannot_take() -> None:
+    import click
+
+    from streamer.target.commands import run_cmd, run_settings
+
+    with run_cmd.make_context("run", _run_flags()) as ctx:
+        assert run_settings(ctx.params).max_record_bytes == DEFAULT_TARGET_MAX_RECORD_BYTES
+    with run_cmd.make_context("run", _run_flags("--max-record-bytes", str(LIMIT))) as ctx:
+        assert run_settings(ctx.params).max_record_bytes == LIMIT
+    for bad in (MIN_TARGET_MAX_RECORD_BYTES - 1, MAX_TARGET_MAX_RECORD_BYTES + 1):
+        with pytest.raises(click.BadParameter) as info:
+            run_cmd.make_context("run", _run_flags("--max-record-bytes", str(bad)))
+        assert "--max-record-bytes" in info.value.format_message()
