@@ -87,15 +87,15 @@ def prerequisite_warnings(
     return warnings
 
 
-def check_prerequisites(
-    get_config_value: Callable[[str, str], str], *, cmroot: str | None = None
-) -> list[str]:
-    """Read the settings through ``get_config_value(name, default)`` (the metastore's Thrift call),
-    log a warning for each prerequisite that is off, and return the warnings."""
+def read_settings(
+    get_config_value: Callable[[str, str], str], names: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(values, unreadable: name -> why) of ``names`` as the metastore reports them; after a call
+    that gets no answer at all the rest are not asked (it would only wait longer)."""
     values: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     failed: str | None = None
-    for name in SETTINGS:
+    for name in names:
         if failed is not None:
             unreadable[name] = failed
             continue
@@ -105,7 +105,16 @@ def check_prerequisites(
             cause = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
             unreadable[name] = cause
             if type(exc).__name__ != "ConfigValSecurityException":
-                failed = cause  # the server does not answer: asking on would only wait longer
+                failed = cause
+    return values, unreadable
+
+
+def check_prerequisites(
+    get_config_value: Callable[[str, str], str], *, cmroot: str | None = None
+) -> list[str]:
+    """Read the settings through ``get_config_value(name, default)`` (the metastore's Thrift call),
+    log a warning for each prerequisite that is off, and return the warnings."""
+    values, unreadable = read_settings(get_config_value, SETTINGS)
     warnings = prerequisite_warnings(values, unreadable, cmroot=cmroot)
     for warning in warnings:
         log.warning("source prerequisite: %s", warning)
@@ -123,3 +132,29 @@ def cannot_check(notification_db: str) -> None:
     log.info("source prerequisites (%s including %s, %s=true, %s=true) cannot be checked when reading "
              "the metastore's database; make sure they are set (or use --hms-uri, which checks them)",
              TRANSACTIONAL_LISTENERS, LISTENER_CLASS, DML_EVENTS, CM_ENABLED)
+
+
+def reverse_stream_warning(values: Mapping[str, str], unreadable: Mapping[str, str], uri: str) -> str | None:
+    """What a failover says about its new primary's log (None when it writes one): without a
+    listener, no reverse stream can carry the new primary's writes back."""
+    listeners = (TRANSACTIONAL_LISTENERS, EVENT_LISTENERS)
+    if any(_has_listener(values.get(name)) for name in listeners):
+        return None
+    if any(name in unreadable for name in listeners):
+        causes = "; ".join(f"{n}: {unreadable[n]}" for n in listeners if n in unreadable)
+        return (f"could not check whether the new primary's metastore {uri} writes a notification log "
+                f"({causes}); without one no reverse stream (`streamer source run`) can carry its "
+                "writes back")
+    return (
+        f"the new primary's metastore {uri} writes no notification log (no {LISTENER} in "
+        f"{TRANSACTIONAL_LISTENERS} or {EVENT_LISTENERS}): no reverse stream can carry the writes it "
+        "takes back to the old source; "
+        f"set {TRANSACTIONAL_LISTENERS}={LISTENER_CLASS} and restart it before writers start "
+        "(docs/failover.md)"
+    )
+
+
+def check_reverse_stream(get_config_value: Callable[[str, str], str], uri: str) -> str | None:
+    """``reverse_stream_warning`` for the metastore behind ``get_config_value``."""
+    values, unreadable = read_settings(get_config_value, (TRANSACTIONAL_LISTENERS, EVENT_LISTENERS))
+    return reverse_stream_warning(values, unreadable, uri)

@@ -47,6 +47,7 @@ def failover(
 ) -> None:
     """Stop applying, record the cut, and make the replicated databases writable (idempotent)."""
     from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.source.prerequisites import check_reverse_stream
     from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.target.dr import failover as fo
     from streamer.target.state.binding import check_command
@@ -75,13 +76,18 @@ def failover(
     try:
         record = fo.failover(state_dir, catalog, source_id=source_id, source_head=head,
                              new_primary_head=reader.head_event_id, wait_seconds=wait_seconds)
+        # a new primary that logs nothing can send nothing back: say so now, not at failback
+        no_reverse = check_reverse_stream(reader.config_value, hms_uri)
     finally:
         catalog.close()
         reader.close()
     was_done = already is not None and already.state == "done"
     if output == "json":
-        click.echo(json.dumps({**record.to_json(), "already_done": was_done}))
+        warnings = [no_reverse] if no_reverse else []
+        click.echo(json.dumps({**record.to_json(), "already_done": was_done, "warnings": warnings}))
         return
+    if no_reverse:
+        click.echo(f"warning: {no_reverse}", err=True)
     cut = record.cut
     assert cut is not None
     if was_done:

@@ -268,6 +268,7 @@ def test_replicate_failover_failback_verify(
                         forward.source_id, "--wait-seconds", "60", "--output", "json")
         assert done.returncode == 0, done.stderr
         cut = json.loads(done.stdout)["cut"]
+        assert json.loads(done.stdout)["warnings"] == []  # B logs: a reverse stream is possible
         assert cut["event_id"] == head == cut["source_head_event_id"] and cut["unreplicated"] == 0
         assert job.proc is not None and job.proc.wait(60) == 0 and "failed over" in job.tail(), job.tail()
         b_head = log_rows(new.uri)[-1][0]

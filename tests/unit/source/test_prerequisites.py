@@ -16,6 +16,7 @@ from streamer.source.prerequisites import (
     TRANSACTIONAL_LISTENERS,
     cannot_check,
     check_prerequisites,
+    check_reverse_stream,
     prerequisite_warnings,
 )
 
@@ -165,3 +166,30 @@ def test_the_listener_keys_are_the_ones_asked_for() -> None:
     assert check_prerequisites(get) == []
     assert "hive.metastore.transactional.event.listeners" in asked
     assert "hive.metastore.transactional.listeners" not in asked
+
+
+@pytest.mark.parametrize(("settings", "warned"), [
+    ({TRANSACTIONAL_LISTENERS: LISTENER_CLASS}, None),
+    ({EVENT_LISTENERS: f"x.Audit,{STREAMER_LISTENER_CLASS}"}, None),
+    ({TRANSACTIONAL_LISTENERS: "org.apache.hive.hcatalog.listener.NotificationListener"},
+     "writes no notification log"),
+    ({}, "writes no notification log"),
+])
+def test_a_failover_onto_a_metastore_without_a_log_is_warned_about(
+    settings: dict[str, str], warned: str | None
+) -> None:
+    """Issue 40 item 6: the new primary's listeners decide whether a reverse stream is possible."""
+    warning = check_reverse_stream(lambda name, default: settings.get(name, default), "thrift://dr:9083")
+    if warned is None:
+        assert warning is None
+    else:
+        assert warning is not None and warned in warning and "thrift://dr:9083" in warning
+        assert LISTENER_CLASS in warning
+
+
+def test_a_new_primary_that_does_not_answer_is_unchecked_not_passed() -> None:
+    def get(name: str, default: str) -> str:
+        raise OSError("connection reset")
+
+    warning = check_reverse_stream(get, "thrift://dr:9083")
+    assert warning is not None and "could not check" in warning and "connection reset" in warning
