@@ -614,15 +614,19 @@ def verify_cmd(
         source_rules=SourceRules(source_prefix, source_cmroot, allow_unverified_files),
         recompute_source=recompute_source,
     )
-    if against_source:
+    if not against_source and (source_hms_uri or source_notification_db):
+        raise click.UsageError("--source-hms-uri/--source-notification-db apply with --against-source")
+    conn = source_connection(source_hms_uri, source_notification_db, auth) if against_source else None
+    if against_source and conn is None:
+        raise click.UsageError("--against-source needs --source-hms-uri or --source-notification-db")
+    from streamer.kafka.reachability import check_reachable
+
+    # a wrong broker is one line after the connect timeout, not a minute of client retries
+    check_reachable({**settings.kafka_settings, "bootstrap.servers": bootstrap_servers})
+    if conn is not None:
         from streamer.target.dr.source_check import check_against_source
 
-        conn = source_connection(source_hms_uri, source_notification_db, auth)
-        if conn is None:
-            raise click.UsageError("--against-source needs --source-hms-uri or --source-notification-db")
         report = check_against_source(settings, conn, repair=repair)
-    elif source_hms_uri or source_notification_db:
-        raise click.UsageError("--source-hms-uri/--source-notification-db apply with --against-source")
     else:
         report = verify(settings, repair=repair)
     click.echo(report.dumps() if output == "json" else report.render())

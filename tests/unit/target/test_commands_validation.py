@@ -89,6 +89,25 @@ def test_verify_refuses_an_unknown_source_id_instead_of_reporting_no_drift(
                      "'source' (sources found: a, b)"]
 
 
+def test_verify_with_an_unreachable_broker_is_one_line_after_the_connect_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40 item 6: it took 58 s and six lines."""
+    import time
+
+    import streamer.target.dr.verify as verify
+
+    _catalog(monkeypatch)
+    monkeypatch.setattr(verify, "verify", _never)
+    monkeypatch.setenv("STREAMER_KAFKA_CONNECT_TIMEOUT", "2")
+    TargetState(tmp_path).halt("a1", 6, "x")
+    started = time.monotonic()
+    code, lines = _run(capsys, "verify", "--hms-uri", "thrift://target:9083", "--state-dir", str(tmp_path),
+                       "--bootstrap-servers", "127.0.0.1:1", "--source-id", "a")
+    assert code == 1 and len(lines) == 1 and "127.0.0.1:1" in lines[0], lines
+    assert time.monotonic() - started < 20
+
+
 @pytest.mark.parametrize(("flags", "says"), [
     (["--against-source"], "--against-source needs --source-hms-uri or --source-notification-db"),
     (["--source-hms-uri", "thrift://127.0.0.1:1"], "apply with --against-source"),
