@@ -549,6 +549,14 @@ def _exit_if_halted(rows: list[dict[str, Any]]) -> None:
     help="Hash source files whose events recorded no checksum, in tables unchanged since the replica's "
     "event id (else such files are compared by size only).",
 )
+@click.option(
+    "--max-record-bytes",
+    default=DEFAULT_TARGET_MAX_RECORD_BYTES,
+    show_default=True,
+    type=click.IntRange(MIN_TARGET_MAX_RECORD_BYTES, MAX_TARGET_MAX_RECORD_BYTES),
+    help="Largest record (key and value, decompressed) read from the topic, as `target run`'s; a larger "
+    "one stops the verification at its offset before it is decoded.",
+)
 @against_source_options
 def verify_cmd(
     hms_uri: str,
@@ -571,6 +579,7 @@ def verify_cmd(
     output: str,
     repair: bool,
     recompute_source: bool,
+    max_record_bytes: int,
     against_source: bool,
     source_hms_uri: str | None,
     source_notification_db: str | None,
@@ -613,6 +622,7 @@ def verify_cmd(
         hms_auth=auth,
         source_rules=SourceRules(source_prefix, source_cmroot, allow_unverified_files),
         recompute_source=recompute_source,
+        max_record_bytes=max_record_bytes,
     )
     if not against_source and (source_hms_uri or source_notification_db):
         raise click.UsageError("--source-hms-uri/--source-notification-db apply with --against-source")

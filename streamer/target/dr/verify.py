@@ -22,6 +22,7 @@ from streamer import metrics
 from streamer.errors import ConfigError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import DatabaseSnapshot, Event, FileRef
+from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target import db_map as names
@@ -76,6 +77,7 @@ class VerifySettings:
     # hash the source's files that the events recorded no checksum of (where they cannot have changed)
     recompute_source: bool = True
     chunk_size: int = 1 << 20
+    max_record_bytes: int = DEFAULT_TARGET_MAX_RECORD_BYTES  # as the job's: a larger record is refused
 
 
 def verify(
@@ -139,9 +141,12 @@ def record_metrics(report: VerifyReport, name: Callable[[str], str] = str.lower)
 
 def read_topic(settings: VerifySettings) -> Iterator[Event]:
     """Every committed event of the topic, oldest first (the source's history as replicated)."""
+    from streamer.kafka.record_limit import check_message, consumer_settings
     from streamer.kafka.topics import _consumer, iter_range, probe_end, watermarks
 
+    limit = settings.max_record_bytes
     config = {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_settings}
+    config = {**config, **consumer_settings(limit, config)}  # a crafted record is refused, not decoded
     consumer = _consumer(config, isolation_level="read_committed", auto_offset_reset="error")
     deserialize = EventDeserializer()
     try:
@@ -150,7 +155,8 @@ def read_topic(settings: VerifySettings) -> Iterator[Event]:
             return
         low, high = marks
         high = probe_end(consumer, settings.topic, 0, high)
-        for msg in iter_range(consumer, settings.topic, 0, low, high):
+        refuse = lambda m: check_message(m, limit)  # noqa: E731
+        for msg in iter_range(consumer, settings.topic, 0, low, high, check=refuse):
             value = msg.value()
             if value is not None:
                 yield deserialize(value)

@@ -528,6 +528,7 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
         external_base_dir=settings.external_base_dir,
         hms_auth=settings.hms_auth,
         source_rules=settings.source_rules(),
+        max_record_bytes=settings.max_record_bytes,
     )
     also = None
     if settings.verify_source_hms_uri or settings.verify_source_notification_db:

@@ -93,3 +93,17 @@ def test_a_zstd_bomb_is_never_decompressed_past_the_limit(kafka_config: dict[str
     with pytest.raises(OversizedRecordError) as info:
         list(read_offset_range(_options(kafka_config, topic, "task"), 0, 3))
     assert (info.value.offset, info.value.size) == (1, None)
+
+
+def test_verify_reads_the_topic_under_the_same_limit(kafka_config: dict[str, Any], topic: str) -> None:
+    """`streamer verify` (and the job's --verify-every) read the whole topic too: a record over the
+    limit stops them at its offset instead of being decoded (issue 38 item 10)."""
+    from streamer.target.dr.verify import VerifySettings, read_topic
+
+    _publish(kafka_config, topic, [b"\0" * (LIMIT + 1)], "zstd")
+    settings = VerifySettings(hms_uri="thrift://unused:9083", state_dir="/unused",
+                              bootstrap_servers=kafka_config["bootstrap.servers"], topic=topic,
+                              max_record_bytes=LIMIT)
+    with pytest.raises(OversizedRecordError) as info:
+        list(read_topic(settings))
+    assert info.value.offset == 0
