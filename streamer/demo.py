@@ -169,6 +169,7 @@ def run_demo(
     message_format: str,
     say: Callable[[str], None],
     keep: bool = False,
+    quiet: bool = False,
 ) -> dict[str, Any]:
     """Run the whole pipeline once and return the summary (see ``--output json``)."""
     from streamer.embedded_metastore.server import EmbeddedMetastore
@@ -280,32 +281,41 @@ def run_demo(
             if time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        applied = timeline.newest_applied()
-        say(f"target applied up to event {applied} of {last_id}")
+        def current() -> dict[str, Any]:
+            """The comparison and figures as things stand now (again after Ctrl-C under ``--keep``:
+            whatever was written meanwhile counts)."""
+            applied, head = timeline.newest_applied(), max(last_id, warehouse.current_event_id())
+            tables = compare_tables(warehouse, spark, settings.warehouse_root)
+            lags = timeline.lags()
+            halts = batch_applier.state.halts()
+            return {
+                "events_published": int(_sample_sum("streamer_source_events_published_total")),
+                "events_applied": len(timeline.applied),
+                "source_last_event_id": head,
+                "target_last_event_id": applied,
+                "tables": [
+                    {"name": t.name, "source_rows": t.source_rows, "target_rows": t.target_rows,
+                     "equal": t.equal}
+                    for t in tables
+                ],
+                "equal": applied >= head and not halts and all(t.equal for t in tables),
+                "lag_p50_s": _percentile(lags, 0.50),
+                "lag_p99_s": _percentile(lags, 0.99),
+                "bytes_copied": int(_sample_sum("streamer_target_bytes_copied_total")),
+                "aborted_bytes_copied": aborted_bytes_on_target(target_root),
+                "halted": {db: h.cause for db, h in halts.items()},
+            }
 
-        tables = compare_tables(warehouse, spark, settings.warehouse_root)
-        lags = timeline.lags()
-        halts = batch_applier.state.halts()
-        summary: dict[str, Any] = {
-            "events_published": int(_sample_sum("streamer_source_events_published_total")),
-            "events_applied": len(timeline.applied),
-            "source_last_event_id": last_id,
-            "target_last_event_id": applied,
-            "tables": [
-                {"name": t.name, "source_rows": t.source_rows, "target_rows": t.target_rows, "equal": t.equal}
-                for t in tables
-            ],
-            "equal": applied >= last_id and not halts and all(t.equal for t in tables),
-            "lag_p50_s": _percentile(lags, 0.50),
-            "lag_p99_s": _percentile(lags, 0.99),
-            "bytes_copied": int(_sample_sum("streamer_target_bytes_copied_total")),
-            "aborted_bytes_copied": aborted_bytes_on_target(target_root),
-            "halted": {db: h.cause for db, h in halts.items()},
-        }
+        say(f"target applied up to event {timeline.newest_applied()} of {last_id}")
+        summary = current()
         if keep:
+            if not quiet:
+                render(summary)
             _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir,
-                              metrics_urls)
+                              metrics_urls, source_db_url, str(work / "source" / "warehouse"), err=quiet)
             _wait_for_interrupt()
+            say("stopping; the summary as of now:")
+            summary = current()
         return summary
 
 
@@ -354,14 +364,19 @@ def serve_metrics(stack: contextlib.ExitStack) -> dict[str, str]:
 
 
 def _print_connection(
-    bootstrap: str, hms_uri: str, warehouse: str, state_dir: str, metrics_urls: dict[str, str]
+    bootstrap: str, hms_uri: str, warehouse: str, state_dir: str, metrics_urls: dict[str, str],
+    source_url: str, source_root: str, *, err: bool = False,
 ) -> None:
+    """Where everything is (on stderr under ``--output json``, whose stdout is the summary alone)."""
     click.echo(
         f"""
 Everything is still running. Connect with:
   Kafka bootstrap      {bootstrap}   (topic {default_topic(SOURCE_ID)})
   agent /metrics       {metrics_urls.get("agent", "-")}
   target /metrics      {metrics_urls.get("target", "-")}
+  source warehouse     {source_url}   (data under {source_root})
+  write to the source  streamer warehouse --url {source_url} insert sales orders --partition dt=2024-01-04 \\
+                         --rows '[{{"id": 99, "name": "new", "amount": 5.0, "ok": true}}]'
   target metastore     {hms_uri}
   target warehouse     {warehouse}
   status               streamer status --hms-uri {hms_uri} --state-dir {state_dir} \\
@@ -370,7 +385,8 @@ Everything is still running. Connect with:
                        spark = (SparkSession.builder.enableHiveSupport()
                                 .config("spark.hadoop.hive.metastore.uris", "{hms_uri}").getOrCreate())
                        spark.sql("SELECT * FROM sales.orders").show()
-Press Ctrl-C to stop everything."""
+Press Ctrl-C to stop everything and print the comparison as of then.""",
+        err=err,
     )
 
 
@@ -447,7 +463,8 @@ def demo(
 
     with _work_dir(work_dir, keep) as work:
         summary = run_demo(
-            work, pause=pause, timeout=timeout, message_format=message_format, say=say, keep=keep
+            work, pause=pause, timeout=timeout, message_format=message_format, say=say, keep=keep,
+            quiet=quiet,
         )
     if output == "json":
         click.echo(json.dumps(summary))

@@ -17,7 +17,8 @@ def test_keep_serves_each_roles_metrics_and_prints_where(capsys: pytest.CaptureF
         for name, url in urls.items():
             with urllib.request.urlopen(url, timeout=5) as response:
                 pages[name] = response.read().decode()
-        _print_connection("127.0.0.1:9092", "thrift://127.0.0.1:9083", "/wh", "/state", urls)
+        _print_connection("127.0.0.1:9092", "thrift://127.0.0.1:9083", "/wh", "/state", urls,
+                          "/src/metastore.db", "/src/warehouse")
     assert set(urls) == {"agent", "target"}
     assert "streamer_source_last_event_id" in pages["agent"] and "streamer_target_" not in pages["agent"]
     assert "streamer_target_watermark_event_id" in pages["target"]
@@ -25,5 +26,7 @@ def test_keep_serves_each_roles_metrics_and_prints_where(capsys: pytest.CaptureF
     printed = capsys.readouterr().out
     assert f"agent /metrics       {urls['agent']}" in printed
     assert f"target /metrics      {urls['target']}" in printed
+    assert "source warehouse     /src/metastore.db" in printed  # issue 40: where to write to the source
+    assert "streamer warehouse --url /src/metastore.db insert" in printed
     with pytest.raises(OSError):  # stopped with the demo
         urllib.request.urlopen(urls["agent"], timeout=2)
