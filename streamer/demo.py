@@ -181,7 +181,7 @@ def run_demo(
     from streamer.source.reader import SqlNotificationReader
     from streamer.target.job.preflight import claim
     from streamer.target.job.settings import TargetSettings
-    from streamer.target.job.streaming import BatchApplier, spark_session, start_query
+    from streamer.target.job.streaming import BatchApplier, replay_held, spark_session, start_query
     from streamer.warehouse.files import CHECKSUM_ALGORITHM
     from streamer.warehouse.warehouse import Warehouse
     from streamer.warehouse.workload import scripted_scenario
@@ -313,7 +313,8 @@ def run_demo(
                 render(summary)
             _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir,
                               metrics_urls, source_db_url, str(work / "source" / "warehouse"), err=quiet)
-            _wait_for_interrupt()
+            # what `target run` does between micro-batches: a `streamer target retry` on the idle stream
+            _wait_for_interrupt(tick=lambda: replay_held(batch_applier))
             say("stopping; the summary as of now:")
             summary = current()
         return summary
@@ -390,12 +391,16 @@ Press Ctrl-C to stop everything and print the comparison as of then.""",
     )
 
 
-def _wait_for_interrupt() -> None:
+def _wait_for_interrupt(tick: Callable[[], object] = lambda: None) -> None:
+    """Until Ctrl-C or SIGTERM, calling ``tick`` about once a second."""
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while not stop.wait(0.5):
-            pass
+        while not stop.wait(1.0):
+            try:
+                tick()
+            except Exception:  # a failed re-read is the job's to report; the demo keeps running
+                log.exception("re-reading released events failed")
     except KeyboardInterrupt:
         pass
     finally:

@@ -30,3 +30,24 @@ def test_keep_serves_each_roles_metrics_and_prints_where(capsys: pytest.CaptureF
     assert "streamer warehouse --url /src/metastore.db insert" in printed
     with pytest.raises(OSError):  # stopped with the demo
         urllib.request.urlopen(urls["agent"], timeout=2)
+
+
+def test_keep_re_reads_released_events_while_it_waits() -> None:
+    """Issue 40: after `streamer target retry` on the demo's idle stream nothing was re-read for
+    ~100 s; its wait now does what `target run` does between batches, about once a second."""
+    import os
+    import signal
+
+    from streamer.demo import _wait_for_interrupt
+
+    ticks: list[int] = []
+
+    def tick() -> None:
+        ticks.append(1)
+        if len(ticks) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the demo's handler sets its stop event
+        if len(ticks) == 1:
+            raise RuntimeError("a failed re-read does not end the wait")
+
+    _wait_for_interrupt(tick=tick)
+    assert len(ticks) == 2
