@@ -14,6 +14,7 @@ Decoding also refuses a record whose envelope names another database or table th
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import threading
 from collections.abc import Mapping
@@ -258,7 +259,9 @@ MAX_DB_NAME, MAX_TABLE_NAME = 128, 256
 def check_names(event: Event, names: _Names | None = None) -> None:
     """Refuse ``event`` when its envelope or payload names a database or table with a control
     character or longer than Hive stores: :class:`InvalidNameError` naming the event and the name
-    (escaped). Every record passes this before the target writes any of its names anywhere."""
+    (escaped). Every record passes this before the target writes any of its names anywhere; the
+    error's object is the envelope's, bounded and escaped (``tracked_db``, ``shown_name``): a halt
+    keeps it."""
     if names is None:
         names = _Names()
         names.collect(event)
@@ -268,18 +271,43 @@ def check_names(event: Event, names: _Names | None = None) -> None:
     for where, name, limit in found:
         if name is None:
             continue
-        problem = (
-            f"holds control character {next(c for c in name if _control(c))!r}" if any(map(_control, name))
-            else f"is {len(name)} characters long, over Hive's {limit}" if len(name) > limit
-            else None
-        )
+        problem = name_problem(name, limit)
         if problem is not None:
             shown = name if len(name) <= 80 else f"{name[:80]}..."
+            obj = [tracked_db(event.db)] if event.db else []
             raise InvalidNameError(
                 f"the {where} name {shown!r} {problem}: refused (no metastore holds such a name)",
                 event_id=event.event_id,
                 event_type=str(event.event_type),
+                obj=".".join(obj + ([shown_name(event.table)] if event.table else [])) or None,
             )
+
+
+def name_problem(name: str, limit: int) -> str | None:
+    """Why no metastore holds ``name`` (a control character, over ``limit`` characters), or None."""
+    if any(map(_control, name)):
+        return f"holds control character {next(c for c in name if _control(c))!r}"
+    if len(name) > limit:
+        return f"is {len(name)} characters long, over Hive's {limit}"
+    return None
+
+
+def shown_name(name: str) -> str:
+    """``name`` as an error or a halt may keep it: at most 80 characters, control characters escaped."""
+    shown = name if len(name) <= 80 else f"{name[:80]}..."
+    return "".join(repr(c)[1:-1] if _control(c) else c for c in shown)
+
+
+def tracked_db(name: str) -> str:
+    """The name the target keeps a record's database under (its halt, a skip's progress): the name
+    itself, or for one no metastore holds (every record naming it is refused, ``check_names``)
+    ``<invalid database name sha256:...>``, the same for every record naming it, so that those
+    records are held behind its halt while no multi-MiB or line-forging name reaches the state file,
+    logs or metrics. No Hive database is named so (Hive allows letters, digits and ``_``)."""
+    if name_problem(name, MAX_DB_NAME) is None:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"<invalid database name sha256:{digest}>"
 
 
 def _control(char: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from streamer.events.codec import tracked_db
 from streamer.events.model import (
     AlterPartitionPayload,
     AlterTablePayload,
@@ -112,8 +113,9 @@ class Plan:
 
 
 def step_db(event: Event) -> str:
-    """The database whose progress an event advances (source name; ``GLOBAL_DB`` when it has none)."""
-    return event.db if event.db else GLOBAL_DB
+    """The database whose progress an event advances (source name; ``GLOBAL_DB`` when it has none;
+    a bounded stand-in for a name no metastore holds, whose records are all refused: ``tracked_db``)."""
+    return tracked_db(event.db) if event.db else GLOBAL_DB
 
 
 def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection[str] = ()) -> Plan:

@@ -14,6 +14,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamer import metrics
+from streamer.events.codec import tracked_db
 from streamer.events.model import EventType
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
@@ -26,16 +27,18 @@ from tests.unit.target import builders as b
 
 pytestmark = pytest.mark.timeout(60)
 
-ALLOWED_LABELS = {"db", "event_type", "kind", "le"}  # kind: the agent's error kinds; le: histogram buckets
+# kind: the agent's error kinds; le: histogram buckets; python, version: streamer_build_info's
+ALLOWED_LABELS = {"db", "event_type", "kind", "le", "python", "version"}
 ODD_TABLES = ['t"quote', "t\nnewline", "t{brace}", "t\\back", "tabl\u00e9_\u202e", "t=1,x=2", "x" * 300]
-ODD_DB = 'db"{odd}\\\n'
+ODD_DB = 'db"{odd}\\'
+INVALID_DB = "db\nforged"  # no metastore holds it: refused, and its halt's label is a bounded stand-in
 
 
 def test_odd_names_stay_out_of_metric_labels(tmp_path: Path) -> None:
     state = TargetState(tmp_path / "state")
     applier = Applier(MemoryCatalog(), FileCopier(max_workers=1), TargetPaths(str(tmp_path / "wh")),
                       b.SOURCE_ID, state=state)
-    events = [b.create_db(1, ODD_DB)]
+    events = [b.create_db(1, ODD_DB), b.create_db(100, INVALID_DB)]
     for i, name in enumerate(ODD_TABLES):
         snap = b.table(ODD_DB, name, location=f"file://{tmp_path}/src/{i}")
         ref = b.write_source_file(tmp_path / "src" / str(i), "f", b"x")
@@ -56,3 +59,4 @@ def test_odd_names_stay_out_of_metric_labels(tmp_path: Path) -> None:
     families = text_string_to_metric_families(text)
     dbs = {s.labels["db"] for f in families for s in f.samples if "db" in s.labels}
     assert ODD_DB.lower() in {d.lower() for d in dbs}, "the odd database name did not survive escaping"
+    assert INVALID_DB not in dbs and tracked_db(INVALID_DB) in dbs, dbs

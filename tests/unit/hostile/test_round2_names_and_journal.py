@@ -16,14 +16,16 @@ from pathlib import Path
 import pytest
 
 from streamer.errors import InvalidNameError
-from streamer.events.codec import check_envelope
-from streamer.events.model import DatabaseSnapshot, Event, EventType, OpenTxnPayload
+from streamer.events.codec import check_envelope, tracked_db
+from streamer.events.model import CommitCompactionPayload, DatabaseSnapshot, Event, EventType, OpenTxnPayload
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.target.apply import transactions
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.journal import JOURNAL_FILE, ProgressJournal
+from streamer.target.apply.plan import plan
 from streamer.target.state.lock import LOCK_FILE, StateLockTimeout, state_lock
+from streamer.target.state.state_file import STATE_FILE
 from tests.unit.target import builders as b
 from tests.unit.target.apply.test_apply import Env, make_env
 
@@ -60,7 +62,8 @@ def test_a_hostile_name_halts_before_the_journal_or_any_marker(tmp_path: Path) -
     assert env.run([b.create_db(1, "a")]) == [1]
     assert env.run([b.create_db(2, FORGED)]) == []
     halted = env.state.halts()
-    assert list(halted) == [FORGED] and "control character" in halted[FORGED].cause
+    key = tracked_db(FORGED)  # the halt's key: the name itself would forge lines too
+    assert list(halted) == [key] and "control character" in halted[key].cause
     assert ProgressJournal(env.state.dir).read() == {}
     assert set(env.catalog.databases) == {"a"}
 
@@ -151,3 +154,33 @@ def test_one_open_txn_event_opens_a_bounded_number_of_transactions(
     (halt,) = env.state.halts().values()
     assert halt.event_id == 2 and "OPEN_TXN opens 51 transactions" in halt.cause
     assert env.applier.ctx.acid.current().open_count() == 50
+
+
+@pytest.mark.parametrize(
+    ("db", "table"),
+    [("x" * 200_000, None), (FORGED * 20_000, "t"), ("a", "t" * 200_000), ("a", "t\n" * 100_000)],
+    ids=["long-db", "forging-db", "long-table", "forging-table"],
+)
+def test_a_refused_name_never_stays_in_the_state_file(tmp_path: Path, db: str, table: str | None) -> None:
+    """Found by the hostile-event property (issue 38 item 14): the refusal of a name no metastore holds
+    halted the database under that very name, and the halt's object named it too, so a multi-MiB
+    envelope name on a no-op event stayed in ``target-state.json`` (and in a skip's progress, for
+    ever after). The halt is kept under a bounded stand-in that later records of that name meet."""
+    env = make_env(tmp_path)
+    assert env.run([b.create_db(1, "a")]) == [1]
+    noop = b.event(2, EventType.COMMIT_COMPACTION, CommitCompactionPayload(2), db, table)
+    assert env.run([noop]) == []
+    (halt,) = env.state.halts().values()
+    assert halt.event_id == 2 and "no metastore holds such a name" in halt.cause, halt
+    assert not any(map(_controls, (halt.db, halt.object or ""))), halt
+    assert (env.state.dir / STATE_FILE).stat().st_size < 4096
+    # a later record of that name is held behind the halt, and a skip keeps nothing of the name
+    again = b.event(3, EventType.COMMIT_COMPACTION, CommitCompactionPayload(3), db, table)
+    assert plan([again], env.applier.load_progress(), env.state.halts()).held == (3,)
+    env.state.skip(halt.db, 2)
+    assert (env.state.dir / STATE_FILE).stat().st_size < 4096
+    assert env.run([again]) == [] and list(env.state.halts()) == [halt.db]
+
+
+def _controls(text: str) -> bool:
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
