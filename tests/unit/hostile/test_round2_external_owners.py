@@ -106,10 +106,12 @@ def test_a_record_of_one_source_never_takes_another_sources_external_directory(
 def test_a_partition_placed_in_another_sources_directory_is_refused_too(target: Target) -> None:
     _, replica = _b_replica(target)
     src_a = target.source("src-a")
-    daily = b.table("a", "daily", ("dt",), location="hdfs://nn-a:8020/data/daily", table_type="EXTERNAL_TABLE")
+    daily = b.table("a", "daily", ("dt",), location="hdfs://nn-a:8020/data/daily",
+                    table_type="EXTERNAL_TABLE")
     part = b.partition(daily, "1")
     part = dataclasses.replace(part, sd=dataclasses.replace(part.sd, location=B_LOCATION))
-    assert src_a.run([b.create_db(1, "a"), b.create_table(2, daily), b.add_partition(3, daily, [part])]) == [1, 2]
+    events = [b.create_db(1, "a"), b.create_table(2, daily), b.add_partition(3, daily, [part])]
+    assert src_a.run(events) == [1, 2]
     assert src_a.state.halts()["a"].event_id == 3
     assert target.catalog.get_partition("a", "daily", ["1"]) is None
     assert (replica / "000000_0").read_bytes() == b"B's rows"
@@ -138,6 +140,7 @@ def test_declared_prefixes_are_the_authorities_external_data_may_come_from(targe
     src_a = target.source("src-a", prefixes=("hdfs://nn-a:8020/data",))
     elsewhere = _external("a", "t", "hdfs://nn-b:8020/other")
     same_nn = _external("a", "u", "hdfs://NN-A:8020/warehouse/u")  # another path on a declared authority
-    assert src_a.run([b.create_db(1, "a"), b.create_table(2, same_nn), b.create_table(3, elsewhere)]) == [1, 2]
+    events = [b.create_db(1, "a"), b.create_table(2, same_nn), b.create_table(3, elsewhere)]
+    assert src_a.run(events) == [1, 2]
     halt = src_a.state.halts()["a"]
     assert halt.event_id == 3 and "--source-prefix" in halt.cause, halt
