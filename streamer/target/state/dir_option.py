@@ -12,6 +12,7 @@ was given (``streamer.target.state.binding``).
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,7 +59,23 @@ def new_state_dir_callback(ctx: click.Context, param: click.Parameter, value: st
         raise click.BadParameter(str(exc), ctx, param) from exc
     if path.exists() and not path.is_dir():
         raise click.BadParameter(f"{str(path)!r} is a file, not a directory", ctx, param)
+    check_not_shared(path, value)
     return path
+
+
+def check_not_shared(path: Path, value: str) -> None:
+    """Refuse a state dir every user may write (without the sticky bit): anyone could plant a
+    symlink for the job to follow, a forged halt or skip, or remove its progress."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # `target run` creates it (0o755 under the usual umask)
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise ConfigError(
+            f"--state-dir {value}: every user may write to it (mode {stat.S_IMODE(mode):o}), so any of them "
+            f"could plant links or forge its halts and progress; `chmod o-w {path}` (or give a private "
+            "directory)"
+        )
 
 
 def state_dir_callback(ctx: click.Context, param: click.Parameter, value: str) -> Path:

@@ -95,3 +95,20 @@ def test_a_directory_without_target_state_is_refused_by_every_reader(command: st
     ctx = click.Context(click.Command(command))
     with pytest.raises(ConfigError, match="holds no target state"):
         option.process_value(ctx, str(tmp_path))
+
+
+@pytest.mark.parametrize("command", sorted(OPTIONS))
+def test_a_state_dir_every_user_may_write_is_refused(command: str, tmp_path: Path) -> None:
+    """Issue 38 item 11: any user could plant a link or forge a halt in it; the sticky bit (as /tmp
+    has) keeps others' entries theirs and is accepted."""
+    state = tmp_path / "state"
+    TargetState(state).halt("a", 1, "x")
+    option = OPTIONS[command]
+    ctx = click.Context(click.Command(command))
+    state.chmod(0o777)
+    with pytest.raises(ConfigError, match=r"every user may write to it \(mode 777\).*chmod o-w"):
+        option.process_value(ctx, str(state))
+    state.chmod(0o1777)
+    assert option.process_value(ctx, str(state)) == state
+    state.chmod(0o775)  # a group's: an operator's choice
+    assert option.process_value(ctx, str(state)) == state
