@@ -103,13 +103,17 @@ class DropPartitionPayload:
 
 @dataclass(frozen=True)
 class InsertPayload:
-    """INSERT (``replace`` = INSERT OVERWRITE); ``partition_values`` is empty for unpartitioned tables."""
+    """INSERT (``replace`` = INSERT OVERWRITE); ``partition_values`` is empty for unpartitioned tables.
+    ``unlocated``: an INSERT logged without files whose object the source agent could not locate, so
+    what it wrote is unknown (it may stand for an INSERT OVERWRITE); a target never applies it as an
+    empty append."""
 
     table: TableSnapshot | None
     partition: PartitionSnapshot | None
     partition_values: list[str]
     replace: bool
     files: list[FileRef] = field(default_factory=list)
+    unlocated: bool = False
 
 
 @dataclass(frozen=True)
