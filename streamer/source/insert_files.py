@@ -12,19 +12,23 @@ files as a replace whose files are the object's visible files when it publishes
 OVERWRITE, in one directory swap. A replica then shows the object as it was when the agent published
 it: possibly newer than the event, but a state the source had (docs/features.md, "Writers").
 
-The object is located through the metastore when the agent has one to ask (``--hms-uri``): its table
-and partition as they are now. Their snapshots also go into INSERTs that carry files but no snapshots
-(Hive 2.3's never do), so a target knows where the event's files may be read from; when the
-partition is gone by then, its table's snapshot alone (a target reads the partition as part of its
-table's location, finds the files gone, and applies the INSERT with the later drop), and when the
-table is gone too, the table as the log's events before showed it (``streamer.source.table_memory``).
-Without a metastore to ask, the message's own snapshots locate the object (Hive 3 and later carry
-them), else the log's. A table renamed
-after the event is followed to its new name through the log (``streamer.source.renames``) and listed
+The object is located through the metastore: its table and partition as they are now, asked over
+Thrift (``--hms-uri``) or read from the tables of the metastore database the log is read from
+(``--notification-db``: ``streamer.source.sql_locator``). Their snapshots also go into INSERTs that
+carry files but no snapshots (Hive 2.3's never do), so a target knows where the event's files may be
+read from; when the partition is gone by then, its table's snapshot alone (a target reads the
+partition as part of its table's location, finds the files gone, and applies the INSERT with the
+later drop), and when the table is gone too, the table as the log's events before showed it
+(``streamer.source.table_memory``). Without a metastore to ask, the message's own snapshots locate
+the object (Hive 3 and later carry them), else the log's. A table renamed after the event is
+followed to its new name through the log (``streamer.source.renames``) and listed
 there, under the event's names. An object that is gone by then (a later event dropped it), or whose
 name now belongs to an object created after the event, is not listed: the event goes out as it came,
-and the later events bring the replica to the source's state. Transactional tables are never listed:
-their data is a set of write ids, carried by ACID events.
+and the later events bring the replica to the source's state. An INSERT without files that still
+cannot be located (no metastore to ask and no snapshot in the message; values that fit no partition
+of its table) goes out marked ``unlocated``: what it wrote is unknown, and a target re-syncs its object
+from the source or halts at it (``streamer.target.apply.data``), never applies it as an empty append.
+Transactional tables are never listed: their data is a set of write ids, carried by ACID events.
 
 ``locate``, ``as_replace`` and ``with_snapshots`` are pure; the metastore sits behind ``Locator``, the
 filesystem behind a ``Lister``.
@@ -42,6 +46,7 @@ from streamer.events.model import Event, FileRef, InsertPayload, PartitionSnapsh
 from streamer.hive.files import partition_name
 from streamer.metastore.transport import HmsAuth
 from streamer.source.listing import exists, list_files
+from streamer.source.reader import SqlNotificationReader
 from streamer.source.table_memory import TableMemory
 from streamer.source.thrift_reader import ThriftNotificationReader
 
@@ -53,6 +58,12 @@ Renamed = Callable[[int, str, str], "tuple[str, str] | None"]
 """(event id, db, table) -> the table's (db, name) now, None when dropped (``Renames.current``)."""
 
 VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
+
+
+class Unknown(str):
+    """Why an INSERT's object cannot be located where nothing later brings its replica to the
+    source's state (no metastore to ask, values that fit no partition): the INSERT goes out marked
+    ``unlocated``, never as an empty append."""
 
 
 class Locator(Protocol):
@@ -118,6 +129,9 @@ def locate(
         if _created_after(event, p.table.create_time if p.table else None, live_table.create_time):
             return "its table's name belongs to a table created after the event"
         table, partition = live_table, live_partition
+        if values and len(values) != len(table.partition_keys):
+            keys = [k.name for k in table.partition_keys]
+            return Unknown(f"partition values {values} do not match the table's keys {keys}")
         if values:
             if live_partition is None and (listing or not _own_partitions(table)):
                 return f"its partition {values} is gone (a later event dropped it)"
@@ -126,12 +140,13 @@ def locate(
                 return f"its partition {values} was created again after the event"
     else:
         if p.table is None:
-            return "the event carries no table snapshot and the agent has no metastore to ask (--hms-uri)"
+            return Unknown("the event carries no table snapshot and the agent has no metastore to ask "
+                           "(--hms-uri, --notification-db)")
         table, partition = p.table, p.partition if values else None
     keys = [k.name for k in table.partition_keys]
     name = partition_name(keys, values) if values and len(keys) == len(values) else None
     if values and name is None:
-        return f"partition values {values} do not match the table's keys {keys}"
+        return Unknown(f"partition values {values} do not match the table's keys {keys}")
     location = partition.sd.location if partition is not None else None
     if not location and table.sd.location:
         location = table.sd.location.rstrip("/") + (f"/{name}" if name else "")
@@ -213,10 +228,15 @@ class HmsLocator:
 
 
 def locator_for(reader: object) -> Locator | None:
-    """The metastore a reader reads through (``--hms-uri``), or None (a metastore database read
-    directly: the messages' own snapshots are all the agent has)."""
+    """The metastore a reader reads through: its Thrift API (``--hms-uri``), or the tables of the
+    database it reads the log from (``--notification-db``: ``streamer.source.sql_locator``); None for
+    any other reader (the messages' own snapshots are all the agent has)."""
     if isinstance(reader, ThriftNotificationReader):
         return HmsLocator(reader.uri, timeout_s=reader.timeout_seconds, auth=reader.auth)
+    if isinstance(reader, SqlNotificationReader):
+        from streamer.source.sql_locator import SqlLocator
+
+        return SqlLocator(reader.url)
     return None
 
 
@@ -246,16 +266,14 @@ class InsertResolver:
         if isinstance(found, str):
             if p.files:  # a table gone (or made again) since: as the log had it at the event
                 return self._as_logged(event, p), False
-            self._not_listed(event, p, found)
-            return event, False
+            return self._not_listed(event, p, found), False
         if p.files:
             return with_snapshots(event, found), False
         if found.table.is_transactional or found.table.table_type in VIEW_TYPES:
             return event, False
         listing = self.lister(found.location, found.partition_name)
         if not listing and not self._holds_nothing(event, p, found):
-            self._not_listed(event, p, f"its directory {found.location} is gone")
-            return event, False
+            return self._not_listed(event, p, f"its directory {found.location} is gone"), False
         log.debug("event %d: INSERT without files into %s listed at %s: %d files", event.event_id,
                   found.table.qualified_name, found.location, len(listing))
         return as_replace(event, found, listing), True
@@ -299,15 +317,18 @@ class InsertResolver:
         again = self._locate(event, p)
         return isinstance(again, Located) and again.location == found.location
 
-    def _not_listed(self, event: Event, p: InsertPayload, why: str) -> None:
+    def _not_listed(self, event: Event, p: InsertPayload, why: str) -> Event:
+        """The INSERT as it came when a later event brings its object's replica to the source's state
+        (a drop, a create again); else marked ``unlocated``: a target re-syncs its object or halts."""
         obj = ".".join(n for n in (event.db, event.table) if n)
-        if self.locator is None and p.table is None:
-            log.warning("event %d: INSERT without files into %s cannot be listed: %s; published as an "
-                        "empty append, so an INSERT OVERWRITE it stands for is not replicated",
+        if isinstance(why, Unknown):
+            log.warning("event %d: INSERT without files into %s cannot be located: %s; published marked "
+                        "unlocated: a target re-syncs the object from the source or halts at it",
                         event.event_id, obj, why)
-        else:
-            log.info("event %d: INSERT without files into %s not listed: %s; the later events bring "
-                     "its replica to the source's state", event.event_id, obj, why)
+            return dataclasses.replace(event, payload=dataclasses.replace(p, unlocated=True))
+        log.info("event %d: INSERT without files into %s not listed: %s; the later events bring "
+                 "its replica to the source's state", event.event_id, obj, why)
+        return event
 
     def close(self) -> None:
         if self.locator is not None:

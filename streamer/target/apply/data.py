@@ -12,6 +12,7 @@ from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import Event, InsertPayload, PartitionSnapshot, TableSnapshot
 from streamer.filesystems import atomic_rename
+from streamer.target.apply.by_state import source_location
 from streamer.target.apply.context import ApplyContext, payload_of
 from streamer.target.apply.files import clear_dir
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
@@ -22,6 +23,9 @@ log = logging.getLogger(__name__)
 
 def insert(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, InsertPayload)
+    if payload.unlocated and not payload.files:
+        _unlocated(ctx, event, payload)
+        return
     table, source = ctx.table_for(event, payload.table)
     if payload.partition_values:
         part = payload.partition or PartitionSnapshot(values=payload.partition_values)
@@ -50,6 +54,35 @@ def insert(ctx: ApplyContext, event: Event) -> None:
     published = sum(1 for f in staged.files if not f.skipped)
     if published > 1 or (published and removed):
         _count_nonatomic(table.db, target_dir)
+
+
+def _unlocated(ctx: ApplyContext, event: Event, payload: InsertPayload) -> None:
+    """An INSERT the source agent could not locate (``InsertPayload.unlocated``): what it wrote is
+    unknown, and applied as an empty append it would keep rows an INSERT OVERWRITE replaced. A table
+    replicated by state syncs the object from the source's listing (``state_sync``, reading only
+    below a declared ``--source-prefix``); any other halts its database at the event."""
+    table, _ = ctx.table_for(event, payload.table)
+    values = list(payload.partition_values)
+    obj = table.qualified_name + (f" partition {values}" if values else "")
+    if source_location(table):
+        partitions = None
+        if values:
+            found = ctx.catalog.get_partition(table.db, table.name, values)
+            partitions = [found] if found is not None else None
+        if not values or partitions:
+            log.warning("event %s: INSERT without files into %s that the source agent could not locate; "
+                        "%s is replicated by state: syncing it from the source", event.event_id, obj,
+                        table.qualified_name)
+            sync_by_state(ctx, event, table, partitions)
+            return
+    raise ApplyError(
+        "INSERT logged without files that the source agent could not locate (unlocated): what it wrote "
+        "is unknown (Hive 2.3 logs every INSERT OVERWRITE so), and applying it as an empty append would "
+        "keep rows the source replaced. Compare the object with the source (streamer verify); if the "
+        "replica already holds the source's rows, pass over the event with `streamer target skip`, else "
+        "bootstrap the table again; an agent on --notification-db or --hms-uri locates such INSERTs",
+        event_id=event.event_id, event_type=event.event_type.value, obj=obj,
+    )
 
 
 def _sync_instead(

@@ -371,9 +371,31 @@ def test_files_vanishing_between_listing_and_reading_are_listed_again(tmp_path: 
     assert [f.uri for f in out.files] == [f"file://{tmp_path}/kept"] and not listings  # type: ignore[union-attr]
 
 
-def test_without_a_metastore_a_hive_2_3_overwrite_is_published_as_it_came_with_a_warning(
+def test_without_a_metastore_a_hive_2_3_overwrite_is_published_marked_unlocated_never_as_an_append(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     event = decode_row(_spark_overwrite("1"), "src")
-    assert Enricher(EnrichSettings(), reader=None)(event) == event  # type: ignore[arg-type]
-    assert "cannot be listed" in caplog.text and "--hms-uri" in caplog.text
+    out = Enricher(EnrichSettings(), reader=None)(event)  # type: ignore[arg-type]
+    assert out.payload == dataclasses.replace(_p(event), unlocated=True)
+    assert "cannot be located" in caplog.text and "unlocated" in caplog.text and "event 42" in caplog.text
+
+
+def test_values_that_fit_no_partition_of_the_table_mark_the_insert_unlocated() -> None:
+    event = _insert(values=["1", "2"])
+    out, listed = InsertResolver(FakeLocator(_table(keys=DAY)), _lister({}))(event)
+    assert not listed and _p(out).unlocated and not _p(out).files
+
+
+def test_an_object_a_later_event_dropped_goes_out_as_it_came_not_unlocated() -> None:
+    event = _insert(values=["1"])  # the later DROP_PARTITION brings the replica to the source's state
+    assert InsertResolver(FakeLocator(_table(keys=DAY), None), _lister({}))(event) == (event, False)
+    assert InsertResolver(FakeLocator(None), _lister({}))(_insert()) == (_insert(), False)
+
+
+def test_the_database_of_a_sql_reader_is_the_locator() -> None:
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.source.sql_locator import SqlLocator
+
+    locator = locator_for(SqlNotificationReader("postgresql://hive@db.example/metastore"))
+    assert isinstance(locator, SqlLocator) and locator.url == "postgresql://hive@db.example/metastore"
+    locator.close()  # never connected: nothing to close
