@@ -371,6 +371,11 @@ def _drop_partitions(r: _Replay, event: Event, p: DropPartitionPayload) -> None:
 
 
 def _insert(r: _Replay, event: Event, p: InsertPayload) -> None:
+    if p.unlocated:  # what it wrote is unknown: only a read of the table after it says
+        k = _event_key(event)
+        if r.in_scope(k) and not r.read_after(k, event):
+            r.unresolved.add(k)
+        return
     t = r.table(event, p.table)
     if t is None:
         return

@@ -3,6 +3,7 @@ consolidated with the events of that time, equals a quiet dump of the source at 
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from streamer.events.model import (
     DatabaseSnapshot,
     Event,
     EventType,
+    FileRef,
+    InsertPayload,
     PartitionSnapshot,
     Source,
     StorageDescriptor,
@@ -260,3 +263,19 @@ def test_a_table_created_and_analyzed_during_the_dump_settles(tmp_path: Path) ->
     finally:
         reader.close()
         wh.close()
+
+
+def test_an_unlocated_insert_during_the_dump_has_its_table_read_again() -> None:
+    """An INSERT without files the agent could not locate (``unlocated``) may stand for an overwrite:
+    replaying it as an append would keep the dumped files it replaced; only a read after it knows."""
+    table = TableSnapshot("t", "d", sd=StorageDescriptor(location="/wh/d.db/t"))
+    dump = Dump(databases={"d": DatabaseSnapshot("d")})
+    dump.tables[("d", "t")] = TableDump(table, files={(): {"/wh/d.db/t/old": FileRef("/wh/d.db/t/old")}},
+                                        read_from=5, read_to=5)
+    payload = InsertPayload(None, None, [], False, [], unlocated=True)
+    unlocated = Event(Source("s", 6, 0), EventType.INSERT, payload, db="d", table="t")
+    result = consolidate(dump, [unlocated], PolicySet.parse(["*"]), 6)
+    assert result.unresolved == {("d", "t")} and not result.complete
+    read_after = consolidate(dump, [dataclasses.replace(unlocated, source=Source("s", 4, 0))],
+                             PolicySet.parse(["*"]), 6)
+    assert read_after.unresolved == frozenset()  # the read already shows what it wrote
