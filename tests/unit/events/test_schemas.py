@@ -119,3 +119,27 @@ def test_archived_schemas_are_known_writers(tmp_path: Path) -> None:
     known = load_writer_schemas(tmp_path)
     assert len(known) == 2
     assert bytes.fromhex(CURRENT_FINGERPRINT) in known
+
+
+def test_an_insert_written_before_unlocated_existed_reads_as_located() -> None:
+    """Records of the schema before ``InsertPayload.unlocated`` (archived) still decode: the field
+    takes its default, false."""
+    import io
+
+    from fastavro import schemaless_writer
+
+    from streamer.events.codec import SINGLE_OBJECT_MARKER, EventDeserializer
+    from streamer.events.model import InsertPayload
+    from streamer.events.schemas import WriterSchema, schemas_dir
+
+    older = WriterSchema.from_json((schemas_dir() / "history" / "c12b86360b31f288.avsc").read_text())
+    payload = InsertPayload(None, None, [], False, [])
+    event = Event(Source("s", 7, 0), EventType.INSERT, payload, db="d", table="t")
+    datum = to_avro(event)
+    name, fields = datum["payload"]
+    datum["payload"] = (name, {k: v for k, v in fields.items() if k != "unlocated"})
+    out = io.BytesIO()
+    schemaless_writer(out, older.parsed, datum)
+    decoded = EventDeserializer()(SINGLE_OBJECT_MARKER + older.fingerprint + out.getvalue())
+    assert isinstance(decoded.payload, InsertPayload) and decoded.payload.unlocated is False
+    assert decoded == event
