@@ -76,11 +76,11 @@ def _unlocated(ctx: ApplyContext, event: Event, payload: InsertPayload) -> None:
             sync_by_state(ctx, event, table, partitions)
             return
     raise ApplyError(
-        "INSERT logged without files that the source agent could not locate (unlocated): what it wrote "
-        "is unknown (Hive 2.3 logs every INSERT OVERWRITE so), and applying it as an empty append would "
-        "keep rows the source replaced. Compare the object with the source (streamer verify); if the "
-        "replica already holds the source's rows, pass over the event with `streamer target skip`, else "
-        "bootstrap the table again; an agent on --notification-db or --hms-uri locates such INSERTs",
+        "INSERT logged without files that the source agent could not locate (unlocated; its WARNING for "
+        "this event says why): what it wrote is unknown (Hive 2.3 logs every INSERT OVERWRITE so), and "
+        "applying it as an empty append would keep rows the source replaced. Compare the object with the "
+        "source (streamer verify); if the replica already holds the source's rows, pass over the event "
+        "with `streamer target skip`, else bootstrap the table again",
         event_id=event.event_id, event_type=event.event_type.value, obj=obj,
     )
 
