@@ -21,9 +21,10 @@ from streamer.hive.notification import DEFAULT_CATALOG, NotificationRow
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.naming import topic_or_default
 from streamer.kafka.record_size import DEFAULT_COMPRESSION, DEFAULT_MAX_RECORD_BYTES
-from streamer.source.enrich import Enricher, EnrichSettings
+from streamer.source.enrich import FROM_READER, Enricher, EnrichSettings
 from streamer.source.errors import ProducerFencedError as ProducerFencedError  # re-exported
 from streamer.source.gaps import ContiguousReader
+from streamer.source.insert_files import Locator
 from streamer.source.policy import PolicySet
 from streamer.source.prepare import Prepared, Preparer, cut_at_oversized, failure_kind
 from streamer.source.producer import TransactionalProducer
@@ -73,14 +74,18 @@ class SourceAgent:
         *,
         serializer: EventSerializer | None = None,
         clock: Callable[[], float] = time.time,
+        locator: Locator | None = FROM_READER,
     ) -> None:
+        """``locator``: where INSERTs without files are located (default: through the reader,
+        ``insert_files.locator_for``; ``source run`` passes the Thrift metastore when given both
+        ``--notification-db`` and ``--hms-uri``)."""
         if config.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {config.batch_size}")
         self.config = config
         self.reader = reader
         self.policy = policy or PolicySet.parse([])
         self.serializer = serializer or EventSerializer()
-        self.enricher = Enricher(config.enrich, reader)
+        self.enricher = Enricher(config.enrich, reader, locator=locator)
         self.contiguous = ContiguousReader(reader, config.gap_settle_seconds)
         self.preparer = Preparer(self.enricher, self.serializer, config.topic_name)
         self.producer = TransactionalProducer(config.kafka, config.transactional_id, config.topic_name,

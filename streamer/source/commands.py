@@ -26,7 +26,8 @@ def source() -> None:
 @options.notification_db_option(
     "Metastore database URL: a sqlite path, sqlite:///path, postgresql://... or mysql://...")
 @options.hms_uri_option("Read through the metastore's Thrift API instead (thrift://host:port); or, with "
-                        "--notification-db, the metastore whose tables a policy change dumps.")
+                        "--notification-db, the metastore whose tables a policy change dumps and where "
+                        "INSERTs without files are located.")
 @options.scope_options(
     "Replication policy in Hive's syntax, e.g. \"sales.['orders', 'c[0-9]+']\"; repeatable (env: "
     "space-separated). Default: every database.")
@@ -80,6 +81,7 @@ def run(
     from streamer import metrics
     from streamer.kafka.reachability import check_reachable
     from streamer.source.agent import SourceAgent
+    from streamer.source.insert_files import HmsLocator
     from streamer.source.prerequisites import cannot_check as prerequisites_unchecked
     from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import NotificationReader, SqlNotificationReader
@@ -124,7 +126,9 @@ def run(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _replace_if_changed(config, reader, policy, notification_db, hms_uri, auth)
-    agent = SourceAgent(config, reader, policy)
+    # both flags: the log from the database, INSERTs without files located over Thrift
+    agent = (SourceAgent(config, reader, policy, locator=HmsLocator(str(hms_uri), auth=auth))
+             if hms_uri and notification_db else SourceAgent(config, reader, policy))
     try:
         agent.run(once=once, stop=stop)
     finally:

@@ -48,7 +48,7 @@ COMPUTED_ALGORITHM = "sha256"
 MAX_COMPONENT_LENGTH = 255  # dfs.namenode.fs-limits.max-component-length's default, as getCMPath reads it
 LISTING_ATTEMPTS = 3  # a listing whose files vanish before they are read is made again, this often
 T = TypeVar("T")
-_FROM_READER: Any = object()
+FROM_READER: Any = object()
 
 
 @dataclass(frozen=True)
@@ -166,11 +166,11 @@ class Enricher:
     through, if any: ``insert_files.locator_for``)."""
 
     def __init__(self, settings: EnrichSettings, reader: NotificationReader,
-                 files: FileInspector | None = None, locator: Locator | None = _FROM_READER) -> None:
+                 files: FileInspector | None = None, locator: Locator | None = FROM_READER) -> None:
         self.settings = settings
         self.reader = reader
         self.files = files or FsspecInspector()
-        locator = locator_for(reader) if locator is _FROM_READER else locator
+        locator = locator_for(reader) if locator is FROM_READER else locator
         renames = Renames(reader).current if reader is not None and locator is not None else None
         self.inserts = InsertResolver(locator, renames=renames)
 

@@ -399,3 +399,23 @@ def test_the_database_of_a_sql_reader_is_the_locator() -> None:
     locator = locator_for(SqlNotificationReader("postgresql://hive@db.example/metastore"))
     assert isinstance(locator, SqlLocator) and locator.url == "postgresql://hive@db.example/metastore"
     locator.close()  # never connected: nothing to close
+
+
+def test_an_agent_locates_through_its_reader_unless_given_a_metastore(tmp_path: Path) -> None:
+    """``source run --notification-db`` locates in the database's tables; with ``--hms-uri`` too, over
+    Thrift (commands.py passes it)."""
+    from streamer.source.agent import AgentConfig, SourceAgent
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.source.sql_locator import SqlLocator
+
+    config = AgentConfig(source_id="s", kafka={"bootstrap.servers": "127.0.0.1:1"})
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    alone = SourceAgent(config, SqlNotificationReader(url))
+    thrift = HmsLocator("thrift://hms.example:9083")
+    both = SourceAgent(config, SqlNotificationReader(url), locator=thrift)
+    try:
+        assert isinstance(alone.enricher.inserts.locator, SqlLocator)
+        assert both.enricher.inserts.locator is thrift
+    finally:
+        alone.close()
+        both.close()
