@@ -31,8 +31,15 @@ class SnapshotReleased(SnapshotError):
     """A snapshot's frame was used after :meth:`~streamer.read.Snapshot.release` freed its blocks."""
 
 
+class SnapshotExpired(SnapshotReleased):
+    """A snapshot taken with ``materialize=False`` lost a file it pinned: the target replaced or removed
+    it (an overwrite, a truncate, a re-applied partition), so its frames cannot read its state any
+    more. Take a new snapshot (or read through ``bracket``, which does so itself)."""
+
+
 class MarksMoved(SnapshotTimeout):
-    """A plain-SQL bracket saw the marks move during every query attempt it was allowed."""
+    """A bracket's query raced the target (its tables changed, or a file vanished under it) in every
+    run its ``retries`` allowed."""
 
 
 class MarksFormatError(SnapshotError):

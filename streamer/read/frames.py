@@ -21,20 +21,29 @@ _FORMATS = {"parquet": "parquet", "orc": "orc"}
 
 
 def materialize(
-    spark: SparkSession, pinned: Sequence[PinnedTable], filters: Mapping[str, str], event_id: int
+    spark: SparkSession,
+    pinned: Sequence[PinnedTable],
+    filters: Mapping[str, str],
+    event_id: int,
+    hold: bool = True,
 ) -> dict[str, DataFrame] | None:
     """Each table read from exactly its pinned files into Spark's block store; None when one of a
     table's files changed while that table was read (the attempt raced an apply: the blocks are
-    dropped and the caller reads again). Each table's files need to survive only its own read."""
+    dropped and the caller reads again). Each table's files need to survive only its own read.
+
+    ``hold`` False builds the DataFrames over the pinned files without reading them (Spark checks
+    only that the files exist): they read the replica's files at each action, see ``Snapshot.read``."""
     frames: dict[str, DataFrame] = {}
     for table in pinned:
         try:
             df = _frame(spark, table, event_id)
             if table.name in filters:
                 df = df.where(filters[table.name])
-            # small files would each be a task: hold ~128 MiB per partition (no shuffle)
-            parts = max(1, -(-sum(f.size for f in table.files()) // (128 << 20)))
-            frames[table.name] = df.coalesce(parts).localCheckpoint(eager=True)
+            if hold:
+                # small files would each be a task: hold ~128 MiB per partition (no shuffle)
+                parts = max(1, -(-sum(f.size for f in table.files()) // (128 << 20)))
+                df = df.coalesce(parts).localCheckpoint(eager=True)
+            frames[table.name] = df
         except Exception as exc:
             if still_there(table.files()):
                 drop(frames)
@@ -101,15 +110,19 @@ def _format(snap: TableSnapshot) -> str:
     )
 
 
-
-def mark_released(frame: DataFrame, message: str) -> None:
-    """Make every later use of ``frame`` raise :class:`SnapshotReleased` with ``message`` instead of
-    Spark's error about missing checkpoint blocks (a Java stack trace naming no table)."""
+def mark_released(
+    frame: DataFrame, message: str, error: type[SnapshotReleased] = SnapshotReleased
+) -> None:
+    """Make every later use of ``frame`` raise ``error`` (:class:`SnapshotReleased`) with ``message``
+    instead of Spark's error about missing checkpoint blocks or files (a Java stack trace naming no
+    table), or, for a frame over the replica's files, rows of files the target wrote since."""
     base = type(frame)
+    if issubclass(base, _ReleasedMixin):
+        return
     released = _RELEASED.get(base)
     if released is None:
         released = _RELEASED[base] = type(f"Released{base.__name__}", (_ReleasedMixin, base), {})
-    frame.__dict__["_streamer_released"] = message
+    frame.__dict__["_streamer_released"] = (error, message)
     frame.__class__ = released
 
 
@@ -119,10 +132,12 @@ class _ReleasedMixin:
     def __getattribute__(self, name: str) -> Any:
         if name in ("__class__", "__dict__"):
             return object.__getattribute__(self, name)
-        raise SnapshotReleased(object.__getattribute__(self, "__dict__")["_streamer_released"])
+        error, message = object.__getattribute__(self, "__dict__")["_streamer_released"]
+        raise error(message)
 
     def __repr__(self) -> str:
-        return f"<released snapshot frame: {object.__getattribute__(self, '__dict__')['_streamer_released']}>"
+        message = object.__getattribute__(self, "__dict__")["_streamer_released"][1]
+        return f"<released snapshot frame: {message}>"
 
 
 _RELEASED: dict[type, type] = {}

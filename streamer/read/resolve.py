@@ -142,13 +142,17 @@ def _identity(entry: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def still_there(files: Iterable[PinnedFile]) -> bool:
     """Whether every file is still the one resolved (same size, modification time, inode)."""
+    return first_changed(files) is None
+
+
+def first_changed(files: Iterable[PinnedFile]) -> PinnedFile | None:
+    """The first of ``files`` that is gone or no longer the one resolved; None when all are."""
     for f in files:
         fs, path = url_to_fs(f.url)
         try:
             info = fs.info(path)
         except FileNotFoundError:
-            return False
+            return f
         if _identity(info) != f.identity:
-            return False
-    return True
-
+            return f
+    return None

@@ -1,10 +1,13 @@
-"""The plain-SQL bracket in Spark: read the marks, REFRESH the tables, run the query, read the marks again.
+"""Plain Spark SQL over a live replica, checked: pin the tables, REFRESH them, run the query, check
+that none of its tables changed while it ran, and run it again when one did.
 
-An engine reading a replica with SQL gets one source state only when no mark moved during the query
-and the engine listed the tables' files during it: a long-lived Spark session keeps each table's file
-listing from its first read, so without ``REFRESH TABLE`` it answers from an older state whatever
-the marks say. :func:`bracket` does the whole recipe; :func:`parse_properties` reads the marks'
-``DESCRIBE DATABASE EXTENDED`` text for engines and tools that get it as one string.
+A Spark query lists a table's files when it is planned and reads them while it runs; the target may
+replace or remove them in between (the query then fails on a vanished file or, with a file name
+reused, reads newer rows), and a long-lived session keeps each table's listing from its first read
+unless the table is refreshed. :func:`bracket` runs a callable over tables the caller names;
+:func:`bracket_sql` runs SQL text and takes the tables from Spark's analyzed plan, so none can be
+forgotten. :func:`parse_properties` reads the marks' ``DESCRIBE DATABASE EXTENDED`` text for engines
+and tools that get it as one string. Why each step is needed: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from streamer.metastore.catalog import FENCE_PARAM
-from streamer.read.decision import Decision, Verdict, decide_marks
+from streamer.errors import StreamerError
+from streamer.metastore.catalog import Catalog
+from streamer.metastore.transport import HmsAuth
+from streamer.read.decision import Decision, Verdict, decide, decide_marks
 from streamer.read.errors import (
     MarksFormatError,
     MarksMoved,
@@ -26,11 +32,12 @@ from streamer.read.errors import (
     TableNotFound,
     UnknownDatabase,
 )
-from streamer.read.model import DbMark, Marks, table_key
-from streamer.read.resolve import marks_from
+from streamer.read.model import Marks, PinnedTable, table_key
+from streamer.read.races import refuse_lazy, throwable_trail, vanished_file
+from streamer.read.resolve import Raced, marks_from, read_marks, resolve
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +99,14 @@ def _describe(spark: SparkSession, db: str) -> Mapping[str, str] | None:
 
 @dataclass(frozen=True)
 class Bracketed(Generic[T]):
-    """A query's result and the source event id its tables showed (at least; see ``snapshot``)."""
+    """A query's result, the source event id its tables showed (at least; see ``snapshot``), the
+    databases' ``repl.last.id``, how many attempts it took and the tables it was checked over."""
 
     result: T
     event_id: int
     last_ids: Mapping[str, int]
     attempts: int
+    tables: tuple[str, ...] = ()
 
 
 def bracket(
@@ -107,87 +116,329 @@ def bracket(
     *,
     min_event_id: int | None = None,
     timeout: float = 60.0,
-    retries: int = 3,
+    retries: int | None = None,
     poll_seconds: float = 0.2,
     watermark_db: str | None = None,
+    hms_uri: str | None = None,
+    hms_auth: HmsAuth | None = None,
 ) -> Bracketed[T]:
-    """Run ``query`` (which must read ``tables`` and return materialized results: ``collect()``,
-    ``count()``, ...) between two readings of the marks, after ``REFRESH TABLE`` of each table.
+    """Run ``query`` so that its result is the replica's state after one source event id, running it
+    again whenever it raced the target, until ``timeout``.
 
-    Marks that moved during the query (a ``repl.last.id``, the watermark, or an apply fence set or
-    removed) run it again, up to ``retries`` more times, then
-    :class:`MarksMoved`; ``min_event_id`` and ``timeout`` wait as :func:`~streamer.read.snapshot`
-    does (:class:`SnapshotTimeout`). An unknown database raises :class:`UnknownDatabase`, a table
-    missing :class:`TableNotFound`, a halted database read with others (or one that halted while
-    applied out of event-id order: the apply fence stays) :class:`SnapshotError`.
+    ``tables`` must name **every** table the query reads: Spark cannot tell which tables a Python
+    callable read, and a table left out is not checked (its rows may be of another state). Prefer
+    :func:`bracket_sql`, which finds them in the query's plan. ``query`` must return data
+    (``collect()``, ``count()``, ``toPandas()``, a write): a lazy DataFrame, Column, grouped data,
+    RDD or iterator (also inside a list, tuple, dict or dataclass) is refused with ``TypeError``.
+
+    Each attempt pins the tables (marks, metadata and exact files, as :func:`~streamer.read.snapshot`
+    resolves them), ``REFRESH TABLE`` s them, runs the query and resolves them again: a table that
+    changed meanwhile, or a file that vanished under the query (Spark's
+    ``FAILED_READ_FILE.FILE_NOT_EXIST``), runs it again. Other errors of the query are raised as they
+    are. ``timeout`` bounds the whole call (a run in progress is not interrupted):
+    :class:`SnapshotTimeout` says why the last attempt did not hold. ``retries``, when given, also
+    stops after that many raced runs (:class:`MarksMoved`); by default only ``timeout`` does.
+    ``min_event_id`` waits for that source event. ``hms_uri`` is the target metastore the session
+    uses (default: the session's ``hive.metastore.uris``). An unknown database raises
+    :class:`UnknownDatabase`, a missing table :class:`TableNotFound`, a halted database read with
+    others or an ACID replica :class:`SnapshotError`.
     """
     names = list(dict.fromkeys(table_key(t) for t in tables))
     if not names:
-        raise SnapshotError("bracket needs the tables the query reads")
+        raise SnapshotError("bracket needs every table the query reads (or use bracket_sql)")
+    with _catalog(spark, hms_uri, hms_auth) as catalog:
+        return _bracket(spark, catalog, names, query, "bracket", min_event_id=min_event_id, timeout=timeout,
+                        retries=retries, poll_seconds=poll_seconds, watermark_db=watermark_db)
+
+
+def bracket_sql(
+    spark: SparkSession,
+    sql: str,
+    *,
+    action: Callable[[DataFrame], Any] | None = None,
+    min_event_id: int | None = None,
+    timeout: float = 60.0,
+    retries: int | None = None,
+    poll_seconds: float = 0.2,
+    watermark_db: str | None = None,
+    hms_uri: str | None = None,
+    hms_auth: HmsAuth | None = None,
+) -> Bracketed[Any]:
+    """:func:`bracket` of a SQL query whose tables come from Spark's analyzed plan (views, subqueries
+    and CTEs included), so none can be left out. ``action`` turns the query's DataFrame into data
+    (default ``DataFrame.collect``; e.g. ``lambda df: df.toPandas()``); the DataFrame is built anew
+    after each refresh. Only queries: a command (INSERT, CREATE, CACHE, SET, ...) is refused before it
+    runs. Tables of other catalogs (DataSource V2) are refused; files read by path are not tables
+    and are not checked. ``Bracketed.tables`` lists the tables found.
+    """
+    run_action = action if action is not None else _collect
+    names = tables_read(spark, sql)
+    with _catalog(spark, hms_uri, hms_auth) as catalog:
+        deadline = time.monotonic() + timeout
+        while True:
+            def run(wanted: Sequence[str] = tuple(names)) -> Any:
+                df = spark.sql(sql)
+                found = plan_tables(df._jdf.queryExecution().analyzed())
+                if set(found) != set(wanted):  # a view redefined since: bracket those tables instead
+                    raise _OtherTables(found)
+                return run_action(df)
+
+            try:
+                return _bracket(
+                    spark, catalog, names, run, "bracket_sql", min_event_id=min_event_id,
+                    timeout=max(0.0, deadline - time.monotonic()), retries=retries,
+                    poll_seconds=poll_seconds, watermark_db=watermark_db,
+                )
+            except _OtherTables as other:
+                log.debug("bracket_sql: the query's tables changed from %s to %s", names, other.names)
+                names = other.names
+
+
+def _collect(df: DataFrame) -> Any:
+    return df.collect()
+
+
+class _OtherTables(StreamerError):
+    """The query's plan reads other tables than those pinned (a view redefined): pin those."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.names = names
+
+
+def tables_read(spark: SparkSession, sql: str) -> list[str]:
+    """The catalog tables (``db.table``) a SQL query reads, from Spark's analyzed plan; refuses
+    commands (which ``spark.sql`` would run at once) without running them."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import convert_exception
+
+    try:
+        parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+    except Py4JJavaError as exc:
+        raise convert_exception(exc.java_exception) from None
+    kind = parsed.getClass()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+    if command.isAssignableFrom(kind) or str(kind.getSimpleName()).startswith("Insert"):
+        raise SnapshotError(
+            f"bracket_sql runs queries (SELECT, WITH, ...), not a {kind.getSimpleName()}: "
+            "run commands outside the bracket"
+        )
+    names = plan_tables(spark.sql(sql)._jdf.queryExecution().analyzed())
+    if not names:
+        raise SnapshotError("the query reads no table of the catalog: nothing to bracket")
+    return names
+
+
+def plan_tables(plan: Any) -> list[str]:
+    """The catalog tables of an analyzed logical plan (a Py4J ``LogicalPlan``), in plan order: Hive
+    relations and file relations of the catalog, through children, subqueries and views. A table of
+    another catalog (DataSource V2) is refused: the bracket cannot pin it."""
+    out: dict[str, None] = {}
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        kind = str(node.getClass().getSimpleName())
+        if kind == "HiveTableRelation":
+            out[_identifier(node.tableMeta().identifier())] = None
+        elif kind == "LogicalRelation":
+            table = node.catalogTable()
+            if table.isDefined():
+                out[_identifier(table.get().identifier())] = None
+        elif kind.startswith("DataSourceV2") and "Relation" in kind:
+            raise SnapshotError(
+                f"the query reads {node.simpleString(5)} of another catalog: the bracket reads tables of "
+                "the session catalog (the target metastore) only"
+            )
+        for seq in (node.subqueries(), node.children()):
+            found = []
+            it = seq.iterator()
+            while it.hasNext():
+                found.append(it.next())
+            stack.extend(reversed(found))
+    return list(out)
+
+
+def _identifier(ident: Any) -> str:
+    db = ident.database()
+    return table_key(f"{db.get() if db.isDefined() else 'default'}.{ident.table()}")
+
+
+def session_hms_uri(spark: SparkSession) -> str | None:
+    """The metastore a Hive-enabled session reads its tables from (the first of
+    ``hive.metastore.uris``), or None for an embedded or in-memory catalog."""
+    value = spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris")
+    for key in ("spark.hadoop.hive.metastore.uris", "spark.hive.metastore.uris"):
+        value = value or spark.conf.get(key, None)
+    first = str(value or "").split(",")[0].strip()
+    return first or None
+
+
+@contextmanager
+def _catalog(spark: SparkSession, hms_uri: str | None, auth: HmsAuth | None) -> Iterator[Catalog]:
+    """The target metastore's Thrift catalog for one bracket call."""
+    from streamer.metastore.thrift_catalog import HmsCatalog
+
+    uri = hms_uri or session_hms_uri(spark)
+    if not uri:
+        raise SnapshotError(
+            "bracket pins the tables' files through the target metastore: pass hms_uri="
+            "'thrift://host:port' (the session has no hive.metastore.uris)"
+        )
+    with HmsCatalog(uri, auth=auth) as catalog:
+        yield catalog
+
+
+def _bracket(
+    spark: SparkSession,
+    catalog: Catalog,
+    names: Sequence[str],
+    query: Callable[[], T],
+    what: str,
+    *,
+    min_event_id: int | None,
+    timeout: float,
+    retries: int | None,
+    poll_seconds: float,
+    watermark_db: str | None,
+) -> Bracketed[T]:
     dbs = sorted({n.split(".", 1)[0] for n in names})
     deadline = time.monotonic() + timeout
-    attempts = moved = 0
+    attempts = raced = 0
     while True:
         attempts += 1
-        before = sql_marks(spark, dbs, watermark_db)
-        decision = decide_marks(before, dbs, min_event_id)
-        if decision.verdict is Verdict.READ:
-            _refresh(spark, names, before)
-            result = query()
-            after = sql_marks(spark, dbs, watermark_db)
-            if after == before:
-                assert decision.event_id is not None
+        decision, pinned, before = _pin(spark, catalog, names, dbs, min_event_id, watermark_db)
+        if decision.verdict is Verdict.READ and pinned is not None:
+            assert decision.event_id is not None
+            outcome = _run(catalog, pinned, query, what)
+            if isinstance(outcome, _Done):
                 ids = {db: m.last_id for db, m in before.databases.items() if m.last_id is not None}
-                return Bracketed(result, decision.event_id, ids, attempts)
-            moved += 1
-            decision = Decision(Verdict.RETRY, f"the marks moved during the query: {_moves(before, after)}")
-            if moved > retries:
-                raise MarksMoved(f"{names}: the marks moved during each of {moved} runs of the query; "
-                                 f"last: {decision.reason}")
-        _stop_or_wait(decision, names, attempts, deadline, timeout, poll_seconds)
+                return Bracketed(outcome.result, decision.event_id, ids, attempts, tuple(names))
+            raced += 1
+            decision = Decision(Verdict.RETRY, outcome)
+            if retries is not None and raced > retries:
+                raise MarksMoved(f"{list(names)}: the query raced the target in each of its {raced} runs "
+                                 f"(retries={retries}); last: {outcome}")
+        _stop_or_wait(decision, names, attempts, raced, deadline, timeout, poll_seconds)
 
 
-def _refresh(spark: SparkSession, names: Sequence[str], marks: Marks) -> None:
+@dataclass(frozen=True)
+class _Done(Generic[T]):
+    result: T
+
+
+def _pin(
+    spark: SparkSession,
+    catalog: Catalog,
+    names: Sequence[str],
+    dbs: Sequence[str],
+    min_event_id: int | None,
+    watermark_db: str | None,
+) -> tuple[Decision, list[PinnedTable] | None, Marks]:
+    """The marks, each table resolved (metadata, exact files) and the marks again, as a snapshot's
+    attempt; on READ the tables are refreshed, so the query lists their files after this point."""
+    before = read_marks(catalog, dbs, watermark_db)
+    early = decide_marks(before, dbs, min_event_id)
+    if early.verdict is not Verdict.READ:
+        return early, None, before
+    try:
+        pinned = [resolve(catalog, name) for name in names]
+    except Raced as exc:
+        return Decision(Verdict.RETRY, str(exc)), None, before
+    after = read_marks(catalog, dbs, watermark_db)
+    decision = decide(before, after, pinned, pinned, dbs, min_event_id)
+    if decision.verdict is not Verdict.READ:
+        return decision, None, before
+    for table in pinned:
+        db = table.name.split(".", 1)[0]
+        if table.table is None:
+            if not before.databases[db].exists:
+                raise UnknownDatabase(f"database {db} (of {table.name}) does not exist on the target")
+            raise TableNotFound(f"table {table.name} does not exist at source event {decision.event_id}")
+        if table.write_ids is not None:
+            raise SnapshotError(
+                f"{table.name} is an ACID replica: plain Spark SQL reads its files of every write id, "
+                "committed or not; read it with streamer.read.snapshot"
+            )
+    _refresh(spark, names)
+    return decision, pinned, before
+
+
+def _run(
+    catalog: Catalog, pinned: Sequence[PinnedTable], query: Callable[[], T], what: str
+) -> _Done[T] | str:
+    """The query's result when none of its tables changed while it ran; else why it raced."""
+    try:
+        result = query()
+    except _OtherTables:
+        raise
+    except Exception as exc:
+        gone = vanished_file(throwable_trail(exc))
+        if gone is not None:
+            where = _first_line(gone.message) or gone.kind
+            return f"a file the query listed was gone when it read it ({where}): an apply replaced it"
+        changed = _changed(catalog, pinned)
+        if not changed:
+            raise  # the query's own error: the tables are as pinned
+        return f"the query failed while {changed} changed ({type(exc).__name__}: {_first_line(str(exc))})"
+    refuse_lazy(result, what)
+    changed = _changed(catalog, pinned)
+    if changed:
+        return f"{changed} changed while the query ran"
+    return _Done(result)
+
+
+def _changed(catalog: Catalog, pinned: Sequence[PinnedTable]) -> list[str]:
+    """The pinned tables that are no longer as pinned (metadata, partitions, file identities)."""
+    out = []
+    for table in pinned:
+        try:
+            now = resolve(catalog, table.name)
+        except Raced:
+            now = None
+        if now != table:
+            out.append(table.name)
+    return out
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("An error occurred while calling"):
+            return line.strip().removeprefix(": ")[:300]
+    return ""
+
+
+def _refresh(spark: SparkSession, names: Sequence[str]) -> None:
     """Drop Spark's cached file listing of each table, so the query lists the files now."""
     from pyspark.errors import AnalysisException
 
     for name in names:
         db, table = name.split(".", 1)
-        if not marks.databases[db].exists:
-            raise UnknownDatabase(f"database {db} (of {name}) does not exist on the target")
         try:
             spark.sql(f"REFRESH TABLE `{db}`.`{table}`")
         except AnalysisException as exc:
             first = str(exc).splitlines()[0]
-            raise TableNotFound(f"table {name} does not exist on the target: {first}") from None
+            raise TableNotFound(f"table {name} does not exist in the Spark session's catalog: {first} "
+                                "(is the session on the target metastore?)") from None
 
 
 def _stop_or_wait(
-    decision: Decision, names: Sequence[str], attempts: int, deadline: float, timeout: float, poll: float
+    decision: Decision, names: Sequence[str], attempts: int, raced: int, deadline: float, timeout: float,
+    poll: float,
 ) -> None:
     if decision.verdict is Verdict.FAIL:
-        raise SnapshotError(f"cannot read {names} consistently: {decision.reason}")
+        raise SnapshotError(f"cannot read {list(names)} consistently: {decision.reason}")
     if decision.verdict is Verdict.MISSING:
-        raise UnknownDatabase(f"cannot read {names}: {decision.reason}")
+        raise UnknownDatabase(f"cannot read {list(names)}: {decision.reason}")
     log.debug("bracket attempt %d of %s: %s", attempts, names, decision.reason)
     if time.monotonic() >= deadline:
-        raise SnapshotTimeout(
-            f"no consistent read of {names} within {timeout:g} s ({attempts} attempts): {decision.reason}"
-        )
+        hint = ""
+        if raced:
+            hint = (f"; the query raced the target in {raced} of its runs: a query that runs longer than "
+                    "the target's pace of changes to its tables cannot be bracketed, read a "
+                    "streamer.read.snapshot instead")
+        raise SnapshotTimeout(f"no consistent read of {list(names)} within {timeout:g} s ({attempts} "
+                              f"attempts): {decision.reason}{hint}")
     pause = poll if decision.verdict is Verdict.WAIT else poll / 4
     time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-
-
-def _moves(before: Marks, after: Marks) -> str:
-    moved: list[str] = []
-    for db, m in before.databases.items():
-        now = after.databases.get(db, DbMark(False))
-        if now.last_id != m.last_id or now.exists != m.exists:
-            moved.append(f"{db} repl.last.id {m.last_id} -> {now.last_id}")
-        if now.fence != m.fence:  # a batch began (or ended) applying it out of order
-            moved.append(f"{db} {FENCE_PARAM} {m.fence} -> {now.fence}")
-    if before.watermark != after.watermark:
-        old = before.watermark.event_id if before.watermark else None
-        new = after.watermark.event_id if after.watermark else None
-        moved.append(f"watermark {old} -> {new}")
-    return ", ".join(moved)
