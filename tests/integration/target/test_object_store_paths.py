@@ -117,6 +117,10 @@ def test_hostile_table_locations_write_nothing_outside_the_bucket_roots(
         halt = state.halts()["a"]
         assert halt.event_id == 2 and "segment" in halt.cause, halt
         return
+    if external:  # every location here is on another bucket or filesystem than the declared store
+        halt = state.halts()["a"]
+        assert halt.event_id == 2 and "no --source-prefix names" in halt.cause, halt
+        return
     assert not state.halts(), state.halts()
     if not external:  # managed: derived from the names, whatever the event's location said
         assert buckets.fs.cat_file(f"{buckets.target}/wh/a.db/t/f") == b"payload"
@@ -222,7 +226,9 @@ def test_external_sync_mirrors_an_s3_source_onto_an_s3_target(buckets: Buckets) 
     assert location == f"s3a://{buckets.target}/ext/s3/{buckets.source}/data/ext"  # <scheme>/<bucket>
     catalog.create_table(TableSnapshot("ext", "db", "EXTERNAL_TABLE", StorageDescriptor(location=location),
                                        parameters={REPL_SOURCE_PARAM: b.SOURCE_ID}))
-    sync = ExternalSync(catalog, paths, b.SOURCE_ID, source_prefix=f"s3a://{buckets.source}")
+    declared = SourceRules((f"s3a://{buckets.source}",))  # a sync reads only below a declared store
+    copier = FileCopier(roots=paths.roots, sources=declared)
+    sync = ExternalSync(catalog, paths, b.SOURCE_ID, copier=copier, source_prefix=f"s3a://{buckets.source}")
     target_dir = f"{buckets.target}/ext/s3/{buckets.source}/data/ext"
 
     def mirrored() -> dict[str, bytes]:
