@@ -5,8 +5,10 @@ An external table's target directory is derived from its source location alone
 ``hdfs://NN-B:8020``, ``hdfs://user@nn-b:8020``) naming the same source path share one target
 directory, and a record of one could swap the other's replica away with an empty INSERT OVERWRITE
 while reading no file at all. Every external directory a handler places a table or partition in is
-therefore *claimed* first: the claim records its owner (source id and target table) in a hidden tree
-beside the data, ``<external base dir>/.streamer-owners/<same relative path>/owner.json``, and is
+therefore *claimed* first: the claim records its owner (source id and target table) in streamer's
+own tree of the warehouse root, beside the ACID visibility files that target jobs sharing a target
+share too, ``<warehouse root>/_streamer/external-owners/<the directory's path relative to the
+external base dir>/owner.json`` (nothing is added below the external base dir), and is
 refused when another source already owns that directory, one that contains it, or one inside it.
 
 A claim whose owner no longer exists on the target (its table dropped, or no longer that source's)
@@ -35,7 +37,7 @@ from streamer.errors import PathEscapeError
 from streamer.filesystems import url_to_fs
 from streamer.target.apply.paths import Root, TargetPaths, same_filesystem
 
-REGISTRY_DIR = ".streamer-owners"
+REGISTRY_DIR = "_streamer/external-owners"  # below the warehouse root
 OWNER_FILE = "owner.json"
 
 
@@ -95,7 +97,7 @@ class ExternalOwners:
             return  # not an external directory (a managed one is derived from owned names)
         key = urlsplit(target_dir).path.rstrip("/")
         me = Owner(self.source_id, table)
-        fs, registry = url_to_fs(base.join(REGISTRY_DIR))
+        fs, registry = url_to_fs(self.paths.warehouse.join(*REGISTRY_DIR.split("/")))
         rel = key[len(base.path.rstrip("/")) :].strip("/")
         mine = posixpath.join(registry, rel, OWNER_FILE)
         if key in self._claimed:  # checked before: one read says it is still this source's

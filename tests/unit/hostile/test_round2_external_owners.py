@@ -13,7 +13,6 @@ import pytest
 from streamer.events.model import Event, TableSnapshot
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
-from streamer.target.apply.external_owners import REGISTRY_DIR
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
@@ -52,8 +51,7 @@ class Target:
 
     def replica_files(self) -> dict[str, bytes]:
         ext = self.root / "ext"
-        return {str(p.relative_to(ext)): p.read_bytes() for p in ext.rglob("*")
-                if p.is_file() and REGISTRY_DIR not in p.relative_to(ext).parts}
+        return {str(p.relative_to(ext)): p.read_bytes() for p in ext.rglob("*") if p.is_file()}
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from streamer.events.model import (
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
-from streamer.target.apply.external_owners import REGISTRY_DIR
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
@@ -74,9 +73,7 @@ def box(tmp_path: Path) -> Box:
 
 
 def _tree(path: Path) -> dict[str, bytes]:
-    """Every file below ``path`` but the directories' owner records (``external_owners``)."""
-    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*")
-            if p.is_file() and REGISTRY_DIR not in p.relative_to(path).parts}
+    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
 
 
 def _external(box: Box, name: str, location: str) -> TableSnapshot:
