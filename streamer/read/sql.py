@@ -132,7 +132,7 @@ def bracket(
     RDD or iterator (also inside a list, tuple, dict or dataclass) is refused with ``TypeError``.
 
     Each attempt pins the tables (marks, metadata and exact files, as :func:`~streamer.read.snapshot`
-    resolves them), ``REFRESH TABLE`` s them, runs the query and resolves them again: a table that
+    resolves them), refreshes them (``REFRESH TABLE``), runs the query and resolves them again: a table that
     changed meanwhile, or a file that vanished under the query (Spark's
     ``FAILED_READ_FILE.FILE_NOT_EXIST``), runs it again. Other errors of the query are raised as they
     are. ``timeout`` bounds the whole call (a run in progress is not interrupted):
@@ -191,6 +191,8 @@ def bracket_sql(
                 )
             except _OtherTables as other:
                 log.debug("bracket_sql: the query's tables changed from %s to %s", names, other.names)
+                if not other.names:
+                    raise SnapshotError("the query reads no table of the catalog any more") from None
                 names = other.names
 
 
@@ -361,7 +363,9 @@ def _pin(
                 f"{table.name} is an ACID replica: plain Spark SQL reads its files of every write id, "
                 "committed or not; read it with streamer.read.snapshot"
             )
-    _refresh(spark, names)
+    raced = _refresh(spark, catalog, names)
+    if raced is not None:
+        return Decision(Verdict.RETRY, raced), None, before
     return decision, pinned, before
 
 
@@ -409,8 +413,9 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _refresh(spark: SparkSession, names: Sequence[str]) -> None:
-    """Drop Spark's cached file listing of each table, so the query lists the files now."""
+def _refresh(spark: SparkSession, catalog: Catalog, names: Sequence[str]) -> str | None:
+    """Drop Spark's cached file listing of each table, so the query lists the files now; a table the
+    target dropped since it was pinned is a race (the reason), one Spark does not know is an error."""
     from pyspark.errors import AnalysisException
 
     for name in names:
@@ -419,8 +424,11 @@ def _refresh(spark: SparkSession, names: Sequence[str]) -> None:
             spark.sql(f"REFRESH TABLE `{db}`.`{table}`")
         except AnalysisException as exc:
             first = str(exc).splitlines()[0]
-            raise TableNotFound(f"table {name} does not exist in the Spark session's catalog: {first} "
-                                "(is the session on the target metastore?)") from None
+            if catalog.get_table(db, table) is None:
+                return f"table {name} was dropped after it was pinned ({first})"
+            raise TableNotFound(f"table {name} is on the target metastore but not in the Spark session's "
+                                f"catalog: {first} (is the session on the target metastore?)") from None
+    return None
 
 
 def _stop_or_wait(
