@@ -42,12 +42,13 @@ def vanished_file(trail: Sequence[Thrown]) -> Thrown | None:
     """The link of ``trail`` showing that a file the query listed was gone when it was read (None:
     not that). Matched on Spark's error condition, the Java exception's class, or, for exceptions
     that arrive as text only (Spark Connect, a re-raised message), on the condition in the text."""
-    for link in trail:
+    for link in trail:  # a condition or a class anywhere in the chain says most
         if link.condition and link.condition.upper().startswith(_VANISHED_CONDITIONS):
             return link
         simple = link.kind.rsplit(".", 1)[-1].rsplit("$", 1)[-1]
         if simple.endswith(_VANISHED_CLASSES) or simple == "FileNotFoundError":
             return link
+    for link in trail:
         if any(text in link.message for text in _VANISHED_TEXT):
             return link
     return None

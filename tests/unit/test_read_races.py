@@ -70,6 +70,13 @@ def test_the_querys_own_errors_are_not_races(trail: list[Thrown]) -> None:
     assert vanished_file(trail) is None
 
 
+def test_the_link_named_is_spark_s_condition_rather_than_a_message_quoting_it() -> None:
+    found = vanished_file(SPARK4)
+    assert found is not None and found.condition == "FAILED_READ_FILE.FILE_NOT_EXIST"
+    quoted = [Thrown("Py4JJavaError", None, "...[FAILED_READ_FILE.FILE_NOT_EXIST]..."), *SPARK4[1:]]
+    assert vanished_file(quoted) == SPARK4[1]
+
+
 def test_the_trail_follows_pythons_chain() -> None:
     try:
         try:

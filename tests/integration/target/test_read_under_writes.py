@@ -277,8 +277,10 @@ def test_bracket_holds_under_writes_runs_again_on_vanished_files_and_refuses_laz
         assert raced["attempts"] >= 2, raced
         first = raced["first"]
         assert "error" in first or first.get("count") != raced["result"], raced
-        if gone:  # the listed file is gone (not reused under its name): Spark's FILE_NOT_EXIST, judged
-            assert first["vanished"] is not None and "error" in first, raced
+        if gone:  # the listed file is gone (not reused under its name): Spark's FILE_NOT_EXIST, found in
+            # the Java exception's chain
+            assert "error" in first and first["vanished"] is not None, raced
+            assert first["vanished"][0].startswith(("org.apache.spark.", "java.")), raced
 
         # a steady writer: every read is one source state and reflects its event id
         results: list[dict[str, Any]] = []
