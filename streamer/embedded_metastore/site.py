@@ -50,6 +50,10 @@ def site_properties(settings: MetastoreSettings) -> dict[str, str]:
         # Hive 2.3 defaults to BoneCP, which PySpark does not ship; HikariCP it does. The
         # transaction handler (used by drop-database and ACID calls) fails without this.
         "datanucleus.connectionPoolingType": "HikariCP",
+        # each of the server's pools (DataNucleus's two, the transaction handler's) at most this many:
+        # Hive's default of 10 makes ~47 connections per metastore, and a few metastores on one
+        # PostgreSQL (max_connections 100 by default) exhaust it; the embedded server's load needs few
+        "datanucleus.connectionPool.maxPoolSize": "4",
         # Spark and our client both talk plain (unsecured) binary Thrift.
         "hive.metastore.sasl.enabled": "false",
         "hive.metastore.event.db.notification.api.auth": "false",
