@@ -29,7 +29,8 @@ from tests.integration.target.helpers import TargetProcess, TargetStack
 from tests.integration.writers.scenario import LogCursor, Scenario, Stream, declared
 from tests.integration.writers.spark_writer import SparkWriter
 
-pytestmark = [pytest.mark.integration, pytest.mark.ci, pytest.mark.timeout(900)]  # the CI tier: a Spark writer
+# the CI tier: a Spark writer
+pytestmark = [pytest.mark.integration, pytest.mark.ci, pytest.mark.timeout(900)]
 
 
 def test_an_agent_on_the_metastore_database_replicates_spark_sql_overwrites(
