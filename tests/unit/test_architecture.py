@@ -228,3 +228,57 @@ def test_every_exception_class_derives_from_the_root() -> None:
             ):
                 strays.append(f"{name}.{obj.__name__}")
     assert strays == []
+
+
+# --- the door: one module changes the target's catalog ---------------------------------------------
+CATALOG_WRITES = frozenset({
+    "create_database", "alter_database", "drop_database", "create_table", "alter_table", "drop_table",
+    "add_partitions", "alter_partitions", "drop_partitions", "create_function", "drop_function",
+    "add_constraints", "drop_constraint", "update_column_statistics", "delete_column_statistics",
+})
+DOOR = "streamer.target.apply.door"
+ON_NO_RECORDS_WORD = {  # modules that change a catalog, and why no record decides what they change
+    "streamer.target.job.watermark": "streamer's own watermark database, never a replica",
+    "streamer.target.dr.failover": "the operator's failover: removes this source's marks",
+    "streamer.target.dr.failback": "the operator's failback: drops the old primary's databases",
+}
+
+
+def _catalog_writes(name: str, source: str) -> list[str]:
+    """Calls of a catalog write method in ``source``, on anything but a module it imported (a handler
+    module's function of the same name, e.g. ``tables.create_table(ctx, event)``, goes through the door)."""
+    tree = ast.parse(source)
+    modules = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "streamer.target.apply"
+        for alias in node.names
+    }
+    return [
+        f"{name}:{node.lineno} {ast.unparse(node.func)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr in CATALOG_WRITES
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id in modules)
+    ]
+
+
+def test_only_the_door_changes_the_targets_catalog() -> None:
+    """Every catalog change a record decides passes ``streamer.target.apply.door.execute``, which checks
+    ownership, names, places and bounds alike for every kind of change (docs/design/apply.md)."""
+    offenders = [
+        call
+        for name, path in _modules().items()
+        if name.startswith("streamer.target") and name != DOOR and name not in ON_NO_RECORDS_WORD
+        for call in _catalog_writes(name, path.read_text())
+    ]
+    assert offenders == []
+    for name in ON_NO_RECORDS_WORD:  # each exception still exists and still needs to be one
+        assert _catalog_writes(name, _modules()[name].read_text()), name
+
+
+def test_the_door_check_sees_a_write_past_it() -> None:
+    bypass = "from streamer.target.apply import tables\ndef f(ctx):\n    ctx.catalog.drop_table('a', 'b')\n"
+    through = "from streamer.target.apply import tables\ndef f(ctx, e):\n    tables.drop_table(ctx, e)\n"
+    assert _catalog_writes("m", bypass) == ["m:3 ctx.catalog.drop_table"]
+    assert _catalog_writes("m", through) == []

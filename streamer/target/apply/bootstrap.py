@@ -45,6 +45,7 @@ from streamer.target.apply.catalog_objects import add_constraints, create_functi
 from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.data import insert
 from streamer.target.apply.databases import source_location_params
+from streamer.target.apply.door import AlterDatabase, CreateDatabase, UpdateStatistics
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.plan import Step
 from streamer.target.apply.tables import create_table, drop_table
@@ -218,9 +219,9 @@ def _database(ctx: ApplyContext, snap: DatabaseSnapshot, scope: BootstrapScope) 
         owner_type=snap.owner_type,
     )
     if current is None:
-        ctx.catalog.create_database(desired)
+        ctx.do(CreateDatabase(desired))
     elif current != desired:
-        ctx.catalog.alter_database(name, desired)
+        ctx.do(AlterDatabase(name, desired))
 
 
 def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
@@ -239,7 +240,7 @@ def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     if p.constraints:
         add_constraints(ctx, _synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
     if p.statistics:
-        ctx.catalog.update_column_statistics(db, name, None, list(p.statistics))
+        ctx.do(UpdateStatistics(db, name, None, list(p.statistics)))
 
 
 def _constraints(p: BootstrapObjectPayload) -> Payload:
@@ -257,7 +258,7 @@ def _partitions(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> N
             add_partitions(ctx, [_synth(event, EventType.ADD_PARTITION, add, table.name)])
         db, name = ctx.target_db(table.db), table.name.lower()
         for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
-            ctx.catalog.update_column_statistics(db, name, list(ps.values), list(ps.statistics))
+            ctx.do(UpdateStatistics(db, name, list(ps.values), list(ps.statistics)))
     elif p.files:
         files = InsertPayload(table, None, [], True, list(p.files))
         insert(ctx, _synth(event, EventType.INSERT, files, table.name))
@@ -281,7 +282,7 @@ def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayl
         if last >= marker.bootstrap_id:
             continue
         params = {**current.parameters, LAST_ID_PARAM: str(marker.bootstrap_id)}
-        ctx.catalog.alter_database(name, _with_params(current, params))
+        ctx.do(AlterDatabase(name, _with_params(current, params)))
         applier.advance(source_db, marker.bootstrap_id)
     log.info("bootstrap %d applied: %d records, databases %s", marker.bootstrap_id, marker.records,
              ", ".join(marker.databases))

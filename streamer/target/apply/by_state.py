@@ -110,7 +110,7 @@ class Registry:
             names.discard(table)
             metrics.TARGET_TABLES_SYNCED_BY_STATE.labels(db=db).set(len(names))
 
-    def drop_database(self, db: str) -> None:
+    def forget_database(self, db: str) -> None:
         """A dropped database's tables: a database re-created under its name starts from none."""
         with self._lock:
             self._tables.pop(db, None)

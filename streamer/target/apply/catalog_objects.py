@@ -21,6 +21,14 @@ from streamer.events.model import (
 )
 from streamer.target.apply import function_resources as functions
 from streamer.target.apply.context import ApplyContext, object_name, payload_of
+from streamer.target.apply.door import (
+    AddConstraints,
+    CreateFunction,
+    DeleteStatistics,
+    DropConstraint,
+    DropFunction,
+    UpdateStatistics,
+)
 
 
 def create_function(ctx: ApplyContext, event: Event) -> None:
@@ -35,15 +43,15 @@ def create_function(ctx: ApplyContext, event: Event) -> None:
     if current == fn:
         return
     if current is not None:
-        ctx.catalog.drop_function(fn.db, fn.name)
-    ctx.catalog.create_function(fn)
+        ctx.do(DropFunction(fn.db, fn.name))
+    ctx.do(CreateFunction(fn))
 
 
 def drop_function(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, DropFunctionPayload)
     db, name = ctx.target_db(event.db or ""), payload.function_name.lower()
     if ctx.catalog.get_function(db, name) is not None:
-        ctx.catalog.drop_function(db, name)
+        ctx.do(DropFunction(db, name))
     functions.remove_resources(ctx.paths, db, name, event.event_id)
 
 
@@ -59,34 +67,34 @@ def add_constraints(ctx: ApplyContext, event: Event) -> None:
         for c in payload.constraints
     ]
     for key in dict.fromkeys((c.db, c.table, c.name) for c in constraints):
-        ctx.catalog.drop_constraint(*key)  # a replay replaces instead of failing on "exists"
+        ctx.do(DropConstraint(*key))  # a replay replaces instead of failing on "exists"
     if constraints:
-        ctx.catalog.add_constraints(constraints)
+        ctx.do(AddConstraints(constraints))
 
 
 def drop_constraint(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, DropConstraintPayload)
-    ctx.catalog.drop_constraint(ctx.target_db(payload.db), payload.table.lower(), payload.constraint_name)
+    ctx.do(DropConstraint(ctx.target_db(payload.db), payload.table.lower(), payload.constraint_name))
 
 
 def update_stats(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, UpdateColumnStatsPayload)
-    ctx.catalog.update_column_statistics(
+    ctx.do(UpdateStatistics(
         ctx.target_db(payload.db),
         payload.table.lower(),
         payload.partition_values or None,
         payload.statistics,
-    )
+    ))
 
 
 def delete_stats(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, DeleteColumnStatsPayload)
-    ctx.catalog.delete_column_statistics(
+    ctx.do(DeleteStatistics(
         ctx.target_db(payload.db),
         payload.table.lower(),
         payload.partition_values or None,
         payload.column,
-    )
+    ))
 
 
 def unknown(ctx: ApplyContext, event: Event) -> None:

@@ -35,6 +35,8 @@ from streamer.metastore.catalog import (
     Catalog,
 )
 from streamer.target import db_map as names
+from streamer.target.apply import door
+from streamer.target.apply.door import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
@@ -60,24 +62,40 @@ class BatchMemory:
     def __init__(self) -> None:
         self._databases: dict[str, DatabaseSnapshot] | None = None
         self._tables: dict[tuple[str, str], TableSnapshot | None] | None = None  # None: known absent
+        self._owned: set[str] | None = None  # databases the door found this source's in this batch
 
     @contextmanager
     def remembering(self) -> Iterator[None]:
         """Within: remembered between steps (``Applier.reusing_snapshots``); outside, nothing is."""
-        self._databases, self._tables = {}, {}
+        self._databases, self._tables, self._owned = {}, {}, set()
         try:
             yield
         finally:
-            self._databases, self._tables = None, None
+            self._databases, self._tables, self._owned = None, None, None
 
     # (each reads its map once: a concurrent batch ending may set it to None meanwhile)
     def forget(self, name: str | None = None) -> None:
-        known = self._databases
+        known, owned = self._databases, self._owned
         if known is not None:
             if name is None:
                 known.clear()
             else:
                 known.pop(name, None)
+        if owned is not None:
+            if name is None:
+                owned.clear()
+            else:
+                owned.discard(name)
+
+    def owned(self, name: str) -> bool:
+        """Whether the door found ``name`` this source's earlier in this batch (no change to it since)."""
+        owned = self._owned
+        return owned is not None and name in owned
+
+    def note_owned(self, name: str) -> None:
+        owned = self._owned
+        if owned is not None:
+            owned.add(name)
 
     def remember(self, name: str, db: DatabaseSnapshot) -> None:
         known = self._databases
@@ -178,6 +196,22 @@ class ApplyContext:
         if self.mark_readonly:
             marks[READONLY_PARAM] = "true"
         return marks
+
+    # --- the door ----------------------------------------------------------------------------
+    def do(self, effect: CatalogEffect) -> None:
+        """Check and do one catalog change (``streamer.target.apply.door``): the only way a handler
+        changes the catalog."""
+        door.execute(self, effect)
+
+    def owned_checked(self, name: str) -> bool:
+        return self.memory.owned(name)
+
+    def note_owned(self, name: str, changed: bool) -> None:
+        """After an effect on ``name``: a database effect leaves it to be checked again."""
+        if changed:
+            self.memory.forget(name)
+        else:
+            self.memory.note_owned(name)
 
     # --- ownership ---------------------------------------------------------------------------
     def check_owned(self, name: str) -> DatabaseSnapshot | None:

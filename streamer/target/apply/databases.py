@@ -15,6 +15,7 @@ from streamer.metastore.catalog import LAST_ID_PARAM, source_params
 from streamer.target.apply import by_state
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext, last_id, payload_of
+from streamer.target.apply.door import AlterDatabase, CreateDatabase, DropDatabase
 from streamer.target.apply.files import remove_tree
 
 
@@ -50,9 +51,9 @@ def create_database(ctx: ApplyContext, event: Event) -> None:
     current = ctx.catalog.get_database(ctx.target_db(snap.name))
     desired = _db_snapshot(ctx, snap, event.event_id, current)
     if current is None:
-        ctx.catalog.create_database(desired)
+        ctx.do(CreateDatabase(desired))
     elif current != desired:
-        ctx.catalog.alter_database(desired.name, desired)
+        ctx.do(AlterDatabase(desired.name, desired))
     metrics.database_created(desired.name)
 
 
@@ -64,14 +65,14 @@ def alter_database(ctx: ApplyContext, event: Event) -> None:
         raise ApplyError("database is missing on the target", obj=name)
     desired = _db_snapshot(ctx, payload.after, event.event_id, current)
     if current != desired:
-        ctx.catalog.alter_database(name, desired)
+        ctx.do(AlterDatabase(name, desired))
 
 
 def drop_database(ctx: ApplyContext, event: Event) -> None:
     payload = payload_of(event, DatabasePayload)
     name = ctx.target_db(payload.database.name if payload.database else event.db or "")
     if ctx.catalog.get_database(name) is not None:
-        ctx.catalog.drop_database(name)
+        ctx.do(DropDatabase(name))
     remove_tree(ctx.paths.database_location(name), ctx.paths.roots)
-    by_state.REGISTRY.drop_database(name)
+    by_state.REGISTRY.forget_database(name)
     metrics.forget_database(name)  # its series go with it (the watermark's too: is_dropped)

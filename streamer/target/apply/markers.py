@@ -18,6 +18,7 @@ from streamer.errors import ApplyError
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, EventType
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
 from streamer.target.apply.context import ApplyContext, last_id
+from streamer.target.apply.door import AlterDatabase
 from streamer.target.apply.journal import ANY_OBJECT, ObjectKey, ProgressJournal
 from streamer.target.apply.plan import GLOBAL_DB, Step
 from streamer.target.state.state_file import TargetState
@@ -81,7 +82,7 @@ class DeferredMarkers:
             return db
         name = ctx.target_db(src)
         fenced = dataclasses.replace(db, parameters={**db.parameters, FENCE_PARAM: str(event_id)})
-        ctx.catalog.alter_database(name, fenced, exists=True)
+        ctx.do(AlterDatabase(name, fenced, exists=True))
         ctx.memory.remember(name, fenced)
         return fenced
 
@@ -198,7 +199,7 @@ def write_marker(
         return
     advanced = dataclasses.replace(db, parameters=params)
     # db was read in this batch (this step or an earlier one), so it is there: no second read
-    ctx.catalog.alter_database(name, advanced, exists=True)
+    ctx.do(AlterDatabase(name, advanced, exists=True))
     ctx.memory.remember(name, advanced)
 
 

@@ -20,6 +20,7 @@ from streamer.events.model import (
 )
 from streamer.target.apply.by_state import marked_partition, source_location, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
+from streamer.target.apply.door import AddPartitions, AlterPartitions, DropPartitions
 from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
 from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
@@ -89,7 +90,7 @@ def _add_to_catalog(
     ctx: ApplyContext, table: TableSnapshot, wanted: dict[tuple[str, ...], PartitionSnapshot]
 ) -> None:
     try:  # the common case, one call; all or nothing, so a failure leaves nothing half-added
-        ctx.catalog.add_partitions(table.db, table.name, list(wanted.values()))
+        ctx.do(AddPartitions(table, list(wanted.values())))
         return
     except ApplyError:  # some exist (a replay after a crash) or a real failure: look, then decide
         pass
@@ -99,9 +100,9 @@ def _add_to_catalog(
     new = [p for v, p in wanted.items() if v not in existing]
     changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
     if new:
-        ctx.catalog.add_partitions(table.db, table.name, new)
+        ctx.do(AddPartitions(table, new))
     if changed:
-        ctx.catalog.alter_partitions(table.db, table.name, changed)
+        ctx.do(AlterPartitions(table, changed))
 
 
 def add_partition(ctx: ApplyContext, event: Event) -> None:
@@ -142,7 +143,7 @@ def alter_partition_list(
         raise ApplyError(f"partitions {missing} are missing on the target", obj=table.qualified_name)
     changed = [p for p, got in zip(desired, current, strict=True) if got != p]
     if changed:
-        ctx.catalog.alter_partitions(table.db, table.name, changed)
+        ctx.do(AlterPartitions(table, changed))
     if truncate and is_managed(table):
         for p in desired:
             clear_dir(p.sd.location or "", ctx.paths.roots, recursive_files=True, event_id=event.event_id)
@@ -162,11 +163,11 @@ def _rename_partition(
         move_dir(old.sd.location or "", new.sd.location or "", ctx.paths.roots, event_id=event.event_id)
     current = ctx.catalog.get_partition(table.db, table.name, new.values)
     if current is None:
-        ctx.catalog.add_partitions(table.db, table.name, [new])
+        ctx.do(AddPartitions(table, [new]))
     elif current != new:
-        ctx.catalog.alter_partitions(table.db, table.name, [new])
+        ctx.do(AlterPartitions(table, [new]))
     if ctx.catalog.get_partition(table.db, table.name, old.values) is not None:
-        ctx.catalog.drop_partitions(table.db, table.name, [old.values])
+        ctx.do(DropPartitions(table.db, table.name, [old.values], [c.name for c in table.partition_keys]))
 
 
 def drop_partition(ctx: ApplyContext, event: Event) -> None:
@@ -199,7 +200,7 @@ def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
             raise ApplyError(exc.cause, event_id=event.event_id, event_type=str(event.event_type),
                              obj=exc.obj or f"{db}.{name}") from exc
     if dropped:  # one call; partitions already gone (a replay) are no error
-        ctx.catalog.drop_partitions(db, name, [list(v) for v in dropped], keys)
+        ctx.do(DropPartitions(db, name, [list(v) for v in dropped], keys))
     for event_id, where in dropped.values():
         if where is not None:
             remove_tree(where, ctx.paths.roots, event_id=event_id)

@@ -17,6 +17,7 @@ from streamer.events.model import (
 )
 from streamer.target.apply.by_state import REGISTRY, marked, source_location, state_sync_reason, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
+from streamer.target.apply.door import AlterPartitions, AlterTable, CreateTable, DropTable
 from streamer.target.apply.files import clear_dir, link_dir, move_dir, remove_tree
 from streamer.target.apply.locations import moved_partition, table_locations
 from streamer.target.apply.partitions import alter_partition_list
@@ -54,9 +55,9 @@ def create_table(ctx: ApplyContext, event: Event) -> None:
     if current is None:
         # a new table has no committed write ids yet, whatever an earlier namesake left behind
         ctx.acid.update(lambda v: v.reset_table(table_key(desired.db, desired.name)))
-        ctx.catalog.create_table(desired)
+        ctx.do(CreateTable(desired))
     elif current != desired:
-        ctx.catalog.alter_table(desired.db, desired.name, desired)
+        ctx.do(AlterTable(desired.db, desired.name, desired))
     ctx.memory.remember_table(desired)
 
 
@@ -72,7 +73,7 @@ def alter_table(ctx: ApplyContext, event: Event) -> None:
     stats = stats_changed(payload.before.parameters, payload.after.parameters)
     desired = target_table(ctx, payload.after, current)
     if current != desired:
-        ctx.catalog.alter_table(desired.db, desired.name, desired)
+        ctx.do(AlterTable(desired.db, desired.name, desired))
     ctx.memory.remember_table(desired)
     if payload.is_truncate and is_managed(desired) and desired.sd.location:
         clear_dir(desired.sd.location, ctx.paths.roots, recursive_files=True, event_id=event.event_id)
@@ -104,9 +105,9 @@ def _rename_table(ctx: ApplyContext, event: Event, payload: AlterTablePayload) -
         if not linked:
             move_dir(old_dir, new_dir, ctx.paths.roots, event_id=event.event_id)
     if old is not None:
-        ctx.catalog.alter_table(old_db, old_name, desired)
+        ctx.do(AlterTable(old_db, old_name, desired))
     elif new != desired:
-        ctx.catalog.alter_table(desired.db, desired.name, desired)
+        ctx.do(AlterTable(desired.db, desired.name, desired))
     if is_managed(desired) and desired.partition_keys:
         moves = [(old_dir, ctx.paths.table_location(desired.db, desired.name))]
         if payload.before.sd.location and payload.after.sd.location:
@@ -131,7 +132,7 @@ def _repoint_partitions(ctx: ApplyContext, desired: TableSnapshot, moves: list[t
         if new != p:
             moved.append(new)
     if moved:
-        ctx.catalog.alter_partitions(desired.db, desired.name, moved)
+        ctx.do(AlterPartitions(desired, moved))
 
 
 def drop_table(ctx: ApplyContext, event: Event) -> None:
@@ -143,7 +144,7 @@ def drop_table(ctx: ApplyContext, event: Event) -> None:
     ctx.memory.forget_table(db, name)
     REGISTRY.forget(db, name)
     if current is not None:
-        ctx.catalog.drop_table(db, name)
+        ctx.do(DropTable(db, name))
     known = snap or current
     kind = known.table_type if known is not None else "MANAGED_TABLE"
     if kind not in EXTERNAL_TYPES and kind not in VIEW_TYPES:
@@ -160,6 +161,6 @@ def reload(ctx: ApplyContext, event: Event) -> None:
         raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
     desired = target_table(ctx, payload.table, current)
     if current != desired:
-        ctx.catalog.alter_table(desired.db, desired.name, desired)
+        ctx.do(AlterTable(desired.db, desired.name, desired))
     if payload.partitions:
         alter_partition_list(ctx, event, desired, payload.table, payload.partitions, truncate=False)
