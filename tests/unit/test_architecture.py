@@ -282,3 +282,53 @@ def test_the_door_check_sees_a_write_past_it() -> None:
     through = "from streamer.target.apply import tables\ndef f(ctx, e):\n    tables.drop_table(ctx, e)\n"
     assert _catalog_writes("m", bypass) == ["m:3 ctx.catalog.drop_table"]
     assert _catalog_writes("m", through) == []
+
+
+FILE_WRITES = frozenset({
+    "stage_all", "copy_all", "publish_swapped", "clear_dir", "move_dir", "link_dir", "remove_tree",
+    "sync_dir",
+})
+FILE_WRITES_PAST_THE_DOOR = {  # modules that call them not through the door, and why
+    "streamer.target.apply.files": "defines the operations (copy_all stages then publishes)",
+    "streamer.target.apply.dir_sync": "the door's directory sync (door.sync_dir) copying through its copier",
+    "streamer.target.job.external_sync": "the external timer (--external-sync-seconds): no record decides it",
+    "streamer.target.dr.verify": "verification repairs, into the directory verification found drifted",
+    "streamer.target.dr.source_check": "verification repairs, into the directory verification found drifted",
+}
+
+
+def _file_writes(name: str, source: str) -> list[str]:
+    """Calls of a file-changing operation in ``source`` except through the door (``door.remove_tree``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            called = func.attr
+            through_door = isinstance(func.value, ast.Name) and func.value.id == "door"
+        else:
+            called, through_door = (func.id if isinstance(func, ast.Name) else None), False
+        if called in FILE_WRITES and not through_door:
+            found.append(f"{name}:{node.lineno} {ast.unparse(func)}")
+    return found
+
+
+def test_only_the_door_changes_the_targets_files() -> None:
+    """Every file change a handler makes passes the door's place check (``door.check_place``: inside a
+    directory of a database this source owns, or an external one no other source holds)."""
+    offenders = [
+        call
+        for name, path in _modules().items()
+        if name.startswith("streamer.target") and name != DOOR and name not in FILE_WRITES_PAST_THE_DOOR
+        for call in _file_writes(name, path.read_text())
+    ]
+    assert offenders == []
+    for name in FILE_WRITES_PAST_THE_DOOR:
+        assert _file_writes(name, _modules()[name].read_text()), name
+
+
+def test_the_file_check_sees_a_write_past_the_door() -> None:
+    bypass = ("from x import remove_tree\ndef f(ctx, d):\n    remove_tree(d, ctx.paths.roots)\n"
+              "    door.remove_tree(ctx, d)\n")
+    assert _file_writes("m", bypass) == ["m:3 remove_tree"]

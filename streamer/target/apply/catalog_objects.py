@@ -38,7 +38,7 @@ def create_function(ctx: ApplyContext, event: Event) -> None:
     )
     if fn.resource_uris:
         db_location = functions.database_source_location(ctx.check_owned(fn.db))
-        fn = functions.copy_resources(fn, ctx.paths, ctx.copier, event.event_id, db_location)
+        fn = functions.copy_resources(ctx, fn, event.event_id, db_location)
     current = ctx.catalog.get_function(fn.db, fn.name)
     if current == fn:
         return
@@ -52,7 +52,7 @@ def drop_function(ctx: ApplyContext, event: Event) -> None:
     db, name = ctx.target_db(event.db or ""), payload.function_name.lower()
     if ctx.catalog.get_function(db, name) is not None:
         ctx.do(DropFunction(db, name))
-    functions.remove_resources(ctx.paths, db, name, event.event_id)
+    functions.remove_resources(ctx, db, name, event.event_id)
 
 
 def add_constraints(ctx: ApplyContext, event: Event) -> None:

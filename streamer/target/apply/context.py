@@ -306,9 +306,10 @@ class ApplyContext:
         other source owns it, one holding it or one inside it, and its source location is one the
         operator allows (``external_owners``)."""
         check_location(source_location, self.sources.prefix_roots, table)
-        self.owners.claim(target_dir, table, self._owner_exists)
+        self.owners.claim(target_dir, table, self.owner_exists)
 
-    def _owner_exists(self, owner: Owner) -> bool:
+    def owner_exists(self, owner: Owner) -> bool:
+        """Whether ``owner``'s claim is live: its table exists here, replicated from its source."""
         db, _, name = owner.table.partition(".")
         table = self.catalog.get_table(db, name)
         return table is not None and table.parameters.get(REPL_SOURCE_PARAM) == owner.source_id
@@ -330,8 +331,8 @@ class ApplyContext:
             return target_dir
 
         location = read_location or source_dir
-        return self.copier.stage_all(
-            list(refs), dest, event_id=event.event_id, obj_dir=target_dir, source_location=location
+        return door.stage(
+            self, list(refs), dest, target_dir, event_id=event.event_id, source_location=location
         )
 
 

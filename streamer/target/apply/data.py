@@ -12,11 +12,10 @@ from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import Event, InsertPayload, PartitionSnapshot, TableSnapshot
 from streamer.filesystems import atomic_rename
+from streamer.target.apply import door
 from streamer.target.apply.by_state import source_location
 from streamer.target.apply.context import ApplyContext, payload_of
-from streamer.target.apply.files import clear_dir
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
-from streamer.target.apply.swap import publish_swapped
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,13 @@ def insert(ctx: ApplyContext, event: Event) -> None:
             raise
         _sync_instead(ctx, event, table, payload.partition_values, exc)
         return
-    roots = ctx.paths.roots
-    if publish_swapped(staged, target_dir, replace=payload.replace, roots=roots, event_id=event.event_id):
+    if door.publish_swapped(ctx, staged, target_dir, replace=payload.replace, event_id=event.event_id):
         return  # one atomic switch of the directory (streamer.target.apply.swap)
     staged.publish()
     removed: list[str] = []
     if payload.replace:
         keep = {_top_level(f.final, target_dir) for f in staged.files}
-        removed = clear_dir(target_dir, roots, keep=keep, event_id=event.event_id)
+        removed = door.clear_dir(ctx, target_dir, keep=keep, event_id=event.event_id)
     published = sum(1 for f in staged.files if not f.skipped)
     if published > 1 or (published and removed):
         _count_nonatomic(table.db, target_dir)

@@ -12,11 +12,10 @@ from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterDatabasePayload, DatabasePayload, DatabaseSnapshot, Event
 from streamer.metastore.catalog import LAST_ID_PARAM, source_params
-from streamer.target.apply import by_state
+from streamer.target.apply import by_state, door
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext, last_id, payload_of
 from streamer.target.apply.door import AlterDatabase, CreateDatabase, DropDatabase
-from streamer.target.apply.files import remove_tree
 
 
 def _db_snapshot(
@@ -73,6 +72,6 @@ def drop_database(ctx: ApplyContext, event: Event) -> None:
     name = ctx.target_db(payload.database.name if payload.database else event.db or "")
     if ctx.catalog.get_database(name) is not None:
         ctx.do(DropDatabase(name))
-    remove_tree(ctx.paths.database_location(name), ctx.paths.roots)
+    door.remove_tree(ctx, ctx.paths.database_location(name), event_id=event.event_id)
     by_state.REGISTRY.forget_database(name)
     metrics.forget_database(name)  # its series go with it (the watermark's too: is_dropped)

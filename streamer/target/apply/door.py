@@ -15,6 +15,12 @@ asked for it:
 - **bounds**: a drop names each partition by one value per partition key; no call carries more than
   ``MAX_PARTITIONS_PER_CALL`` partitions or ``MAX_CONSTRAINTS_PER_CALL`` constraints.
 
+File changes pass here too (``stage``, ``copy_all``, ``publish_swapped``, ``clear_dir``, ``move_dir``,
+``link_dir``, ``remove_tree``, ``sync_dir``): each first checks its directory's **place**
+(``check_place``): inside the directory of a database this source owns (``<warehouse>/<db>.db``, or
+the database's function resources), or below the external base dir and held by no other source's
+claim (``external_owners``); then ``guard.check_write`` and the read rules (``sources``) as before.
+
 A refused effect raises the ``EventError`` its check names (``ApplyError``, ``PathEscapeError``); the
 applier adds the event and halts the database. ``tests/unit/test_architecture.py`` proves that no
 module of ``streamer.target.apply`` but this one calls a catalog write method. Design:
@@ -23,7 +29,7 @@ docs/design/apply.md ("The door").
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -34,15 +40,27 @@ from streamer.events.model import (
     ColumnStatistic,
     Constraint,
     DatabaseSnapshot,
+    FileRef,
     FunctionSnapshot,
     PartitionSnapshot,
     StorageDescriptor,
     TableSnapshot,
 )
 from streamer.metastore.catalog import Catalog
+from streamer.target.apply import dir_sync, files, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
+from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
+from streamer.target.apply.external_owners import ExternalOwners, Owner
+from streamer.target.apply.files import CopyReport, FileCopier, Staged
 from streamer.target.apply.locations import is_source_uri
-from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, Root, TargetPaths, check_name
+from streamer.target.apply.paths import (
+    EXTERNAL_TYPES,
+    FUNCTIONS_DIR,
+    VIEW_TYPES,
+    Root,
+    TargetPaths,
+    check_name,
+)
 
 MAX_PARTITIONS_PER_CALL = 100_000
 """More than any one Hive DDL statement adds (``hive.exec.max.dynamic.partitions`` is 1,000 by default)."""
@@ -162,6 +180,11 @@ class Side(Protocol):
     def catalog(self) -> Catalog: ...
     @property
     def paths(self) -> TargetPaths: ...
+    @property
+    def copier(self) -> FileCopier: ...
+    @property
+    def owners(self) -> ExternalOwners: ...
+    def owner_exists(self, owner: Owner) -> bool: ...
     def check_owned(self, name: str) -> DatabaseSnapshot | None: ...
     def owned_checked(self, name: str) -> bool: ...
     def note_owned(self, name: str, changed: bool) -> None: ...
@@ -351,3 +374,88 @@ def _bounded(count: int, limit: int, what: str, obj: str | None) -> None:
 
 def _path(uri: str) -> str:
     return urlsplit(uri).path.rstrip("/")
+
+
+# --- file changes ---------------------------------------------------------------------------------
+def check_place(side: Side, url: str, *, event_id: int | None = None) -> None:
+    """A file change of ``url`` is on behalf of this source: inside the directory of a database it owns
+    (its ``<name>.db``, or its functions' resources), or below the external base dir and inside no other
+    source's claimed directory. Checked before ``guard.check_write``'s rules (roots, no symlinks)."""
+    paths = side.paths
+    if paths.external is not None and paths.external.strictly_contains(url):
+        try:
+            side.owners.check_free(url, side.owner_exists)
+        except PathEscapeError as exc:
+            raise PathEscapeError(exc.cause, event_id=event_id, obj=exc.obj) from exc
+        return
+    if not paths.warehouse.strictly_contains(url):
+        raise PathEscapeError(f"{url} is outside the target's roots", event_id=event_id, obj=url)
+    segments = _path(url)[len(paths.warehouse.path.rstrip("/")) :].strip("/").split("/")
+    db = None
+    if segments[0].endswith(".db") and len(segments[0]) > len(".db"):
+        db = segments[0][: -len(".db")]
+    elif segments[0] == FUNCTIONS_DIR and len(segments) > 1:
+        db = segments[1]
+    if db is None:
+        raise PathEscapeError(f"{url} is inside no database's directory of the warehouse", event_id=event_id,
+                              obj=url)
+    if not side.owned_checked(db):
+        side.check_owned(db)
+        side.note_owned(db, changed=False)
+
+
+def stage(
+    side: Side, refs: list[FileRef], dest: Callable[[FileRef], str], obj_dir: str, *, event_id: int | None,
+    source_location: str | None,
+) -> Staged:
+    """Stage ``refs`` into ``obj_dir`` (``FileCopier.stage_all``) once that directory is this source's."""
+    check_place(side, obj_dir, event_id=event_id)
+    copier = side.copier
+    return copier.stage_all(refs, dest, event_id=event_id, obj_dir=obj_dir, source_location=source_location)
+
+
+def copy_all(
+    side: Side, refs: list[FileRef], obj_dir: str, *, event_id: int | None, source_location: str | None,
+    resources: bool = False,
+) -> CopyReport:
+    """Copy ``refs`` into ``obj_dir`` and publish them (``FileCopier.copy_all``), once it is this source's."""
+    check_place(side, obj_dir, event_id=event_id)
+    return side.copier.copy_all(refs, lambda _: obj_dir, event_id=event_id, obj_dir=obj_dir,
+                                source_location=source_location, resources=resources)
+
+
+def publish_swapped(side: Side, staged: Staged, directory: str, *, replace: bool,
+                    event_id: int | None) -> CopyReport | None:
+    check_place(side, directory, event_id=event_id)
+    return swap.publish_swapped(staged, directory, replace=replace, roots=side.paths.roots, event_id=event_id)
+
+
+def clear_dir(side: Side, url: str, *, keep: Iterable[str] = (), recursive_files: bool = False,
+              event_id: int | None = None) -> list[str]:
+    check_place(side, url, event_id=event_id)
+    roots = side.paths.roots
+    return files.clear_dir(url, roots, keep=keep, recursive_files=recursive_files, event_id=event_id)
+
+
+def move_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> bool:
+    for url in (src, dst):
+        check_place(side, url, event_id=event_id)
+    return files.move_dir(src, dst, side.paths.roots, event_id=event_id)
+
+
+def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> bool:
+    for url in (src, dst):
+        check_place(side, url, event_id=event_id)
+    return files.link_dir(src, dst, side.paths.roots, event_id=event_id)
+
+
+def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
+    check_place(side, url, event_id=event_id)
+    files.remove_tree(url, side.paths.roots, event_id=event_id)
+
+
+def sync_dir(side: Side, source_dir: str, target_dir: str, cache: ChecksumCache, *, event_id: int | None,
+             database: str) -> DirSynced | None:
+    """A directory of a table replicated by state made equal to its source's (``dir_sync.sync_dir``)."""
+    check_place(side, target_dir, event_id=event_id)
+    return dir_sync.sync_dir(side.copier, source_dir, target_dir, cache, event_id=event_id, database=database)

@@ -87,6 +87,7 @@ class ExternalOwners:
         self.paths = paths
         self.source_id = source_id
         self._claimed: dict[str, str] = {}  # target dir path -> table: checked whole by this process
+        self._free: set[str] = set()  # dir paths found held by no other source (``check_free``)
 
     def claim(self, target_dir: str, table: str, exists: Exists) -> None:
         """Record ``table`` of this source as the owner of ``target_dir`` (an external directory);
@@ -132,6 +133,28 @@ class ExternalOwners:
             fs.makedirs(posixpath.dirname(mine), exist_ok=True)
             fs.pipe_file(mine, json.dumps({"source_id": me.source_id, "table": me.table}).encode())
         self._claimed[key] = table
+
+    def check_free(self, url: str, exists: Exists) -> None:
+        """Refuse a change of external directory ``url`` (``PathEscapeError``) when another source's
+        live claim holds it (on it or a directory containing it). A claim checked whole by this process
+        at or above it, or a walk found free before, answers without a read; else one read per level."""
+        base = self.paths.external
+        if base is None or not base.strictly_contains(url):
+            return
+        key = urlsplit(url).path.rstrip("/")
+        if key in self._free or any(key == c or key.startswith(c + "/") for c in self._claimed):
+            return
+        fs, registry = url_to_fs(self.paths.warehouse.join(*REGISTRY_DIR.split("/")))
+        segments = key[len(base.path.rstrip("/")) :].strip("/").split("/")
+        for depth in range(1, len(segments) + 1):
+            here = "/".join(segments[:depth])
+            other = self._owner(fs, posixpath.join(registry, here, OWNER_FILE))
+            if other is not None and other.source_id != self.source_id and exists(other):
+                raise PathEscapeError(
+                    f"{url} lies in {base.join(here)}, the directory of {other.describe()}; refusing to "
+                    f"change it for source {self.source_id!r}", obj=url,
+                )
+        self._free.add(key)
 
     @staticmethod
     def _conflicts(me: Owner, other: Owner, exists: Exists) -> bool:

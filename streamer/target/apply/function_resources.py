@@ -19,36 +19,27 @@ from urllib.parse import urlsplit
 
 from streamer.errors import PathEscapeError, UntrustedSourceError
 from streamer.events.model import DatabaseSnapshot, FileRef, FunctionSnapshot, ResourceUri
+from streamer.target.apply import door
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
-from streamer.target.apply.files import FileCopier, remove_tree
-from streamer.target.apply.paths import TargetPaths, check_name
-
-FUNCTIONS_DIR = "_functions"
+from streamer.target.apply.paths import FUNCTIONS_DIR, TargetPaths, check_name
 
 
 def resource_dir(paths: TargetPaths, db: str, name: str) -> str:
     """Where the target keeps the resources of function ``db.name``."""
     return paths.warehouse.join(FUNCTIONS_DIR, check_name("database", db), check_name("function", name))
 
-
 def _file_name(uri: str) -> str:
     name = posixpath.basename(urlsplit(uri).path.rstrip("/"))
     check_name("resource file", name)
     return name
-
 
 def database_source_location(db: DatabaseSnapshot | None) -> str | None:
     """Where the source keeps target database ``db``, as the target recorded it from the database's
     own events (``databases``: ``SOURCE_LOCATION_PARAM``); None when it recorded none."""
     return db.parameters.get(SOURCE_LOCATION_PARAM) if db is not None else None
 
-
 def copy_resources(
-    fn: FunctionSnapshot,
-    paths: TargetPaths,
-    copier: FileCopier,
-    event_id: int | None = None,
-    db_location: str | None = None,
+    side: door.Side, fn: FunctionSnapshot, event_id: int | None = None, db_location: str | None = None,
 ) -> FunctionSnapshot:
     """Copy ``fn``'s resources into its target directory; returns ``fn`` naming the copies.
 
@@ -57,7 +48,7 @@ def copy_resources(
     when no ``--source-prefix`` is declared."""
     if not fn.resource_uris:
         return fn
-    dest = resource_dir(paths, fn.db, fn.name)
+    dest = resource_dir(side.paths, fn.db, fn.name)
     names = [_file_name(r.uri) for r in fn.resource_uris]
     if len(set(names)) != len(names):
         raise PathEscapeError(
@@ -65,9 +56,7 @@ def copy_resources(
         )
     refs = [FileRef(uri=r.uri) for r in fn.resource_uris]
     try:
-        copier.copy_all(
-            refs, lambda _: dest, event_id=event_id, obj_dir=dest, source_location=db_location, resources=True
-        )
+        door.copy_all(side, refs, dest, event_id=event_id, source_location=db_location, resources=True)
     except UntrustedSourceError as exc:
         raise UntrustedSourceError(
             f"function {fn.db}.{fn.name}: {exc.cause}", event_id=exc.event_id, obj=exc.obj
@@ -75,7 +64,6 @@ def copy_resources(
     uris = [ResourceUri(r.resource_type, f"{dest}/{n}") for r, n in zip(fn.resource_uris, names, strict=True)]
     return dataclasses.replace(fn, resource_uris=uris)
 
-
-def remove_resources(paths: TargetPaths, db: str, name: str, event_id: int | None = None) -> None:
+def remove_resources(side: door.Side, db: str, name: str, event_id: int | None = None) -> None:
     """A dropped function's copies go with it (absent is fine: a replay, or it had none)."""
-    remove_tree(resource_dir(paths, db, name), paths.roots, event_id=event_id)
+    door.remove_tree(side, resource_dir(side.paths, db, name), event_id=event_id)

@@ -18,10 +18,11 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
+from streamer.target.apply import door
 from streamer.target.apply.by_state import marked_partition, source_location, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.door import AddPartitions, AlterPartitions, DropPartitions
-from streamer.target.apply.files import Staged, clear_dir, move_dir, remove_tree
+from streamer.target.apply.files import Staged
 from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
@@ -146,7 +147,7 @@ def alter_partition_list(
         ctx.do(AlterPartitions(table, changed))
     if truncate and is_managed(table):
         for p in desired:
-            clear_dir(p.sd.location or "", ctx.paths.roots, recursive_files=True, event_id=event.event_id)
+            door.clear_dir(ctx, p.sd.location or "", recursive_files=True, event_id=event.event_id)
 
 
 def _rename_partition(
@@ -160,7 +161,7 @@ def _rename_partition(
     old = target_partition(ctx, table, source, payload.before)
     new = target_partition(ctx, table, source, payload.after)
     if is_managed(table):
-        move_dir(old.sd.location or "", new.sd.location or "", ctx.paths.roots, event_id=event.event_id)
+        door.move_dir(ctx, old.sd.location or "", new.sd.location or "", event_id=event.event_id)
     current = ctx.catalog.get_partition(table.db, table.name, new.values)
     if current is None:
         ctx.do(AddPartitions(table, [new]))
@@ -203,7 +204,7 @@ def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
         ctx.do(DropPartitions(db, name, [list(v) for v in dropped], keys))
     for event_id, where in dropped.values():
         if where is not None:
-            remove_tree(where, ctx.paths.roots, event_id=event_id)
+            door.remove_tree(ctx, where, event_id=event_id)
 
 
 def drop_specs(event: Event, keys: list[str], table: str) -> list[list[str]]:

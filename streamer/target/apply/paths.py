@@ -33,6 +33,7 @@ EXTERNAL_TYPES = frozenset({"EXTERNAL_TABLE"})
 EXTERNAL_LAYOUTS = ("authority", "path")
 NO_AUTHORITY = "_"  # the authority segment of a location without one (``file:/x``, ``hdfs:///x``)
 VIEW_TYPES = frozenset({"VIRTUAL_VIEW", "MATERIALIZED_VIEW"})
+FUNCTIONS_DIR = "_functions"  # <warehouse root>/_functions/<db>/<function>: resources (function_resources)
 
 
 def partition_name(keys: list[str], values: list[str]) -> str:

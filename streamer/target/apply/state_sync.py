@@ -10,9 +10,10 @@ import logging
 
 from streamer.errors import ApplyError, ChecksumMismatchError, StreamerError, UnverifiableFileError
 from streamer.events.model import Event, PartitionSnapshot, TableSnapshot
+from streamer.target.apply import door
 from streamer.target.apply.by_state import source_location
 from streamer.target.apply.context import ApplyContext
-from streamer.target.apply.dir_sync import ChecksumCache, sync_dir
+from streamer.target.apply.dir_sync import ChecksumCache
 from streamer.target.apply.paths import partition_name
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def sync_by_state(
     database = ctx.source_db(table.db) or table.db
     for src, target_dir in state_dirs(ctx, table, partitions):
         try:
-            done = sync_dir(ctx.copier, src, target_dir, cache, event_id=event.event_id, database=database)
+            done = door.sync_dir(ctx, src, target_dir, cache, event_id=event.event_id, database=database)
         except StreamerError:
             raise
         except OSError as exc:

@@ -15,10 +15,10 @@ from streamer.events.model import (
     ReloadPayload,
     TableSnapshot,
 )
+from streamer.target.apply import door
 from streamer.target.apply.by_state import REGISTRY, marked, source_location, state_sync_reason, stats_changed
 from streamer.target.apply.context import ApplyContext, is_managed, payload_of
 from streamer.target.apply.door import AlterPartitions, AlterTable, CreateTable, DropTable
-from streamer.target.apply.files import clear_dir, link_dir, move_dir, remove_tree
 from streamer.target.apply.locations import moved_partition, table_locations
 from streamer.target.apply.partitions import alter_partition_list
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES
@@ -76,7 +76,7 @@ def alter_table(ctx: ApplyContext, event: Event) -> None:
         ctx.do(AlterTable(desired.db, desired.name, desired))
     ctx.memory.remember_table(desired)
     if payload.is_truncate and is_managed(desired) and desired.sd.location:
-        clear_dir(desired.sd.location, ctx.paths.roots, recursive_files=True, event_id=event.event_id)
+        door.clear_dir(ctx, desired.sd.location, recursive_files=True, event_id=event.event_id)
     elif stats and source_location(desired):  # its writer logged no INSERT: the source's files now
         sync_by_state(ctx, event, desired)
 
@@ -101,9 +101,9 @@ def _rename_table(ctx: ApplyContext, event: Event, payload: AlterTablePayload) -
     linked = False
     if is_managed(desired):
         new_dir = ctx.paths.table_location(desired.db, desired.name)
-        linked = link_dir(old_dir, new_dir, ctx.paths.roots, event_id=event.event_id)
+        linked = door.link_dir(ctx, old_dir, new_dir, event_id=event.event_id)
         if not linked:
-            move_dir(old_dir, new_dir, ctx.paths.roots, event_id=event.event_id)
+            door.move_dir(ctx, old_dir, new_dir, event_id=event.event_id)
     if old is not None:
         ctx.do(AlterTable(old_db, old_name, desired))
     elif new != desired:
@@ -114,7 +114,7 @@ def _rename_table(ctx: ApplyContext, event: Event, payload: AlterTablePayload) -
             moves.append((payload.before.sd.location, payload.after.sd.location))
         _repoint_partitions(ctx, desired, moves)
     if linked and old_dir != ctx.paths.table_location(desired.db, desired.name):
-        remove_tree(old_dir, ctx.paths.roots, event_id=event.event_id)
+        door.remove_tree(ctx, old_dir, event_id=event.event_id)
     if old_key != new_key:
         ctx.acid.update(lambda v: v.reset_table(old_key))
 
@@ -148,7 +148,7 @@ def drop_table(ctx: ApplyContext, event: Event) -> None:
     known = snap or current
     kind = known.table_type if known is not None else "MANAGED_TABLE"
     if kind not in EXTERNAL_TYPES and kind not in VIEW_TYPES:
-        remove_tree(ctx.paths.table_location(db, name), ctx.paths.roots, event_id=event.event_id)
+        door.remove_tree(ctx, ctx.paths.table_location(db, name), event_id=event.event_id)
 
 
 def reload(ctx: ApplyContext, event: Event) -> None:

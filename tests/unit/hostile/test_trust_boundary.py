@@ -88,8 +88,8 @@ from streamer.events.model import (
 from streamer.hive.files import is_hidden
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply import dir_sync
 from streamer.target.apply import files as files_module
-from streamer.target.apply import state_sync
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.by_state import PROVIDER_PARAM
 from streamer.target.apply.files import FileCopier
@@ -434,7 +434,7 @@ def recorded_reads() -> Iterator[list[Read]]:
     reads: list[Read] = []
     syncing: list[tuple[str, str]] = []
     real_url_to_fs, real_open, real_ls = files_module.url_to_fs, LocalFileSystem._open, LocalFileSystem.ls
-    real_sync = state_sync.sync_dir
+    real_sync = dir_sync.sync_dir
 
     def tag() -> tuple[str, str] | None:
         return syncing[-1] if syncing else None
@@ -462,7 +462,7 @@ def recorded_reads() -> Iterator[list[Read]]:
     with mock.patch.object(files_module, "url_to_fs", url_to_fs), \
             mock.patch.object(LocalFileSystem, "_open", local_open), \
             mock.patch.object(LocalFileSystem, "ls", local_ls), \
-            mock.patch.object(state_sync, "sync_dir", sync_dir):
+            mock.patch.object(dir_sync, "sync_dir", sync_dir):
         yield reads
 
 

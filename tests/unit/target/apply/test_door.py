@@ -232,3 +232,45 @@ def test_names_the_door_passes_are_one_path_segment(db: str, table: str) -> None
     for name in (db, table):
         assert "/" not in name and name not in (".", "..")
         assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in name)
+
+
+# --- file changes: the place check ---------------------------------------------------------------
+def _wh(ctx: ApplyContext, *rel: str) -> str:
+    return ctx.paths.warehouse.join(*rel)
+
+
+@pytest.mark.parametrize("rel", [("theirs.db", "t"), ("users.db",), ("_functions", "theirs", "f"),
+                                 ("loose",), ("_streamer", "x"), ("theirs.db",)])
+def test_no_file_change_reaches_a_directory_this_source_does_not_own(
+    ctx: ApplyContext, rel: tuple[str, ...]
+) -> None:
+    url = _wh(ctx, *rel)
+    with pytest.raises(EventError):
+        door.check_place(ctx, url, event_id=5)
+    with pytest.raises(EventError):
+        door.remove_tree(ctx, url, event_id=5)
+
+
+def test_a_file_change_of_an_owned_or_new_database_passes(ctx: ApplyContext, tmp_path: Path) -> None:
+    for rel in [("mine.db", "t"), ("mine.db", "t", "p=1"), ("_functions", "mine", "f"), ("new.db", "t")]:
+        door.check_place(ctx, _wh(ctx, *rel))
+    (tmp_path / "wh" / "mine.db" / "t").mkdir(parents=True)
+    door.remove_tree(ctx, _wh(ctx, "mine.db", "t"), event_id=5)
+    assert not (tmp_path / "wh" / "mine.db" / "t").exists()
+
+
+def test_an_external_directory_another_source_holds_is_not_changed(tmp_path: Path) -> None:
+    catalog = MemoryCatalog()
+    paths = TargetPaths(str(tmp_path / "wh"), str(tmp_path / "ext"))
+    theirs = ApplyContext(catalog, FileCopier(max_workers=1), paths, "other")
+    catalog.create_database(DatabaseSnapshot("o", parameters={REPL_SOURCE_PARAM: "other"}))
+    table = _table("o", "t", external=True)
+    catalog.create_table(dataclasses.replace(table, parameters={REPL_SOURCE_PARAM: "other"}))
+    held = paths.external_location("hdfs://nn/data/sales")
+    theirs.claim_external("hdfs://nn/data/sales", held, "o.t")
+    mine = ApplyContext(catalog, FileCopier(max_workers=1), paths, b.SOURCE_ID)
+    for url in (held, held + "/p=1"):
+        with pytest.raises(EventError, match="the directory of"):
+            door.check_place(mine, url)
+    door.check_place(mine, paths.external_location("hdfs://nn/data/other"))
+    door.check_place(theirs, held + "/p=1")

@@ -22,12 +22,18 @@ from streamer.events.model import (
 from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
+from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.function_resources import copy_resources, remove_resources, resource_dir
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
 from streamer.target.apply.sources import SourceRules
 from tests.unit.target import builders as b
+
+
+def _side(paths: TargetPaths, copier: FileCopier | None = None) -> ApplyContext:
+    """The apply context the door works for: no database of the catalog is another source's."""
+    return ApplyContext(MemoryCatalog(), copier or FileCopier(), paths, b.SOURCE_ID)
 
 
 def _jar(path: Path, content: bytes = b"jar bytes") -> Path:
@@ -41,22 +47,22 @@ def test_resources_are_copied_renamed_and_removed(tmp_path: Path) -> None:
     jar = _jar(tmp_path / "src" / "lib" / "u.jar")
     fn = FunctionSnapshot("up", "db", "com.x.Up", resource_uris=[ResourceUri("JAR", f"file:{jar}")])
     copier = FileCopier(roots=paths.roots, sources=SourceRules())
-    copied = copy_resources(fn, paths, copier, event_id=7, db_location=f"file:{tmp_path}/src/db.db")
+    copied = copy_resources(_side(paths, copier), fn, event_id=7, db_location=f"file:{tmp_path}/src/db.db")
     (res,) = copied.resource_uris
     assert res == ResourceUri("JAR", resource_dir(paths, "db", "up") + "/u.jar")
     target = tmp_path / "wh" / "_functions" / "db" / "up" / "u.jar"
     assert target.read_bytes() == b"jar bytes"
-    assert copy_resources(copied.__class__("f", "db", "C"), paths, FileCopier()).resource_uris == []
-    remove_resources(paths, "db", "up")
+    assert copy_resources(_side(paths), copied.__class__("f", "db", "C")).resource_uris == []
+    remove_resources(_side(paths), "db", "up")
     assert not target.parent.exists()
-    remove_resources(paths, "db", "up")  # a replay: absent is fine
+    remove_resources(_side(paths), "db", "up")  # a replay: absent is fine
 
 
 def test_bad_resource_names_are_refused(tmp_path: Path) -> None:
     paths = TargetPaths((tmp_path / "wh").as_uri())
     twice = [ResourceUri("JAR", "file:/a/u.jar"), ResourceUri("JAR", "file:/b/u.jar")]
     with pytest.raises(PathEscapeError, match="named alike"):
-        copy_resources(FunctionSnapshot("f", "db", "C", resource_uris=twice), paths, FileCopier())
+        copy_resources(_side(paths), FunctionSnapshot("f", "db", "C", resource_uris=twice))
     with pytest.raises(PathEscapeError):
         resource_dir(paths, "..", "f")
 
@@ -67,7 +73,7 @@ def test_a_refused_resource_names_the_event_the_function_and_what_to_declare(tmp
     fn = FunctionSnapshot("up", "db", "com.x.Up", resource_uris=[ResourceUri("JAR", jar.as_uri())])
     copier = FileCopier(roots=paths.roots, sources=SourceRules())
     with pytest.raises(UntrustedSourceError) as raised:
-        copy_resources(fn, paths, copier, event_id=7, db_location=f"file:{tmp_path}/src/db.db")
+        copy_resources(_side(paths, copier), fn, event_id=7, db_location=f"file:{tmp_path}/src/db.db")
     error = raised.value
     assert error.event_id == 7 and error.obj == jar.as_uri()
     assert "function db.up" in error.cause and "--source-prefix" in error.cause
