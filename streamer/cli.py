@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bootstrap": ("streamer.source.bootstrap_commands:bootstrap", "Dump a source's policy into the topic."),
     "failover": ("streamer.target.dr.commands:failover", "Promote a replica at a recorded cut."),
     "failback": ("streamer.target.dr.commands:failback", "Check the old source before it rejoins."),
+    "archive": ("streamer.archive.commands:archive", "Keep the topic as Avro files (REPL DUMP)."),
+    "load": ("streamer.archive.commands:load_cmd", "Apply an event archive with no broker (REPL LOAD)."),
 }
 
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("streamer.target.dr",),
     ("streamer.target.job",),
     ("streamer.target.commands",),
+    ("streamer.archive",),
     ("streamer.read", "streamer.demo", "streamer.cli"),
     ("streamer.testing",),
 ]
