@@ -1,20 +1,26 @@
-"""Catch-up: stop the target, let the source run N events, restart; catch-up rate vs live rate, memory.
+"""Catch-up, then the live lag at a known share of it, on a Derby and a PostgreSQL target metastore.
 
 Warm-up: the seeded warehouse workload's first events are applied with the target following (its
 first events are mostly DDL on an empty warehouse, and the metastore's JVM is cold): not measured.
-Live: the workload goes on at the source's full speed with the target following; the live rate is
-events applied / (last apply - first commit). Catch-up: the target job's query is stopped, the source
-writes N events (the agent keeps publishing), the query is restarted from its checkpoint; the
-catch-up rate is N / (last apply - restart). While it catches up, the resident memory of this process
-(the driver's Python side) and of Spark's JVM is sampled: ``rss_growth_ratio`` is the peak over the
-whole catch-up / the peak while it applied the first quarter of the backlog. A driver that held the
-backlog would grow through the catch-up; one that holds a micro-batch (``--max-events-per-trigger``)
-stays flat.
+Catch-up: the target job's query is stopped, the source writes N events (the agent keeps
+publishing), the query is restarted from its checkpoint; ``catchup_eps`` is N / (last apply -
+restart). While it catches up, the resident memory of this process (the driver's Python side) and of
+Spark's JVM is sampled: ``rss_growth_ratio`` is the peak over the whole catch-up / the peak while it
+applied the first quarter of the backlog. A driver that held the backlog would grow through the
+catch-up; one that holds a micro-batch (``--max-events-per-trigger``) stays flat.
 
 ``metastore_bound_eps`` is the backlog over the seconds the catch-up waited for metastore answers:
 the rate a target that makes its calls one at a time would reach if everything else (Kafka, Spark,
-files, planning) took no time. ``ratio_bound`` sets it against the live rate: no batching of
-everything but the metastore calls can take the ratio past it (docs/scaling.md).
+files, planning) took no time. ``efficiency`` = ``catchup_eps`` / ``metastore_bound_eps``: the share
+of the catch-up's time spent waiting for the metastore (1.0: the rest costs nothing).
+
+Live: the same workload goes on, paced at ``--live-fraction`` (default 0.5) of the ``catchup_eps`` this
+run measured, with the target following; ``lag`` is, per event, apply done - source commit
+(p50/p99/max). An unpaced source would saturate the target and measure its queue, not its lag.
+
+``--metastore both`` (the default) runs each target metastore database in its own process, one after
+the other: Derby in the work dir, and PostgreSQL (``--pg-dsn``; a database with a unique name is
+created there and dropped afterwards), as ``streamer hms run --jdbc-url`` serves one.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     sys.path.append(sys.path.pop(0))  # so that bench/copy.py cannot shadow the standard library's copy
 
+import json
+import subprocess
 import tempfile
 import threading
 import time
@@ -34,10 +42,15 @@ from typing import Any
 
 import click
 from common import (
+    METASTORES,
+    PG_DSN,
     Pipeline,
     emit,
     exit_on_sigterm,
+    lag_stats,
+    metastore_database,
     peak_rss_bytes,
+    percentile,
     quiet_logs,
     ratio,
     reset_peak_rss,
@@ -82,6 +95,19 @@ def _write(p: Pipeline, workload: Any, n: int, chunk: int = 10) -> tuple[int, in
     return start + 1, p.warehouse.current_event_id(), time.perf_counter() - t0
 
 
+def _write_paced(p: Pipeline, workload: Any, n: int, rate: float) -> tuple[int, int, float]:
+    """Write at least ``n`` events at ``rate`` events/s, one operation at a time, each due when the
+    events before it are; returns (first id, last id, seconds)."""
+    start = p.warehouse.current_event_id()
+    t0 = time.perf_counter()
+    while (written := p.warehouse.current_event_id() - start) < n:
+        delay = t0 + written / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        p.commit(workload.run, 1)
+    return start + 1, p.warehouse.current_event_id(), time.perf_counter() - t0
+
+
 def _mix(p: Pipeline, first: int, last: int) -> dict[str, int]:
     """Event types of the source's events ``first..last``, most frequent first."""
     rows = p.warehouse.notifications(first - 1, last - first + 1)
@@ -104,27 +130,20 @@ def run_catchup(
     timeout: float,
     per_trigger: int,
     coalesce: bool = True,
+    live_fraction: float = 0.5,
+    jdbc_url: str | None = None,
+    jdbc_user: str | None = None,
 ) -> dict[str, Any]:
     from streamer.metastore.thrift_calls import CALLS
     from streamer.warehouse.workload import Workload
 
-    with Pipeline(work) as p:
+    with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
         p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
         if not p.wait_applied(last, timeout):
             raise click.ClickException(f"the target did not apply the warm-up in {timeout:.0f} s")
-
-        say(f"live: {live_events} events with the target following")
-        t0 = time.time()
-        CALLS.reset()
-        live_first, live_last, live_source_s = _write(p, workload, live_events)
-        if not p.wait_applied(live_last, timeout):
-            raise click.ClickException(f"the target did not follow the live phase in {timeout:.0f} s")
-        live_seconds = CALLS.seconds
-        live_calls = CALLS.reset()
-        live_eps = (live_last - live_first + 1) / (p.stages.applied.get(live_last, time.time()) - t0)
 
         say(f"target stopped; the source writes {events} events")
         p.stop_target()
@@ -149,19 +168,38 @@ def run_catchup(
         first_batch = min(starts, default=t_done)
         catchup_eps = backlog / (t_done - t_restart)
         bound_eps = backlog / max(1e-9, catchup_seconds)
+        batches = p.applier.batches if p.applier is not None else 0
+
+        live_rate = live_fraction * catchup_eps
+        say(f"live: {live_events} events at {live_rate:.1f}/s ({live_fraction:.0%} of the catch-up rate)")
+        CALLS.reset()
+        live_first, live_last, live_source_s = _write_paced(p, workload, live_events, live_rate)
+        live_caught_up = p.wait_applied(live_last, timeout)
+        live_seconds = CALLS.seconds
+        live_calls = CALLS.reset()
+        live_n = live_last - live_first + 1
+        live_ids = range(live_first, live_last + 1)
+        live_done = p.stages.applied.get(live_last, time.time())
         halts = p.applier.state.halts() if p.applier is not None else {}
         return {
             "events": backlog,
             "catchup_eps": catchup_eps,
-            "live_eps": live_eps,
-            "ratio": ratio(catchup_eps, live_eps),
-            "metastore_calls_per_event": catchup_calls / backlog,
-            "metastore_calls_per_event_live": live_calls / (live_last - live_first + 1),
-            "metastore_seconds_per_event": catchup_seconds / backlog,
-            "metastore_seconds_per_event_live": live_seconds / (live_last - live_first + 1),
-            "metastore_share": catchup_seconds / (t_done - t_restart),
             "metastore_bound_eps": bound_eps,
-            "ratio_bound": ratio(bound_eps, live_eps),
+            "efficiency": catchup_eps / bound_eps,
+            "lag_p50_s": percentile(p.stages.lags(live_ids), 0.5),
+            "lag_p99_s": percentile(p.stages.lags(live_ids), 0.99),
+            "live_fraction": live_fraction,
+            "live_rate_eps": live_n / live_source_s,  # offered: what the paced source wrote
+            "live_applied_eps": live_n / max(1e-9, live_done - p.stages.committed.get(live_first, live_done)),
+            "live_events": live_n,
+            "live_caught_up": live_caught_up,
+            "lag": lag_stats(p.stages.lags(live_ids)),
+            "lag_split": p.stages.split(live_ids),
+            "metastore_calls_per_event": catchup_calls / backlog,
+            "metastore_calls_per_event_live": live_calls / live_n,
+            "metastore_seconds_per_event": catchup_seconds / backlog,
+            "metastore_seconds_per_event_live": live_seconds / live_n,
+            "metastore_share": catchup_seconds / (t_done - t_restart),
             "peak_rss_bytes": rss.peak("driver"),
             "rss_growth_ratio": ratio(rss.peak("driver"), rss.peak("driver", until=quarter)),
             "jvm_peak_rss_bytes": rss.peak("jvm"),
@@ -170,15 +208,29 @@ def run_catchup(
             "caught_up": caught_up,
             "catchup_eps_after_restart": backlog / max(1e-9, t_done - first_batch),
             "restart_s": first_batch - t_restart,
-            "batches": p.applier.batches if p.applier is not None else 0,
+            "batches": batches,
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,
             "source_write_eps": backlog / source_s,
-            "live_source_write_eps": (live_last - live_first + 1) / live_source_s,
-            "mix_live": _mix(p, live_first, live_last),
             "mix_catchup": _mix(p, first, last),
+            "mix_live": _mix(p, live_first, live_last),
             "halted": {d: h.cause for d, h in halts.items()},
         }
+
+
+def _in_subprocess(kind: str, args: list[str]) -> dict[str, Any]:
+    """One variant's figures, from this script run with ``--metastore kind --json`` (a fresh process: a
+    Spark session cannot move to another target metastore)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--json", "--metastore", kind, *args]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        return {"failed": f"exit status {done.returncode} (its log is above)"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result.pop("machine", None)
+    return result
+
+
+SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", "lag_p50_s", "lag_p99_s")
 
 
 @click.command()
@@ -200,7 +252,28 @@ def run_catchup(
     "is 5,000).",
 )
 @click.option("--warmup-events", default=300, show_default=True, help="Events applied first, not measured.")
-@click.option("--live-events", default=500, show_default=True, help="Events of the live phase.")
+@click.option("--live-events", default=500, show_default=True, help="Events of the paced live phase.")
+@click.option(
+    "--live-fraction",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.01, 1.0),
+    help="The live phase's source rate, as a share of the catch-up rate measured in the same run.",
+)
+@click.option(
+    "--metastore",
+    type=click.Choice([*METASTORES, "both"]),
+    default="both",
+    show_default=True,
+    help="The target metastore's database: Derby in the work dir, PostgreSQL (--pg-dsn), or each in turn.",
+)
+@click.option(
+    "--pg-dsn",
+    default=PG_DSN,
+    show_default=True,
+    help="libpq connection string of a PostgreSQL database to connect to; the bench creates (and drops) "
+    "a database with a unique name on that server for the target metastore.",
+)
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for each phase.")
 @click.option(
     "--coalesce-backlog/--no-coalesce-backlog",
@@ -216,14 +289,39 @@ def main(
     per_trigger: int,
     warmup_events: int,
     live_events: int,
+    live_fraction: float,
+    metastore: str,
+    pg_dsn: str,
     timeout: float,
     coalesce: bool,
     work_dir: Path | None,
 ) -> None:
-    """Catch-up rate after a target outage vs the live rate; driver memory through the catch-up."""
+    """Catch-up rate after a target outage against the metastore's bound, and the lag at a share of it."""
     quiet_logs()
     exit_on_sigterm()
-    with tempfile.TemporaryDirectory(prefix="bench-catchup-", dir=work_dir) as tmp:
+    if metastore == "both":
+        args = [
+            f"--events={events}",
+            f"--max-events-per-trigger={per_trigger}",
+            f"--warmup-events={warmup_events}",
+            f"--live-events={live_events}",
+            f"--live-fraction={live_fraction}",
+            f"--pg-dsn={pg_dsn}",
+            f"--timeout={timeout}",
+            "--coalesce-backlog" if coalesce else "--no-coalesce-backlog",
+            *([f"--work-dir={work_dir}"] if work_dir is not None else []),
+        ]
+        variants = {kind: _in_subprocess(kind, args) for kind in METASTORES}
+        summary = {f"{kind}.{key}": variants[kind].get(key) for kind in METASTORES for key in SUMMARY}
+        emit("catch-up and paced lag, Derby and PostgreSQL target metastores", {"summary": summary,
+             **variants}, as_json)
+        if any("failed" in v for v in variants.values()):
+            raise SystemExit(1)
+        return
+    with (
+        metastore_database(metastore, pg_dsn) as (jdbc_url, jdbc_user),
+        tempfile.TemporaryDirectory(prefix="bench-catchup-", dir=work_dir) as tmp,
+    ):
         result = run_catchup(
             Path(tmp),
             events=events,
@@ -232,8 +330,12 @@ def main(
             timeout=timeout,
             per_trigger=per_trigger,
             coalesce=coalesce,
+            live_fraction=live_fraction,
+            jdbc_url=jdbc_url,
+            jdbc_user=jdbc_user,
         )
-    emit("catch-up after a target outage", result, as_json)
+    title = f"catch-up and paced lag ({metastore} target metastore)"
+    emit(title, {"metastore": metastore, **result}, as_json)
 
 
 if __name__ == "__main__":

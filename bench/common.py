@@ -263,8 +263,18 @@ class Stages:
 class Pipeline:
     """Broker + bundled source warehouse + agent thread + target HMS (+ Spark target job on demand)."""
 
-    def __init__(self, work: Path, *, message_format: str = "gzip(json-2.0)", poll_interval: float = 0.05):
+    def __init__(
+        self,
+        work: Path,
+        *,
+        message_format: str = "gzip(json-2.0)",
+        poll_interval: float = 0.05,
+        jdbc_url: str | None = None,
+        jdbc_user: str | None = None,
+    ):
         self.work = work.resolve()
+        self.jdbc_url = jdbc_url  # the target metastore's database (None: Derby in the work dir)
+        self.jdbc_user = jdbc_user
         self.message_format = message_format
         self.poll_interval = poll_interval
         self.stages = Stages()
@@ -303,7 +313,12 @@ class Pipeline:
         self.target_root.mkdir(parents=True, exist_ok=True)
         say("starting the embedded broker and target metastore")
         self.broker = self._stack.enter_context(EmbeddedBroker(log_path=self.work / "broker.log"))
-        self.hms = EmbeddedMetastore(work_dir=self.work / "target" / "hms", warehouse_dir=self.target_root)
+        self.hms = EmbeddedMetastore(
+            work_dir=self.work / "target" / "hms",
+            warehouse_dir=self.target_root,
+            jdbc_url=self.jdbc_url,
+            jdbc_user=self.jdbc_user,
+        )
         started = threading.Thread(target=self.hms.start, name="hms-start", daemon=True)
         started.start()
         self._stack.callback(self.hms.stop)
@@ -486,6 +501,46 @@ def _timed_batch_applier() -> type:
 
 def TimedBatchApplier(*args: Any, **kwargs: Any) -> Any:
     return _timed_batch_applier()(*args, **kwargs)
+
+
+# --- the target metastore's database ---------------------------------------------------------
+
+PG_DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
+METASTORES = ("derby", "postgres")
+
+
+def jdbc_from_dsn(dsn: str, dbname: str) -> tuple[str, str | None]:
+    """The JDBC URL (and user) of database ``dbname`` on the PostgreSQL server a libpq ``dsn`` names."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(dsn)
+    host, port = parts.get("host") or "127.0.0.1", parts.get("port") or 5432
+    user = parts.get("user")
+    return f"jdbc:postgresql://{host}:{port}/{dbname}", str(user) if user else None
+
+
+@contextlib.contextmanager
+def metastore_database(kind: str, dsn: str = PG_DSN) -> Iterator[tuple[str | None, str | None]]:
+    """``(jdbc_url, user)`` for a target metastore on ``kind``: ``derby`` is (None, None), the work
+    dir's Derby; ``postgres`` is a fresh database with a unique name on the server ``dsn`` names
+    (connected to as its admin database, trust auth), dropped afterwards."""
+    if kind == "derby":
+        yield None, None
+        return
+    if kind != "postgres":
+        raise ValueError(f"unknown target metastore database {kind!r} (one of {', '.join(METASTORES)})")
+    import uuid
+
+    import psycopg
+
+    dbname = f"streamer_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    try:
+        yield jdbc_from_dsn(dsn, dbname)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 # --- target metastore capacity ---------------------------------------------------------------

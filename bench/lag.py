@@ -19,6 +19,9 @@ at the start (cold: the basis of the default load, as when issue 17 set its goal
 warm-up (warm: 3-5x higher here). ``--load-basis warm`` offers half of the warm capacity instead:
 on one 2-core machine that shares its cores with Spark, the broker and the agent, that is more
 than the whole pipeline carries (bench/README.md).
+
+``--metastore postgres`` keeps the target metastore on PostgreSQL (``--pg-dsn``: a database with a
+unique name is created on that server and dropped afterwards) instead of Derby in the work dir.
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ from typing import Any
 
 import click
 from common import (
+    METASTORES,
+    PG_DSN,
     Pipeline,
     emit,
     exit_on_sigterm,
     lag_stats,
     median,
+    metastore_database,
     metric_sum,
     percentile,
     quiet_logs,
@@ -195,12 +201,14 @@ def run_lag(
     warmup: float = 0.0,
     poll_interval: float = 0.01,
     load_basis: str = "cold",
+    jdbc_url: str | None = None,
+    jdbc_user: str | None = None,
 ) -> dict[str, Any]:
     from streamer.warehouse.workload import COLUMNS
 
     if load_basis == "warm" and warmup <= 0:
         raise click.ClickException("--load-basis warm needs a --warmup")
-    with Pipeline(work) as p:
+    with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
         p.start_target(trigger_seconds=trigger_seconds, kafka_reader=kafka_reader, consistency=consistency)
         wh = p.warehouse
         wh.create_database("canary")
@@ -381,6 +389,20 @@ def run_lag(
     help="The target job's --consistency (database: the canary's, the load's and the inserts' databases "
     "are separate lanes).",
 )
+@click.option(
+    "--metastore",
+    type=click.Choice(METASTORES),
+    default="derby",
+    show_default=True,
+    help="The target metastore's database: Derby in the work dir, or PostgreSQL (--pg-dsn).",
+)
+@click.option(
+    "--pg-dsn",
+    default=PG_DSN,
+    show_default=True,
+    help="libpq connection string of a PostgreSQL database to connect to; the bench creates (and drops) "
+    "a database with a unique name on that server for the target metastore.",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
     as_json: bool,
@@ -397,12 +419,17 @@ def main(
     warmup: float,
     poll_interval: float,
     load_basis: str,
+    metastore: str,
+    pg_dsn: str,
     work_dir: Path | None,
 ) -> None:
     """Lag from source commit to visible on the target (canary + load, and small-file INSERTs)."""
     quiet_logs()
     exit_on_sigterm()
-    with tempfile.TemporaryDirectory(prefix="bench-lag-", dir=work_dir) as tmp:
+    with (
+        metastore_database(metastore, pg_dsn) as (jdbc_url, jdbc_user),
+        tempfile.TemporaryDirectory(prefix="bench-lag-", dir=work_dir) as tmp,
+    ):
         result = run_lag(
             Path(tmp),
             duration=duration,
@@ -418,7 +445,10 @@ def main(
             warmup=warmup,
             poll_interval=poll_interval,
             load_basis=load_basis,
+            jdbc_url=jdbc_url,
+            jdbc_user=jdbc_user,
         )
+    result = {"metastore": metastore, **result}
     emit("lag: source commit -> visible on target", result, as_json)
 
 

@@ -142,3 +142,11 @@ def test_lag_windows_split_the_canary_lags_by_commit_time() -> None:
     assert lag.lag_windows({1: 100.0}, {}, 100.0, 10.0) == [
         {"from_s": 0.0, "p50_s": None, "max_s": None, "samples": 0}  # committed, never seen
     ]
+
+
+def test_jdbc_url_of_a_libpq_dsn() -> None:
+    assert common.jdbc_from_dsn("host=db.example port=6543 dbname=test user=hive", "streamer_bench_x") == (
+        "jdbc:postgresql://db.example:6543/streamer_bench_x",
+        "hive",
+    )
+    assert common.jdbc_from_dsn("dbname=test", "b") == ("jdbc:postgresql://127.0.0.1:5432/b", None)
