@@ -7,12 +7,10 @@ how a crash converges on replay: docs/design/apply.md.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import Generic, TypeVar, overload
 
 from streamer import metrics
 from streamer.errors import ApplyError, EventError
@@ -33,8 +31,6 @@ from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
 
-T = TypeVar("T")
-
 # Events that change the database object itself (and so its parameters, where repl.last.id lives).
 _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
 
@@ -42,40 +38,9 @@ _DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABAS
 log = logging.getLogger(__name__)
 
 
-class _InContext(Generic[T]):
-    """An applier attribute kept in its context: what a caller sets there, the handlers use."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _InContext[T]: ...
-    @overload
-    def __get__(self, obj: Applier, owner: type) -> T: ...
-    def __get__(self, obj: Applier | None, owner: type) -> T | _InContext[T]:
-        if obj is None:
-            return self
-        value: T = getattr(obj.ctx, self.name)
-        return value
-
-    def __set__(self, obj: Applier, value: T) -> None:
-        setattr(obj.ctx, self.name, value)
-
-
-class Applier:
-    """Applies steps of one source onto one target."""
-
-    catalog: _InContext[Catalog] = _InContext()
-    copier: _InContext[FileCopier] = _InContext()
-    paths: _InContext[TargetPaths] = _InContext()
-    source_id: _InContext[str] = _InContext()
-    db_map: _InContext[dict[str, str]] = _InContext()
-    allow_existing_db: _InContext[bool] = _InContext()
-    state: _InContext[TargetState | None] = _InContext()
-    clock: _InContext[Callable[[], float]] = _InContext()
-    acid: _InContext[VisibilityStore] = _InContext()
-    mark_readonly: _InContext[bool] = _InContext()
-    sources: _InContext[SourceRules] = _InContext()
+class Applier(ApplyContext):
+    """Applies steps of one source onto one target: the apply context the handlers work with (one
+    object: a lane's applier is a copy with its own catalog), plus the progress it keeps."""
 
     def __init__(
         self,
@@ -94,7 +59,7 @@ class Applier:
         markers_per_batch: bool = False,
         coalesce_backlog: bool = False,
     ) -> None:
-        self.ctx = ApplyContext(
+        super().__init__(
             catalog, copier, paths, source_id, db_map=db_map, allow_existing_db=allow_existing_db,
             state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
@@ -102,33 +67,29 @@ class Applier:
         self.pins: dict[str, int] = {}  # source db -> progress cap while a voiding run is pending (runner)
         self.markers = DeferredMarkers(markers_per_batch or coalesce_backlog)  # shared with the lanes' copies
         self.coalesce_backlog = coalesce_backlog  # a backlog's batch regrouped per table (``regrouped``)
-        self.bootstrap_applier = BootstrapApplier(self.ctx, self._bootstrapped)
+        self.bootstrap_applier = BootstrapApplier(self, self._bootstrapped)
 
     def __copy__(self) -> Applier:
-        """A lane's applier (``job.lane_runner``): a context of its own (its ``catalog``); everything
+        """A lane's applier (``job.lane_runner``): its own ``catalog`` once the lane sets it; everything
         else shared (``progress``, state, copier, visibility, the batch's snapshots, bootstrap progress)."""
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
-        clone.ctx = copy.copy(self.ctx)
-        clone.bootstrap_applier = self.bootstrap_applier.sharing(clone.ctx, clone._bootstrapped)
+        clone.bootstrap_applier = self.bootstrap_applier.sharing(clone, clone._bootstrapped)
         return clone
 
     # --- names and progress ---------------------------------------------------------------
-    def target_db(self, source_db: str) -> str:
-        return self.ctx.target_db(source_db)
-
     def load_progress(self) -> dict[str, int]:
         """Last applied id per source database: catalog markers of our databases, then the state file."""
-        in_catalog = _catalog_progress(self.ctx)
+        in_catalog = _catalog_progress(self)
         progress = dict(in_catalog)
         if self.state is not None:
             for src, event_id in self.state.applied().items():
                 progress[src] = max(progress.get(src, event_id), event_id)
             # steps applied in a batch whose markers were not written (the job died mid-batch)
             if self.markers.recover(self.state.dir, progress) and not self.markers.deferring:
-                self.markers.flush(self.ctx, progress)  # the markers catch up before any new step
+                self.markers.flush(self, progress)  # the markers catch up before any new step
         self.progress = progress
-        _progress_series(self.ctx, in_catalog, progress)
+        _progress_series(self, in_catalog, progress)
         return dict(progress)
 
     def _bootstrapped(self, source_db: str, event_id: int) -> None:
@@ -140,24 +101,24 @@ class Applier:
     def reusing_snapshots(self) -> AbstractContextManager[None]:
         """Within: a database or table read or written by a step is not read again by the next ones
         (``run_plan`` runs each batch so). Outside, every step reads what it changes."""
-        return self.ctx.memory.remembering()
+        return self.memory.remembering()
 
     @contextmanager
     def batch(self, events: int = DEFER_MIN_EVENTS) -> Iterator[None]:
         """One micro-batch of ``events`` planned events: snapshots reused and, with a state dir and at
         least ``DEFER_MIN_EVENTS`` events (a backlog), one ``repl.last.id`` write per database when it
         ends normally, each step journaled meanwhile (``markers.DeferredMarkers``)."""
-        with self.ctx.memory.remembering():
+        with self.memory.remembering():
             self.markers.defer_for(events, self.state is not None)
             try:
                 yield
-                self.markers.flush(self.ctx, self.progress)
+                self.markers.flush(self, self.progress)
             finally:
                 self.markers.deferring = False
 
     def apply(self, step: Step) -> None:
         """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
-        ctx = self.ctx
+        ctx: ApplyContext = self
         name = ctx.target_db(step.db)
         try:
             check_events(ctx, step)
@@ -204,9 +165,9 @@ class Applier:
         if not (deferring := self.markers.deferring) or not self.markers.is_fenced(step.db):
             self.progress[step.db] = max(self.progress.get(step.db, last), last)  # fenced: at the end
         if deferring:
-            self.markers.record(self.ctx, step.db, last, db)
+            self.markers.record(self, step.db, last, db)
             return
-        write_marker(self.ctx, step.db, last, self.progress[step.db], db)
+        write_marker(self, step.db, last, self.progress[step.db], db)
 
 def regrouped(applier: Applier, the_plan: Plan) -> Plan:
     """``the_plan`` regrouped per table (``--coalesce-backlog``) when its batch will write its markers at

@@ -66,8 +66,8 @@ def prefetch(applier: Applier, plan: Plan) -> None:
             continue
         for event in step.events:
             for db, name in named_tables(event):
-                names.setdefault(applier.ctx.target_db(db), set()).add(name)
-    ctx = applier.ctx
+                names.setdefault(applier.target_db(db), set()).add(name)
+    ctx = applier
     for db, tables in sorted(names.items()):
         try:
             database = ctx.memory.database(db) or ctx.catalog.get_database(db)
@@ -247,7 +247,7 @@ class VoidingRuns:
             pending.deferred.append(step)  # (one lane runs a database's steps, one at a time)
             return True
         try:
-            check_events(applier.ctx, step)  # the lane's own context and catalog
+            check_events(applier, step)  # the lane's own context and catalog
         except EventError:
             return False
         pending.voided.append(step)

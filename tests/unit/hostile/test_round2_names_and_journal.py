@@ -153,7 +153,7 @@ def test_one_open_txn_event_opens_a_bounded_number_of_transactions(
     assert env.run([_open(2, range(100, 151))]) == []
     (halt,) = env.state.halts().values()
     assert halt.event_id == 2 and "OPEN_TXN opens 51 transactions" in halt.cause
-    assert env.applier.ctx.acid.current().open_count() == 50
+    assert env.applier.acid.current().open_count() == 50
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ def test_every_bootstrap_kind_is_refused_by_the_check_incremental_events_pass(
     rule's, halts the database, whatever kind of record asked."""
     _not_owned(env, OTHER_SOURCE)
     with pytest.raises(ApplyError) as incremental:
-        env.applier.ctx.check_owned("b")
+        env.applier.check_owned("b")
     env.run(_records(env, kind))
     assert incremental.value.cause in _halt(env, "b").cause
 

@@ -175,14 +175,14 @@ def test_a_replica_of_the_single_file_keeps_working(tmp_path: Path, wh: Path) ->
     a.run([commit(30, 3, a.write(ta, 3))])  # opened under the old release
     assert visible(catalog, wh, "sales.t") == [1, 2, 3]
     assert visible(catalog, wh, "ads.u") == [1]  # B has no file of its own yet: the old one
-    state = a.applier.ctx.acid.current()
+    state = a.applier.acid.current()
     assert set(state.txns) == {"src-a"} and state.txn("src-a", 3).target_id == 4  # type: ignore[union-attr]
     assert state.next_txn == 5
 
     c.run([open_txn(31, 2), commit(32, 2, c.write(tu, 2))])
     assert visible(catalog, wh, "ads.u") == [1, 2]
     assert visible(catalog, wh, "sales.t") == [1, 2, 3]
-    assert c.applier.ctx.acid.current().txn("src-b", 2).target_id == 5  # type: ignore[union-attr]
+    assert c.applier.acid.current().txn("src-b", 2).target_id == 5  # type: ignore[union-attr]
     assert legacy.read_bytes() == before  # never written: an old job of a third source may still use it
 
     legacy.unlink()  # once every source has its own file, the old one holds nothing anybody reads
