@@ -26,6 +26,7 @@ from tests.integration.target.helpers import (
     assert_target_equals_source,
     mixed_workload,
 )
+from tests.integration.target.in_process import TargetInProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -113,6 +114,21 @@ def test_an_archived_topic_loads_with_no_broker_and_equals_the_source(
     assert status["target"]["files_left"] == 0 and status["target"]["event_id"] == last
 
     _read_with_apache_avro(spark, archive / manifest.files[0].file, manifest.files[0], source)
+
+    # the loaded target goes on from Kafka: target run on the same state dir, the chain continued
+    wh.create_table(f"{prefix}b", "after_load", COLUMNS, [])
+    wh.insert(f"{prefix}b", "after_load", [{"id": 1, "name": "n", "amount": 1.0, "ok": True}])
+    source.publish()
+    expected = source.last_ids()
+    assert stack.applied_ids(expected) != expected  # the new events are on the topic only
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start()
+    try:
+        job.wait_for(lambda: not stack.halts() and stack.applied_ids(expected) == expected,
+                     f"repl.last.id {expected}", 120)
+    finally:
+        job.stop()
+    assert job.error is None, job.error
+    assert_target_equals_source(source, stack, None)
 
 
 def _read_with_apache_avro(spark: SparkSession, path: Path, entry: Entry, source: Source) -> None:
