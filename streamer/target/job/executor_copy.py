@@ -12,7 +12,9 @@ import os
 import posixpath
 import re
 import secrets
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from streamer.events.model import FileRef
 from streamer.filesystems import FsSettings, configure, current_settings, url_to_fs
 from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, StagedFile
 from streamer.target.apply.paths import Root
+from streamer.target.apply.sources import SourceRules
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -85,7 +88,57 @@ class _CopyConfig:
     fs: FsSettings = field(default_factory=FsSettings)
 
 
-class SparkFileCopier(FileCopier):
+class PooledFileCopier(FileCopier):
+    """A ``FileCopier`` whose copies share one long-lived thread pool of ``max_workers`` threads, and
+    copy a single file in the calling thread: no thread is started and joined per copy (a catch-up
+    stages hundreds of copies, most of one file; bench/profile-catchup.md). Staging is unchanged: every
+    file is staged by ``_stage_one`` and the first failure is raised once all have finished."""
+
+    def __init__(
+        self,
+        max_workers: int = 4,
+        chunk_size: int = 1 << 20,
+        roots: Sequence[Root] = (),
+        sources: SourceRules | None = None,
+    ) -> None:
+        super().__init__(max_workers=max_workers, chunk_size=chunk_size, roots=roots, sources=sources)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def _shared_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="copy")
+                weakref.finalize(self, self._pool.shutdown, wait=False)
+            return self._pool
+
+    def _stage_files(self, files: list[StagedFile], event_id: int | None) -> None:
+        errors: list[BaseException | None]
+        if len(files) == 1:
+            try:
+                self._stage_one(files[0], event_id)
+                errors = [None]
+            except Exception as exc:  # as the pool reports it: wrapped below unless an ApplyError
+                errors = [exc]
+        else:
+            pool = self._shared_pool()
+            futures = [pool.submit(self._stage_one, f, event_id) for f in files]
+            errors = [fut.exception() for fut in futures]
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            if isinstance(first, ApplyError):
+                raise first
+            raise ApplyError(f"copy failed: {first}", event_id=event_id) from first
+
+    def close(self) -> None:
+        """Stop the pool's threads (idle ones also end with the process)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+
+class SparkFileCopier(PooledFileCopier):
     """A ``FileCopier`` that hands copies above ``threshold`` to Spark executors."""
 
     def __init__(
@@ -245,7 +298,7 @@ def _first_line(exc: BaseException) -> str:
 def executor_copier(spark: Any, min_bytes: int, min_files: int, max_workers: int) -> FileCopier:
     """The job's copier: executors for large copies when a bound is set, else the driver pool."""
     if min_bytes <= 0 and min_files <= 0:
-        return FileCopier(max_workers=max_workers)
+        return PooledFileCopier(max_workers=max_workers)
     return SparkFileCopier(spark.sparkContext, ExecutorCopy(min_bytes, min_files), max_workers=max_workers)
 
 
