@@ -5,7 +5,10 @@ checksums: enrichment computes them). Objects dropped while being read raise ``V
 Transactional tables: Hive 2.x's write ids are its transaction ids, so their committed set comes from
 the metastore's open and aborted transactions (one snapshot per dump, taken once the transactions
 open at its start have ended: ``streamer.source.open_txns``), and only the base/delta directories
-Hive's reader would choose are dumped (``streamer.source.acid_dirs``).
+Hive's reader would choose are dumped (``streamer.source.acid_dirs``). A Hive 3.0+ source names those
+directories by per-table write ids instead: the first transactional table's read asks the metastore
+which it is (``streamer.source.hive_version``) and refuses every transactional table of a Hive 3+
+source with ``UnsupportedSourceObjectError`` naming it, rather than judge write ids as transaction ids.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from streamer.metastore.thrift_txns import ThriftTxns, TxnSnapshot
 from streamer.metastore.transport import HmsAuth
 from streamer.source.acid_dirs import choose
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
+from streamer.source.hive_version import MetastoreApi, probe, refusal
 from streamer.source.listing import filesystem_of
 from streamer.source.listing import list_files as list_files  # re-exported
 from streamer.source.open_txns import OpenTxnPolicy, TxnSource, settled_snapshot
@@ -57,8 +61,9 @@ class HmsSourceCatalog:
     then (``txns``: the metastore's transaction calls, by default through the same connection)."""
 
     def __init__(self, catalog: HmsCatalog, *, open_txns: OpenTxnPolicy | None = None,
-                 txns: TxnSource | None = None) -> None:
+                 txns: TxnSource | None = None, api: MetastoreApi | None = None) -> None:
         self.hms = catalog
+        self.api = api  # the source's ACID API (Hive 2.x or 3+): probed on the first transactional table
         self.open_txns = open_txns or OpenTxnPolicy()
         self.txns: TxnSource = txns or ThriftTxns(catalog)
         self._snapshot: TxnSnapshot | None = None
@@ -77,6 +82,14 @@ class HmsSourceCatalog:
                      "aborted left out)", self._snapshot.high_water_mark, len(self._snapshot.open),
                      len(self._snapshot.aborted))
         return self._snapshot
+
+    def metastore_api(self) -> MetastoreApi:
+        """Whether the source names ACID directories by write ids (Hive 3+), asked once."""
+        if self.api is None:
+            self.api = self.hms._call("metastore API version", probe)
+            log.info("bootstrap: the source metastore is %s (getVersion %r; %s answered %s)", self.api.family,
+                     self.api.version, "get_valid_write_ids", self.api.answer)
+        return self.api
 
     def close(self) -> None:
         self.hms.close()
@@ -131,6 +144,9 @@ class HmsSourceCatalog:
 
     def _acid_read(self, t: TableSnapshot) -> tuple[list[FileRef], list[int]]:
         """Files of the directories Hive's reader would read at the dump's snapshot, and their ids."""
+        api = self.metastore_api()
+        if api.write_ids:
+            raise UnsupportedSourceObjectError(refusal(f"{t.db}.{t.name}", api))
         snap = self.txn_snapshot()
         places: list[tuple[str | None, str | None]] = [(t.sd.location, None)]
         if t.partition_keys:

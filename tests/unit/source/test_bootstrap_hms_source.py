@@ -4,9 +4,9 @@ reader chooses, on a local tree, with the metastore's answers given)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +15,9 @@ from streamer.cli import cli
 from streamer.events.model import Column, PartitionSnapshot, StorageDescriptor, TableSnapshot
 from streamer.metastore.thrift_txns import TxnSnapshot
 from streamer.source.hms_source_catalog import HmsSourceCatalog, UnsupportedSourceObjectError, list_files
+from tests.unit.source.test_hive_version import _Client, _hive2_answer, _hive3_answer
+
+T = TypeVar("T")
 
 
 def test_listing_skips_hidden_and_staging_names_at_every_level(tmp_path: Path) -> None:
@@ -66,10 +69,17 @@ def test_bootstrap_help_names_both_sources() -> None:
 
 
 class _Metastore:
-    """The two reads ``HmsSourceCatalog`` makes of a transactional table, from snapshots in memory."""
+    """The reads ``HmsSourceCatalog`` makes of a transactional table, from snapshots in memory; its
+    API probe is answered on the wire as a Hive 2.x server (or, ``hive3``, a Hive 3 one) answers."""
 
-    def __init__(self, table: TableSnapshot, parts: list[PartitionSnapshot]) -> None:
+    def __init__(self, table: TableSnapshot, parts: list[PartitionSnapshot], *, hive3: bool = False) -> None:
         self.table, self.parts = table, parts
+        self.answer = _hive3_answer() if hive3 else _hive2_answer()
+        self.probes = 0
+
+    def _call(self, obj: str, fn: Callable[[Any], T]) -> T:
+        self.probes += 1
+        return fn(_Client(self.answer, "3.1.3" if self.answer == _hive3_answer() else "3.0"))
 
     def get_table(self, db: str, name: str) -> TableSnapshot | None:
         return self.table if (db, name) == (self.table.db, self.table.name) else None
@@ -122,6 +132,26 @@ def test_a_transactional_tables_dump_holds_the_chosen_directories_of_each_partit
     assert txns.calls == 1  # one snapshot for the whole dump
     source.files("db", "t")
     assert txns.calls == 1
+    assert source.metastore_api().family == "Hive 2.x"
+    assert cast(Any, source.hms).probes == 1  # asked once per dump
+
+
+def test_a_hive3_sources_transactional_table_is_refused_before_its_directories_are_judged(
+        tmp_path: Path) -> None:
+    """Hive 3 directory names (write ids, ``_v`` visibility suffix of a compacted base, as AcidUtils
+    writes them) under a transaction list that would make them look valid: refused, naming the table."""
+    table = TableSnapshot("orders", "sales", sd=StorageDescriptor(location=f"file://{tmp_path}/t"),
+                          parameters={"transactional": "true"})
+    _acid_dirs(tmp_path / "t", ["base_0000003_v0000021", "delta_0000004_0000004_0000",
+                                "delta_0000005_0000005_0000"])
+    txns = _Txns(TxnSnapshot(100))
+    source = HmsSourceCatalog(cast(Any, _Metastore(table, [], hive3=True)), txns=txns)
+    with pytest.raises(UnsupportedSourceObjectError,
+                       match=r"^transactional table sales\.orders: the source metastore is Hive 3\.0 or "):
+        source.files("sales", "orders")
+    with pytest.raises(UnsupportedSourceObjectError, match="write ids"):
+        source.write_ids("sales", "orders")
+    assert txns.calls == 0  # no transaction id was used to judge a write id
 
 
 def test_a_delete_delta_the_dump_would_copy_is_refused_naming_the_table(tmp_path: Path) -> None:
