@@ -61,6 +61,8 @@ class TargetSettings:
     source_prefixes: tuple[str, ...] = ()  # --source-prefix: the source's stores; () = each object's own
     source_cmroots: tuple[str, ...] = ()  # --source-cmroot: where cmroot copies may be read
     allow_unverified_files: bool = False  # copy data files that carry no checksum
+    # an event archive to catch up from when the position is older than the topic's first offset
+    archive_dir: str | None = None  # (streamer.target.job.archive_catchup)
 
     def source_rules(self) -> SourceRules:
         """The read rules these settings declare."""
