@@ -106,7 +106,10 @@ class InsertPayload:
     """INSERT (``replace`` = INSERT OVERWRITE); ``partition_values`` is empty for unpartitioned tables.
     ``unlocated``: an INSERT logged without files whose object the source agent could not locate, so
     what it wrote is unknown (it may stand for an INSERT OVERWRITE); a target never applies it as an
-    empty append."""
+    empty append. ``watch``: a replace the source agent made from its own listing of a directory whose
+    writer logs nothing (``streamer.source.watch``), numbered 1, 2, ... among its records published
+    after event ``event_id`` (the envelope's id is the last event the agent published before it); 0
+    for an INSERT the source logged."""
 
     table: TableSnapshot | None
     partition: PartitionSnapshot | None
@@ -114,6 +117,7 @@ class InsertPayload:
     replace: bool
     files: list[FileRef] = field(default_factory=list)
     unlocated: bool = False
+    watch: int = 0
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from streamer.events.schemas import (
     schemas_dir,
 )
 
-CURRENT_FINGERPRINT = "7f119e38c8a14628"
+CURRENT_FINGERPRINT = "d0ba1511897efc13"
 PIN_HELP = (
     "The wire format changed. Run `python -m streamer.events.schema_gen --archive` on the *old* schemas "
     "(it keeps them in schemas/history/ so records already on the topic stay readable), then regenerate "
