@@ -67,7 +67,7 @@ def run_cmd_archive(**o: Any) -> None:
 @fs_options()
 def verify_cmd(archive_dir: str) -> None:
     """Check every file against the manifest (size, sha256, records, chain); exit 1 at the first bad one."""
-    from streamer.archive.load import pending, read_archive, verified_records
+    from streamer.archive.reading import pending, read_archive, verified_records
     from streamer.events.codec import EventDeserializer
 
     store, manifest = read_archive(archive_dir)
@@ -86,7 +86,7 @@ def verify_cmd(archive_dir: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of lines.")
 def status_cmd(archive_dir: str, state_dir: Path | None, as_json: bool) -> None:
     """What an archive holds and, given a state dir, how far a target has applied it."""
-    from streamer.archive.load import pending, read_archive
+    from streamer.archive.reading import pending, read_archive
     from streamer.target.state.chain import read_anchor
 
     _, manifest = read_archive(archive_dir)
@@ -129,7 +129,7 @@ _NOT_FOR_LOAD: dict[str, Any] = {
     "py_files": (), "spark_master": None, "external_sync_seconds": 0.0, "external_source_prefix": "file://",
     "verify_every": 0.0, "verify_source_hms_uri": None, "verify_source_notification_db": None,
     "metrics_port": 0, "metrics_addr": "127.0.0.1", "metrics_tls_cert": None, "metrics_tls_key": None,
-    "metrics_basic_auth_user": None, "metrics_basic_auth_password": None,
+    "metrics_basic_auth_user": None, "metrics_basic_auth_password": None, "archive": None,
 }
 
 
@@ -142,7 +142,8 @@ def load_settings(options: dict[str, Any], topic: str, source_id: str) -> Any:
 
 
 def _load(**o: Any) -> None:
-    from streamer.archive.load import load, read_archive
+    from streamer.archive.load import load
+    from streamer.archive.reading import read_archive
     from streamer.filesystems import configure
     from streamer.metastore.thrift_catalog import HmsCatalog
 

@@ -12,13 +12,11 @@ are re-read from the archive, never from a broker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamer.archive.manifest import ArchiveError, Entry, Manifest
-from streamer.archive.ocf import ArchivedRecord
-from streamer.archive.store import ArchiveStore
-from streamer.archive.verify import verify_file
+from streamer.archive.manifest import ArchiveError
+from streamer.archive.reading import archive_replay, pending, read_archive, verified_records
 from streamer.events.codec import EventDeserializer
 from streamer.metastore.catalog import Catalog
 from streamer.target.job.settings import TargetSettings
@@ -38,47 +36,11 @@ class LoadReport:
     halted: dict[str, int] = field(default_factory=dict)  # source db -> halted event id
 
 
-def read_archive(url: str) -> tuple[ArchiveStore, Manifest]:
-    store = ArchiveStore(url)
-    manifest = store.read_manifest()
-    if manifest is None:
-        raise ArchiveError(f"{url}: no archive here (no manifest.json)")
-    return store, manifest
-
-
-def pending(manifest: Manifest, anchor: Anchor | None) -> Iterator[tuple[Entry | None, Entry, bool]]:
-    """(the entry before, entry, whether it is consumed already) for every file, in order."""
-    before: Entry | None = None
-    for entry in manifest.files:
-        done = anchor is not None and anchor.topic == manifest.topic and entry.last_offset <= anchor.offset
-        yield before, entry, done
-        before = entry
-
-
-def verified_records(store: ArchiveStore, manifest: Manifest, before: Entry | None, entry: Entry,
-                     decode: EventDeserializer) -> list[ArchivedRecord]:
-    return verify_file(entry, store.read_file(entry.file), manifest, before, decode)
-
-
-def archive_replay(store: ArchiveStore, manifest: Manifest,
-                   decode: EventDeserializer) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:
-    """Held events re-read from the archive: records at offsets ``start <= offset < end``."""
-
-    def replay(start: int, end: int) -> Iterator[tuple[int, bytes]]:
-        for before, entry, _ in pending(manifest, None):
-            if entry.last_offset < start or entry.first_offset >= end:
-                continue
-            for record in verified_records(store, manifest, before, entry, decode):
-                if start <= record.offset < end:
-                    yield record.offset, record.value
-
-    return replay
-
-
 def load(settings: TargetSettings, url: str, catalog: Catalog,
          stop: Callable[[], bool] | None = None) -> LoadReport:
     """Apply archive ``url`` to the target of ``settings`` (its topic is the archive's) through
     ``catalog``; the state dir is claimed as ``target run`` claims it."""
+    from streamer.target.job.archive_catchup import apply_records
     from streamer.target.job.preflight import claim
     from streamer.target.job.streaming import BatchApplier
 
@@ -99,10 +61,7 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
                 records = verified_records(store, manifest, before, entry, decode)  # whole, before any apply
                 anchor = job.anchor if job.anchor is not None and job.anchor.topic == manifest.topic else None
                 todo = [(r.offset, r.value) for r in records if anchor is None or r.offset > anchor.offset]
-                size = settings.max_events_per_trigger
-                for i in range(0, len(todo), size):
-                    with job.lock:
-                        job.process(todo[i:i + size])
+                apply_records(job, todo, settings.max_events_per_trigger)
                 report.files += 1
                 report.records += len(todo)
                 log.info("loaded %s", entry.describe())
