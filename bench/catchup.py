@@ -31,7 +31,10 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     sys.path.append(sys.path.pop(0))  # so that bench/copy.py cannot shadow the standard library's copy
 
+import contextlib
 import json
+import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -57,6 +60,33 @@ from common import (
     rss_bytes,
     say,
 )
+
+
+class PySpy:
+    """``py-spy record`` attached to this process (and its subprocesses: Spark's JVM, the Python data
+    source's process that reads Kafka, Python workers) from ``__enter__`` to ``__exit__``: the raw
+    (collapsed) stacks of every thread, waiting ones included, in ``out``."""
+
+    def __init__(self, out: Path, rate: int = 50) -> None:
+        self.out = out
+        self.rate = rate
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PySpy:
+        exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        cmd = [exe, "record", "--pid", str(os.getpid()), "--idle", "--threads", "--subprocesses",
+               "--nonblocking", "--rate", str(self.rate), "--format", "raw", "-o", str(self.out)]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)  # attached before the measured window starts
+        if self._proc.poll() is not None:
+            err = self._proc.stderr.read().decode() if self._proc.stderr else ""
+            raise click.ClickException(f"py-spy did not start: {err.strip()}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        self._proc.wait(60)
 
 
 class RssSampler:
@@ -133,12 +163,14 @@ def run_catchup(
     live_fraction: float = 0.5,
     jdbc_url: str | None = None,
     jdbc_user: str | None = None,
+    py_spy: Path | None = None,
+    copier: str = "job",
 ) -> dict[str, Any]:
     from streamer.metastore.thrift_calls import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
-        p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
+        p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
@@ -154,10 +186,13 @@ def run_catchup(
         reset_peak_rss()
         reset_peak_rss(jvm)
         say(f"target restarted: catching up on {backlog} events")
-        with RssSampler({"driver": "self", "jvm": jvm}) as rss:
+        with (
+            PySpy(py_spy) if py_spy is not None else contextlib.nullcontext(),
+            RssSampler({"driver": "self", "jvm": jvm}) as rss,
+        ):
             CALLS.reset()
             t_restart = time.time()
-            p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce)
+            p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier)
             caught_up = p.wait_applied(last, timeout)
         catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
@@ -211,6 +246,7 @@ def run_catchup(
             "batches": batches,
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,
+            "copier": copier,
             "source_write_eps": backlog / source_s,
             "mix_catchup": _mix(p, first, last),
             "mix_live": _mix(p, live_first, live_last),
@@ -282,6 +318,22 @@ SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", 
     show_default=True,
     help="The target's --coalesce-backlog (a DR target's catch-up setting); off: markers per batch only.",
 )
+@click.option(
+    "--copier",
+    type=click.Choice(["job", "per-copy"]),
+    default="job",
+    show_default=True,
+    help="The target's file copier: the job's (one long-lived pool), or a thread pool per copy (the "
+    "copier before issue 41), for A/B runs.",
+)
+@click.option(
+    "--py-spy",
+    "py_spy",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Sample the catch-up (restart to last apply) with py-spy (the dev extra) into this file, as raw "
+    "stacks of this process and its subprocesses; bench/profile_table.py makes the table (one metastore).",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
     as_json: bool,
@@ -294,12 +346,16 @@ def main(
     pg_dsn: str,
     timeout: float,
     coalesce: bool,
+    copier: str,
+    py_spy: Path | None,
     work_dir: Path | None,
 ) -> None:
     """Catch-up rate after a target outage against the metastore's bound, and the lag at a share of it."""
     quiet_logs()
     exit_on_sigterm()
     if metastore == "both":
+        if py_spy is not None:
+            raise click.UsageError("--py-spy profiles one --metastore (derby or postgres)")
         args = [
             f"--events={events}",
             f"--max-events-per-trigger={per_trigger}",
@@ -309,6 +365,7 @@ def main(
             f"--pg-dsn={pg_dsn}",
             f"--timeout={timeout}",
             "--coalesce-backlog" if coalesce else "--no-coalesce-backlog",
+            f"--copier={copier}",
             *([f"--work-dir={work_dir}"] if work_dir is not None else []),
         ]
         variants = {kind: _in_subprocess(kind, args) for kind in METASTORES}
@@ -333,6 +390,8 @@ def main(
             live_fraction=live_fraction,
             jdbc_url=jdbc_url,
             jdbc_user=jdbc_user,
+            py_spy=py_spy.resolve() if py_spy is not None else None,
+            copier=copier,
         )
     title = f"catch-up and paced lag ({metastore} target metastore)"
     emit(title, {"metastore": metastore, **result}, as_json)

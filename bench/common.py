@@ -413,10 +413,13 @@ class Pipeline:
         trigger_seconds: float = 0.1,
         warm_timeout: float = 180.0,
         max_events_per_trigger: int = 5000,
+        copier: str = "job",
         **more: Any,
     ) -> None:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
         from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.target.apply.files import FileCopier
+        from streamer.target.job.executor_copy import executor_copier
         from streamer.target.job.streaming import spark_session, start_query
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -432,10 +435,16 @@ class Pipeline:
             self.spark.sparkContext.setLogLevel("ERROR")
         self._target_catalog = HmsCatalog(self.hms.uri)
         hms_uri = self.hms.uri
+        s = self.settings
         self.applier = TimedBatchApplier(
-            self.settings,
+            s,
             self._target_catalog,
             on_applied=self._on_applied,
+            # the copier `streamer target run` gives its job; "per-copy": a thread pool per copy (before
+            # issue 41), for A/B runs
+            copier=FileCopier(max_workers=s.copy_workers) if copier == "per-copy" else executor_copier(
+                self.spark, s.executor_copy_min_bytes, s.executor_copy_min_files, s.copy_workers
+            ),
             catalogs=lambda: HmsCatalog(hms_uri),  # lanes' connections (--consistency database)
         )
         self.query = start_query(self.spark, self.settings, self.applier)

@@ -1,0 +1,123 @@
+"""Where a profiled catch-up's micro-batch time goes: a table from py-spy's raw (collapsed) stacks.
+
+``py-spy record --idle --threads --format raw -o stacks.txt -- .venv/bin/python bench/catchup.py
+--metastore derby ...`` samples every thread of the driver's Python process, waiting ones included
+(``--idle``), so a sample is wall-clock time. This script keeps the samples of the thread that runs the
+target job's ``foreachBatch`` function (``on_batch``), puts each in the first category whose pattern a
+frame of its stack matches (the list below, metastore calls first: a file copy waiting for a metastore
+answer is metastore time), and prints each category's seconds and share of the micro-batches' time,
+with the top functions inside ``BatchApplier.process`` of the categories outside the metastore.
+``--wall`` (the catch-up's seconds) adds the time the driver spent outside micro-batches: Spark
+scheduling, the Kafka read in the Python data source's process, the trigger's waits.
+
+Pure: parsing and classification take text and return figures; only ``main`` reads a file.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import click
+
+CATEGORIES: Sequence[tuple[str, Sequence[str]]] = (
+    ("metastore calls (Thrift round trips)", ("streamer/metastore/", "thrift/")),
+    ("rows from Spark (collect, py4j)", ("DataFrame.collect", "pyspark/sql/types.py", "pyspark/serializers")),
+    ("decoding (Avro, gzip, JSON)", ("streamer/events/",)),
+    ("state writes and reads (streamer/target/state)", ("streamer/target/state/",)),
+    ("file work (copies, listings, removals, checksums)", ("streamer/target/apply/files.py", "fsspec/",
+                                                          "shutil.py", "streamer/target/apply/copier",
+                                                          "streamer/warehouse/files.py")),
+    ("watermark (outside its metastore calls)", ("streamer/target/job/watermark.py",)),
+    ("planning, regrouping, policy", ("streamer/target/plan", "streamer/target/apply/regroup",
+                                      "streamer/target/apply/plan")),
+    ("applier logic (streamer/target/apply, rest)", ("streamer/target/apply/",)),
+    ("job logic (streamer/target/job, rest)", ("streamer/target/job/",)),
+)
+OTHER = "other"
+BATCH_FRAME = "on_batch (streamer/target/job/streaming.py"
+# Spark calls the Python data source (its own process, sampled with py-spy --subprocesses) between
+# micro-batches: latestOffset, where the driver reader reads Kafka, and the commit of the batch before
+SOURCE_PARTS: Sequence[tuple[str, str]] = (
+    ("Kafka read (data source process: KafkaDriverReader.read)", "KafkaDriverReader.read "),
+    ("data source's other calls (commit, offsets, plan)", "_SimpleStreamReaderWrapper."),
+)
+
+
+def parse(text: str) -> Iterable[tuple[list[str], int]]:
+    """``(frames, samples)`` per line of py-spy's raw output (``frame;frame;... count``)."""
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            yield stack.split(";"), int(count)
+
+
+def category(frames: Sequence[str]) -> str:
+    for name, patterns in CATEGORIES:
+        if any(p in f for f in frames for p in patterns):
+            return name
+    return OTHER
+
+
+def batch_shares(text: str) -> tuple[Counter[str], Counter[str]]:
+    """Samples per category, and per (category, function called by ``BatchApplier.process``), of the
+    stacks inside the job's ``foreachBatch`` function."""
+    per_category: Counter[str] = Counter()
+    per_function: Counter[str] = Counter()
+    for frames, n in parse(text):
+        if not any(BATCH_FRAME in f for f in frames):
+            continue
+        name = category(frames)
+        per_category[name] += n
+        inside = [i for i, f in enumerate(frames) if f.startswith("BatchApplier.process ")]
+        below = frames[inside[-1] + 1] if inside and inside[-1] + 1 < len(frames) else "(on_batch itself)"
+        per_function[f"{name} | {below.split(' (')[0]}"] += n
+    return per_category, per_function
+
+
+def source_shares(text: str) -> Counter[str]:
+    """Samples of the Python data source's calls (outside the micro-batches), per part."""
+    out: Counter[str] = Counter()
+    for frames, n in parse(text):
+        for name, pattern in SOURCE_PARTS:
+            if any(pattern in f for f in frames):
+                out[name] += n
+                break
+    return out
+
+
+def table(text: str, rate: float, wall: float | None, top: int = 12) -> str:
+    per_category, per_function = batch_shares(text)
+    in_batches = sum(per_category.values()) / rate
+    basis = wall if wall is not None else in_batches
+    rows = ["| where | seconds | share |", "|---|---:|---:|"]
+    for name, n in per_category.most_common():
+        rows.append(f"| {name} | {n / rate:.1f} | {n / rate / basis:.0%} |")
+    if wall is not None:
+        rows.append(f"| outside micro-batches (restart, Spark planning and scheduling, Kafka read) | "
+                    f"{wall - in_batches:.1f} | {(wall - in_batches) / wall:.0%} |")
+        for name, n in source_shares(text).most_common():
+            rows.append(f"| &nbsp;&nbsp;of which {name} | {n / rate:.1f} | {n / rate / wall:.0%} |")
+    rows.append(f"| **total** | **{basis:.1f}** | |")
+    rows += ["", "| category \\| called from BatchApplier.process | seconds |", "|---|---:|"]
+    for key, n in per_function.most_common():
+        if not key.startswith(CATEGORIES[0][0]) and top > 0:
+            escaped = key.replace("|", "\\|")
+            rows.append(f"| {escaped} | {n / rate:.2f} |")
+            top -= 1
+    return "\n".join(rows)
+
+
+@click.command()
+@click.argument("stacks", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rate", default=50.0, show_default=True, help="py-spy's --rate (samples/s).")
+@click.option("--wall", type=float, default=None, help="Seconds of the catch-up (shares are of it).")
+def main(stacks: Path, rate: float, wall: float | None) -> None:
+    """Print a markdown table of a py-spy raw profile's micro-batch time."""
+    sys.stdout.write(table(stacks.read_text(), rate, wall) + "\n")
+
+
+if __name__ == "__main__":
+    main()
