@@ -257,6 +257,14 @@ def target() -> None:
     "streamer.read.snapshot and plain SQL readers ('' = metrics only). "
     "[default: streamer_watermark_<source-id>]",
 )
+@click.option(
+    "--archive",
+    default=None,
+    metavar="DIR",
+    help="An event archive of the topic (`streamer archive run --dir`): when the target's position is "
+    "older than the topic's first offset, the archive's records from there are applied first (each file "
+    "verified), then the topic is read; the event chain is checked across the switch (docs/dr.md).",
+)
 @click.option("--metrics-port", default=9402, show_default=True, type=int, help="0 disables /metrics.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Bind address of /metrics.")
 @click.option("--metrics-tls-cert", default=None, help="Serve /metrics over TLS with this certificate (PEM).")
@@ -279,6 +287,10 @@ def run_cmd(**options: Any) -> None:
         ),
         role=metrics.Role.TARGET,
     )
+    if settings.archive_dir is not None:  # before the query, which would start past the archive's records
+        from streamer.target.job.archive_catchup import catch_up_from_archive
+
+        catch_up_from_archive(settings)
     stopped = run(settings)
     click.echo(f"target job {stopped}")
 
@@ -328,12 +340,14 @@ def run_settings(options: Mapping[str, Any]) -> TargetSettings:
         verify_every=o["verify_every"],
         verify_source_hms_uri=o["verify_source_hms_uri"],
         verify_source_notification_db=o["verify_source_notification_db"],
+        verify_repair=o["verify_repair"],
         verify_source_auth=auth,
         until_event=o["until_event"],
         mark_readonly=o["mark_readonly"],
         markers_per_batch=o["markers_per_batch"] or o["coalesce_backlog"],
         coalesce_backlog=o["coalesce_backlog"],
         watermark_db=o["watermark_db"],
+        archive_dir=o.get("archive"),
     )
 
 

@@ -1,0 +1,112 @@
+"""``target run --archive``: a target whose position is older than the topic's first offset catches up
+from the archive, then reads the topic; the event chain continues across the switch.
+
+Tansu (the suite's real broker) keeps every record (no DeleteRecords, no retention in memory
+storage), so the topic's first offset is given to the catch-up (``low``) as the purge would have left
+it; everything else is real: the agent's topic, the archive written by the archiver, the session's
+metastore, the target job on the session's Spark with its own checkpoint, which resumes before that
+offset and is moved aside."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamer.archive.archiver import Archiver, ArchiveSettings
+from streamer.embedded_metastore.server import EmbeddedMetastore
+from streamer.kafka.broker import EmbeddedBroker
+from streamer.target.commands import run_cmd, run_settings
+from streamer.target.job.archive_catchup import catch_up_from_archive, topic_start
+from streamer.target.job.checkpoint import resume_offset
+from streamer.target.job.settings import TargetSettings
+from streamer.target.state.chain import read_anchor
+from streamer.warehouse.workload import COLUMNS
+from tests.integration.target.helpers import (
+    Source,
+    TargetStack,
+    assert_target_equals_source,
+    mixed_workload,
+    target_argv,
+)
+from tests.integration.target.in_process import TargetInProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"x{uuid.uuid4().hex[:6]}_"
+
+
+@pytest.fixture
+def source(broker: EmbeddedBroker, topic: str, tmp_path: Path, prefix: str) -> Iterator[Source]:
+    src = Source.open(tmp_path / "source", broker.client_settings(), topic, f"src-{prefix.rstrip('_')}")
+    try:
+        yield src
+    finally:
+        src.close()
+
+
+def _converge(job: TargetInProcess, stack: TargetStack, source: Source) -> None:
+    expected = source.last_ids()
+    try:
+        job.wait_for(lambda: not stack.halts() and stack.applied_ids(expected) == expected,
+                     f"repl.last.id {expected}", 120)
+    finally:
+        job.stop()
+    assert job.error is None, job.error
+
+
+def test_a_target_past_the_topic_s_start_catches_up_from_the_archive_then_reads_the_topic(
+    broker: EmbeddedBroker, hms: EmbeddedMetastore, source: Source, prefix: str, tmp_path: Path,
+    spark: SparkSession,
+) -> None:
+    wh, stack, archive = source.warehouse, TargetStack(hms, tmp_path / "target"), tmp_path / "archive"
+    mixed_workload(wh, prefix, 20, seed=3)
+    source.publish()
+    _converge(TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start(), stack, source)
+    checkpoint = stack.state_dir / "checkpoint"
+    resumed = resume_offset(str(checkpoint))
+    assert resumed is not None
+
+    # the target is down; the source goes on, everything is archived, then the topic "loses" it all
+    wh.create_table(f"{prefix}a", "while_down", COLUMNS, [])
+    wh.insert(f"{prefix}a", "while_down", [{"id": 1, "name": "n", "amount": 1.0, "ok": True}])
+    source.publish()
+    Archiver(ArchiveSettings(broker.bootstrap_servers, source.topic, source.source_id, str(archive),
+                             kafka_settings={}, max_records_per_file=7)).run(once=True)
+    assert topic_start(_settings(stack, broker, source, archive)) == 0  # what Tansu keeps
+    before = read_anchor(stack.state_dir)
+    assert before is not None
+    purged_to = before.offset + 5
+    assert int(resumed["offset"]) < purged_to
+    expected = source.last_ids()
+    assert stack.applied_ids(expected) != expected
+
+    applied = catch_up_from_archive(_settings(stack, broker, source, archive), low=purged_to)
+    assert applied > 0
+    assert stack.applied_ids(expected) == expected  # all from the archive
+    assert not checkpoint.exists()  # resumed before the topic's start: moved aside
+    aside = [p for p in stack.state_dir.iterdir() if p.name.startswith("checkpoint.before-archive-")]
+    assert len(aside) == 1
+
+    # then the topic: its records up to the anchor are passed over, the chain goes on after them
+    wh.create_table(f"{prefix}b", "after", COLUMNS, [])
+    source.publish()
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark,
+                          extra=["--archive", str(archive)]).start()
+    _converge(job, stack, source)
+    assert_target_equals_source(source, stack, None)
+    anchor = read_anchor(stack.state_dir)
+    assert anchor is not None and anchor.topic == source.topic and anchor.event_id == wh.current_event_id()
+
+
+def _settings(stack: TargetStack, broker: EmbeddedBroker, source: Source, archive: Path) -> TargetSettings:
+    argv = target_argv(stack, broker.bootstrap_servers, source, metrics_port=0,
+                       extra=["--archive", str(archive)])
+    with run_cmd.make_context("run", argv[2:]) as ctx:
+        return run_settings(ctx.params)
