@@ -15,10 +15,12 @@ Pure: parsing and classification take text and return figures; only ``main`` rea
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -110,13 +112,29 @@ def table(text: str, rate: float, wall: float | None, top: int = 12) -> str:
     return "\n".join(rows)
 
 
+def figures(text: str, rate: float, wall: float | None) -> dict[str, Any]:
+    """The table's figures: seconds per category inside micro-batches, per data source part, the wall."""
+    per_category, _ = batch_shares(text)
+    return {
+        "micro_batches_s": {name: n / rate for name, n in per_category.most_common()},
+        "data_source_s": {name: n / rate for name, n in source_shares(text).most_common()},
+        "in_batches_s": sum(per_category.values()) / rate,
+        "wall_s": wall,
+    }
+
+
 @click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.argument("stacks", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--rate", default=50.0, show_default=True, help="py-spy's --rate (samples/s).")
 @click.option("--wall", type=float, default=None, help="Seconds of the catch-up (shares are of it).")
-def main(stacks: Path, rate: float, wall: float | None) -> None:
+def main(as_json: bool, stacks: Path, rate: float, wall: float | None) -> None:
     """Print a markdown table of a py-spy raw profile's micro-batch time."""
-    sys.stdout.write(table(stacks.read_text(), rate, wall) + "\n")
+    text = stacks.read_text()
+    if as_json:
+        sys.stdout.write(json.dumps(figures(text, rate, wall)) + "\n")
+    else:
+        sys.stdout.write(table(text, rate, wall) + "\n")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 SCRIPTS = [
     "lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer",
-    "regroup",
+    "regroup", "profile_table",
 ]
 
 
@@ -150,3 +150,33 @@ def test_jdbc_url_of_a_libpq_dsn() -> None:
         "hive",
     )
     assert common.jdbc_from_dsn("dbname=test", "b") == ("jdbc:postgresql://127.0.0.1:5432/b", None)
+
+
+def test_profile_table_puts_batch_samples_in_the_first_matching_category() -> None:
+    spec = importlib.util.spec_from_file_location("bench_profile_table", BENCH / "profile_table.py")
+    assert spec is not None and spec.loader is not None
+    prof = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prof)
+    batch = "thread (1): Thread-5 (run);start_query.<locals>.on_batch (streamer/target/job/streaming.py:341)"
+    text = "\n".join([
+        f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);run_plan (x);"
+        "HmsCatalog.add_partitions (streamer/metastore/thrift_catalog.py:9);copy (shutil.py:1) 30",
+        f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);copy (shutil.py:1) 10",
+        f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);"
+        "EventDeserializer.__call__ (streamer/events/codec.py:140) 5",
+        f"{batch};DataFrame.collect (pyspark/sql/dataframe.py:504) 5",
+        "process 2;thread (3): MainThread;KafkaDriverReader.read (streamer/kafka/spark_source.py:265) 25",
+        "thread (4): other;sleep (time.py:1) 99",
+        "not a sample line",
+    ])
+    per_category, _ = prof.batch_shares(text)
+    assert per_category == {
+        "metastore calls (Thrift round trips)": 30,
+        "file work (copies, listings, removals, checksums)": 10,
+        "decoding (Avro, gzip, JSON)": 5,
+        "rows from Spark (collect, py4j)": 5,
+    }
+    assert prof.source_shares(text) == {"Kafka read (data source process: KafkaDriverReader.read)": 25}
+    table = prof.table(text, rate=10.0, wall=10.0)
+    assert "| metastore calls (Thrift round trips) | 3.0 | 30% |" in table
+    assert "Kafka read) | 5.0 | 50% |" in table  # outside micro-batches
