@@ -290,6 +290,33 @@ VERIFY_SOURCE_DRIFT_OBJECTS = Gauge(
     "source changed since the replica's position are not counted), at the last check against the source",
     ["db", "kind"], registry=TARGET_REGISTRY,
 )
+VERIFY_SOURCE_CHECKED = Gauge(
+    "streamer_verify_source_checked_partitions",
+    "Partitions (and unpartitioned tables) of the source the last check against the live source compared "
+    "with the replica (those the source changed since the replica's position are not compared)",
+    ["db"], registry=TARGET_REGISTRY,
+)
+VERIFY_SOURCE_PARTITIONS = Gauge(
+    "streamer_verify_source_partitions",
+    "Partitions (and unpartitioned tables) the source had at the last check against the live source",
+    ["db"], registry=TARGET_REGISTRY,
+)
+VERIFY_SOURCE_COVERAGE = Gauge(
+    "streamer_verify_source_coverage_ratio",
+    "checked_partitions / partitions of the last check against the live source (1 when there are none)",
+    ["db"], registry=TARGET_REGISTRY,
+)
+VERIFY_SOURCE_FULL_PASS = Gauge(
+    "streamer_verify_source_full_pass_timestamp_seconds",
+    "Every partition the source has now was compared with the replica at or after this time (Unix "
+    "time; 0 while some was never compared) in this process's continuous verification",
+    ["db"], registry=TARGET_REGISTRY,
+)
+VERIFY_SOURCE_REPAIRED = Counter(
+    "streamer_verify_source_repaired_objects_total",
+    "Objects (files, partitions, tables) the check against the live source repaired on the replica",
+    ["db"], registry=TARGET_REGISTRY,
+)
 VERIFY_FAILURES = Counter(
     "streamer_verify_failures_total",
     "Verifications that failed to run (metastore, topic or files unreadable)",

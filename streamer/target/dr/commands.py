@@ -279,7 +279,14 @@ def against_source_options(f: Any) -> Any:
 
 
 def verify_source_options(f: Any) -> Any:
-    """``--verify-source-hms-uri`` / ``--verify-source-notification-db`` (``streamer target run``)."""
+    """``--verify-source-hms-uri`` / ``--verify-source-notification-db`` / ``--verify-repair``
+    (``streamer target run``)."""
+    f = click.option("--verify-repair/--no-verify-repair", default=True, show_default=True,
+                     help="With --verify-source-*: repair what the check against the live source finds "
+                          "(files re-copied verified, missing tables and partitions created, stray files "
+                          "removed; only objects no event named since they were checked, within the "
+                          "target roots and --source-prefix). What cannot be repaired is logged as an "
+                          "ERROR and stays in streamer_verify_source_drift_objects.")(f)
     f = click.option("--verify-source-notification-db", default=None,
                      help="With --verify-every: " + _SOURCE_DB_HELP[3:])(f)
     return click.option("--verify-source-hms-uri", default=None,

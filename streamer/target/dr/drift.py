@@ -223,6 +223,9 @@ class Drift:
     obj: str
     detail: str
     repair: Repair | None = None
+    # the table or ``table/partition`` the drift is in (the check against the live source sets it:
+    # a repair re-checks that no event named it since), empty when not known
+    unit: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "kind": self.kind, "object": self.obj, "detail": self.detail,

@@ -9,6 +9,15 @@ missing_on_replica`) through the apply path's own handlers (``tables.create_tabl
 ``partitions.add_partitions``: locations and location-bearing parameters rewritten to the target's,
 files copied and verified by the same copier), from the source's metastore and files now. Objects
 only the replica has are reported, never removed. Design: docs/dr.md ("Against the live source").
+
+Objects are judged per partition (:mod:`~streamer.target.dr.source_drift`): the log after the
+replica's position is decoded to name the partitions it changed. A repair happens under the guard
+after the log is read once more: only drifts of objects no event named since the replica position
+they were judged at are repaired, so a busy database (whose position keeps moving) is still repaired.
+Catalog writes of a repair happen in one place, :meth:`_Creator.create`. The coverage of each check
+(partitions compared out of the source's) is exported, and, across the checks of one
+:class:`~streamer.target.dr.source_drift.CoverageBook` (continuous verification), the time since which
+every partition was compared.
 """
 
 from __future__ import annotations
@@ -32,8 +41,9 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.filesystems import url_to_fs
+from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
-from streamer.metastore.catalog import Catalog
+from streamer.metastore.catalog import FAILOVER_CUT_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.replay.state import table_meta
 from streamer.source.bootstrap import SourceCatalog, Vanished
@@ -56,13 +66,19 @@ from streamer.target.dr.drift import (
 from streamer.target.dr.observe import digest, listing, observe_listed, observe_table
 from streamer.target.dr.source_drift import (
     REPAIRABLE,
+    Coverage,
+    CoverageBook,
     Creation,
     TablePair,
     changed_since,
+    checked_units,
     compare_tables,
     counts,
     is_removal,
     missing_on_replica,
+    still_safe,
+    unit,
+    units,
 )
 from streamer.target.dr.verify import Guard, VerifySettings, repair_copier, replica_positions, target_name
 from streamer.target.state.visibility import is_acid_replica, source_parameters
@@ -116,9 +132,11 @@ def check_against_source(
     catalog: Catalog | None = None,
     guard: Guard = contextlib.nullcontext,
     repair: bool = False,
+    book: CoverageBook | None = None,
 ) -> VerifyReport:
     """Compare every replicated database with the source now, for objects it has not changed since
-    the replica's position; optionally re-sync diverged files. Sets the source drift gauge."""
+    the replica's position; optionally repair. Sets the source drift and coverage gauges (``book``:
+    when each partition was last compared, kept across the checks of continuous verification)."""
     started, clock = time.time(), time.monotonic()
     own = catalog is None
     if catalog is None:
@@ -127,13 +145,29 @@ def check_against_source(
         catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     try:
         with open_source(conn, settings.source_id) as (source, reader):
-            report = _SourceCheck(settings, catalog, source, reader).run(guard, repair)
+            check = _SourceCheck(settings, catalog, source, reader)
+            report = check.run(guard, repair)
     finally:
         if own:
             catalog.close()
     report.started, report.seconds = started, time.monotonic() - clock
-    record_metrics(report, target_name(settings))
+    name = target_name(settings)
+    record_metrics(report, name)
+    book = book if book is not None else CoverageBook()
+    for db, (present, checked) in check.judged.items():
+        record_coverage(db, book.record(db, present, checked, started), name)
+    for obj in report.repaired:
+        metrics.VERIFY_SOURCE_REPAIRED.labels(db=name(obj.split(".", 1)[0])).inc()
     return report
+
+
+def record_coverage(db: str, coverage: Coverage, name: Callable[[str], str] = str.lower) -> None:
+    """The coverage gauges of ``db`` (``streamer_verify_source_{checked_partitions,partitions,...}``)."""
+    label = name(db)
+    metrics.VERIFY_SOURCE_CHECKED.labels(db=label).set(coverage.checked)
+    metrics.VERIFY_SOURCE_PARTITIONS.labels(db=label).set(coverage.total)
+    metrics.VERIFY_SOURCE_COVERAGE.labels(db=label).set(coverage.ratio)
+    metrics.VERIFY_SOURCE_FULL_PASS.labels(db=label).set(coverage.full_pass)
 
 
 def record_metrics(report: VerifyReport, name: Callable[[str], str] = str.lower) -> None:
@@ -154,6 +188,8 @@ class _SourceCheck:
         self.reader = reader
         self.db_map = {k.lower(): v.lower() for k, v in settings.db_map.items()}
         self.creations: dict[str, list[Creation]] = {}  # per database, what its last check found missing
+        # per database, the units (partitions, unpartitioned tables) the source has and those compared
+        self.judged: dict[str, tuple[set[str], set[str]]] = {}
 
     def run(self, guard: Guard, repair: bool) -> VerifyReport:
         report = VerifyReport()
@@ -167,6 +203,10 @@ class _SourceCheck:
                 report.repaired.extend(done)
                 if done:
                     result = self._database(db, positions[db])
+                for d in result.drifts:
+                    log.error("verification against the source: %s drifted (%s: %s) and was not repaired: "
+                              "repair it by hand or re-bootstrap the table (docs/dr.md)", d.obj, d.kind,
+                              d.detail)
             report.databases.append(result)
         return report
 
@@ -174,7 +214,8 @@ class _SourceCheck:
         """Tables of ``db`` the source changed after ``position``, and how many events did."""
         rows = _read_after(self.reader, position)
         mine = [r for r in rows if (r.db_name or "").lower() == db]
-        return changed_since(mine, {db: position}).get(db, frozenset()), len(mine)
+        decode = lambda row: decode_row(row, self.settings.source_id)  # noqa: E731
+        return changed_since(mine, {db: position}, decode).get(db, frozenset()), len(mine)
 
     def _database(self, db: str, position: int) -> DatabaseReport:
         """Read both sides, then the log again: what changed meanwhile is dropped from the verdict."""
@@ -198,7 +239,23 @@ class _SourceCheck:
         self.creations[db], skipped = missing_on_replica(pairs, before | after)
         for why in skipped:
             log.info("%s.%s", db, why)
+        present = units(pairs) | self._units_not_read(db, source_tables & before)
+        self.judged[db] = (present, checked_units(pairs, before | after))
         return DatabaseReport(db, position, tuple(drifts), counts(pairs, before | after), later)
+
+    def _units_not_read(self, db: str, tables: set[str]) -> set[str]:
+        """The units of tables the check passed over as moved (their partitions' names only)."""
+        out: set[str] = set()
+        for table in tables:
+            try:
+                snap = self.source.table(db, table)
+                parts = self.source.partitions(db, table) if snap.partition_keys else []
+            except Vanished:
+                continue
+            keys = [k.name.lower() for k in snap.partition_keys]
+            names = [partition_name(keys, list(p.values)) for p in parts if len(p.values) == len(keys)]
+            out.update([unit(table, n) for n in names] if keys else [table])
+        return out
 
     def _source_table(self, db: str, table: str) -> ObservedTable | None:
         try:
@@ -220,17 +277,27 @@ class _SourceCheck:
     # --- repair ---------------------------------------------------------------------------------
     def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
         """Create missing tables and partitions, re-copy diverged files from the source (verified by
-        its sha256 now), remove stray files."""
+        its sha256 now), remove stray files: only objects no event named since ``result.event_id``
+        (read again under the guard, so the replica cannot apply one meanwhile)."""
         copier = repair_copier(self.settings)
         done = []
         with guard():
-            if replica_positions(self.settings, self.catalog).get(result.db) != result.event_id:
-                log.warning("%s moved since it was checked; not repairing it now", result.db)
+            if result.db not in replica_positions(self.settings, self.catalog):
+                log.warning("%s is no longer this source's replica; not repairing it", result.db)
                 return []
+            snap = self.catalog.get_database(self.db_map.get(result.db, result.db))
+            if snap is not None and FAILOVER_CUT_PARAM in snap.parameters:
+                log.warning("%s was failed over (a primary now); not repairing it", result.db)
+                return []
+            moved, _ = self._moved(result.db, result.event_id)
+            drifts, creations = still_safe(result.drifts, self.creations.get(result.db, []), moved)
+            for d in set(result.drifts) - set(drifts):
+                log.info("%s: the source or the replica changed it since it was checked; judged again next "
+                         "time, not repaired now", d.obj)
             creator = _Creator(self.settings, self.source, self.catalog, copier)
-            for creation in self.creations.get(result.db, []):
+            for creation in creations:
                 done.extend(creator.create(result.db, result.event_id, creation))
-            for d in result.drifts:
+            for d in drifts:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
                 fix = d.repair
@@ -348,6 +415,10 @@ def _read_after(reader: NotificationReader, after: int, batch: int = 1000) -> li
     return rows
 
 
-def loop_check(settings: VerifySettings, conn: SourceConnection) -> Callable[[Catalog, Guard], VerifyReport]:
-    """The check against the live source as :class:`~streamer.target.dr.verify.VerifyLoop` runs it."""
-    return lambda catalog, guard: check_against_source(settings, conn, catalog=catalog, guard=guard)
+def loop_check(settings: VerifySettings, conn: SourceConnection, *, repair: bool = True
+               ) -> Callable[[Catalog, Guard], VerifyReport]:
+    """The check against the live source as :class:`~streamer.target.dr.verify.VerifyLoop` runs it:
+    repairing (``--verify-repair``, the default) and keeping one coverage book across its runs."""
+    book = CoverageBook()
+    return lambda catalog, guard: check_against_source(settings, conn, catalog=catalog, guard=guard,
+                                                       repair=repair, book=book)

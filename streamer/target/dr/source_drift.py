@@ -4,15 +4,33 @@ The topic-based ``verify`` cannot see a divergence the events themselves carry (
 table's directory without an event, as Spark's datasource writes do). This compares the replica with
 the source's metastore and storage as they are now, for the objects the source has not changed since
 the replica's position (:func:`changed_since`), so a source that moved on raises no false alarm.
-:func:`missing_on_replica` plans what ``--repair`` creates: tables and partitions the replica lacks.
+Objects are judged per partition: an event that names partitions (ADD/ALTER/DROP_PARTITION, INSERT
+into a partition, partition statistics) moves only those, so a busy table's quiet partitions are
+still compared; an event of the table itself (CREATE/ALTER/DROP_TABLE, an unpartitioned INSERT, one
+that cannot be decoded) moves the whole table. :func:`missing_on_replica` plans what ``--repair``
+creates: tables and partitions the replica lacks; :func:`still_safe` keeps, at repair time, only the
+drifts and creations whose objects no event named since; :class:`CoverageBook` remembers when each
+partition was last compared (the coverage gauges).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
-from streamer.events.model import FileRef
+from streamer.events.model import (
+    AddPartitionPayload,
+    AlterPartitionPayload,
+    AlterPartitionsPayload,
+    DeleteColumnStatsPayload,
+    DropPartitionPayload,
+    Event,
+    EventType,
+    FileRef,
+    InsertPayload,
+    UpdateColumnStatsPayload,
+)
 from streamer.hive.notification import NotificationRow
 from streamer.replay.state import UNPARTITIONED
 from streamer.target.dr.drift import (
@@ -33,24 +51,75 @@ WHOLE_DATABASE = "*"
 
 REPAIRABLE = frozenset({FILE, SIZE, CHECKSUM})
 
+PARTITION_EVENTS = frozenset(t.value.upper() for t in (
+    EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.ALTER_PARTITIONS, EventType.DROP_PARTITION,
+    EventType.INSERT, EventType.UPDATE_PARTITION_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT,
+))
+"""Event types that may name partitions only (:func:`partitions_of` says which, or the whole table)."""
 
-def changed_since(rows: Iterable[NotificationRow], positions: Mapping[str, int]) -> dict[str, frozenset[str]]:
-    """Per source database of ``positions``, the (lower-case) tables its events after that position
-    name; :data:`WHOLE_DATABASE` when such an event names none. Renames name both tables in the
-    message only, so any ALTER_TABLE also marks the database's table set as moved."""
+Decoder = Callable[[NotificationRow], Event]
+
+
+def unit(table: str, part: str) -> str:
+    """The name a partition (or an unpartitioned table: ``part`` empty) is judged and counted by."""
+    return table if part == UNPARTITIONED else f"{table}/{part}"
+
+
+def partitions_of(event: Event) -> list[str] | None:
+    """Hive names (lower-case keys) of the partitions a decoded partition-level event names, or None
+    when it names the table as a whole (no partition, or no table definition to name them by)."""
+    p = event.payload
+    table = getattr(p, "table", None)
+    keys = [k.name.lower() for k in table.partition_keys] if table is not None else []
+    values: list[list[str]] = []
+    if isinstance(p, AddPartitionPayload | AlterPartitionsPayload):
+        values = [list(x.values) for x in p.partitions]
+    elif isinstance(p, AlterPartitionPayload):
+        values = [list(p.before.values), list(p.after.values)]
+    elif isinstance(p, DropPartitionPayload):
+        values = [list(v) for v in p.partition_values]
+    elif isinstance(p, InsertPayload | UpdateColumnStatsPayload | DeleteColumnStatsPayload):
+        values = [list(p.partition_values)] if p.partition_values else []
+    if not keys or not values or any(len(v) != len(keys) for v in values):
+        return None
+    return sorted({"/".join(f"{k}={v}" for k, v in zip(keys, vs, strict=True)) for vs in values})
+
+
+def changed_since(rows: Iterable[NotificationRow], positions: Mapping[str, int],
+                  decode: Decoder | None = None) -> dict[str, frozenset[str]]:
+    """Per source database of ``positions``, what its events after that position name: (lower-case)
+    tables, ``table/partition`` units (with ``decode``, for partition-level events whose partitions
+    :func:`partitions_of` names), :data:`WHOLE_DATABASE` when such an event names no table. Renames
+    name both tables in the message only, so any ALTER_TABLE also marks the database's table set as
+    moved. An event ``decode`` cannot decode moves its whole table (never a false verdict)."""
     out: dict[str, set[str]] = {}
     for row in rows:
         db = (row.db_name or "").lower()
         if db not in positions or row.event_id <= positions[db]:
             continue
         names = out.setdefault(db, set())
+        kind = row.event_type.upper()
         if row.table_name:
-            names.add(row.table_name.lower())
+            table = row.table_name.lower()
+            parts = _decoded_partitions(row, decode) if decode and kind in PARTITION_EVENTS else None
+            names.update([unit(table, p) for p in parts] if parts else [table])
         else:
             names.add(WHOLE_DATABASE)
-        if row.event_type.upper() in ("ALTER_TABLE", "DROP_DATABASE"):
+        if kind in ("ALTER_TABLE", "DROP_DATABASE"):
             names.add(WHOLE_DATABASE)
     return {db: frozenset(names) for db, names in out.items()}
+
+
+def _decoded_partitions(row: NotificationRow, decode: Decoder) -> list[str] | None:
+    try:
+        return partitions_of(decode(row))
+    except Exception:  # an undecodable message moves its whole table: judged later, never wrongly
+        return None
+
+
+def is_moved(moved: Collection[str], table: str, part: str = UNPARTITIONED) -> bool:
+    """Whether the table (or, ``part`` given, that partition of it) is among the ``moved`` objects."""
+    return table in moved or (part != UNPARTITIONED and unit(table, part) in moved)
 
 
 @dataclass(frozen=True)
@@ -78,25 +147,53 @@ def compare_tables(db: str, pairs: Iterable[TablePair], moved: frozenset[str]) -
             if WHOLE_DATABASE in moved:
                 continue
             where = "replica" if pair.replica is None else "source"
-            out.append(Drift(db, TABLE, obj, f"table missing on the {where}"))
+            out.append(Drift(db, TABLE, obj, f"table missing on the {where}", unit=pair.name))
             continue
-        out.extend(_compare_table(db, obj, pair.source, pair.replica))
+        found = _compare_table(db, obj, pair.source, pair.replica, pair.name, moved)
+        out.extend(dataclasses.replace(d, unit=d.unit or pair.name) for d in found)
     return out
 
 
 def counts(pairs: Iterable[TablePair], moved: frozenset[str]) -> Counts:
-    """What was compared: tables on both sides, their partitions and files (the source's)."""
+    """What was compared: tables on both sides, their partitions and files (the source's), leaving
+    out the partitions that moved."""
     total = Counts()
     for pair in pairs:
         if pair.name in moved or pair.source is None or pair.replica is None:
             continue
-        files = [f for part in pair.source.partitions.values() for f in part.values()]
-        parts = sum(p != UNPARTITIONED for p in pair.source.partitions)
+        kept = {p: fs for p, fs in pair.source.partitions.items() if not is_moved(moved, pair.name, p)}
+        files = [f for part in kept.values() for f in part.values()]
+        parts = sum(p != UNPARTITIONED for p in kept)
         total += Counts(1, parts, len(files), sum(f.size for f in files))
     return total
 
 
-def _compare_table(db: str, obj: str, source: ObservedTable, replica: ObservedTable) -> list[Drift]:
+def units(pairs: Iterable[TablePair]) -> set[str]:
+    """Every partition (and unpartitioned table, view) of the source's tables: what coverage counts."""
+    out: set[str] = set()
+    for pair in pairs:
+        if pair.source is None:
+            continue
+        out.update(unit(pair.name, p) for p in pair.source.partitions or {UNPARTITIONED: {}})
+    return out
+
+
+def checked_units(pairs: Iterable[TablePair], moved: frozenset[str]) -> set[str]:
+    """The :func:`units` a comparison with ``moved`` judged (a table missing on the replica is judged
+    only when the database's table set did not move)."""
+    out: set[str] = set()
+    for pair in pairs:
+        if pair.source is None or pair.name in moved:
+            continue
+        if pair.replica is None and WHOLE_DATABASE in moved:
+            continue
+        out.update(unit(pair.name, p) for p in pair.source.partitions or {UNPARTITIONED: {}}
+                   if not is_moved(moved, pair.name, p))
+    return out
+
+
+def _compare_table(db: str, obj: str, source: ObservedTable, replica: ObservedTable, table: str,
+                   moved: frozenset[str]) -> list[Drift]:
     out: list[Drift] = []
     for attr in ("columns", "partition_keys"):
         want, got = getattr(source.meta, attr), getattr(replica.meta, attr)
@@ -104,12 +201,19 @@ def _compare_table(db: str, obj: str, source: ObservedTable, replica: ObservedTa
             out.append(Drift(db, SCHEMA, obj, f"{attr} differ: replica {got!r}, source {want!r}"[:500]))
     if source.meta.is_view or source.meta.transactional:
         return out  # a view has no files; an ACID table's directories are judged by write ids (verify)
-    for part in sorted(set(source.partitions) - set(replica.partitions)):
-        out.append(Drift(db, PARTITION, _part_obj(obj, part), "partition missing on the replica"))
-    for part in sorted(set(replica.partitions) - set(source.partitions)):
-        out.append(Drift(db, PARTITION, _part_obj(obj, part), "partition on the replica, not on the source"))
-    for part in sorted(set(source.partitions) & set(replica.partitions)):
-        out.extend(_compare_files(db, _part_obj(obj, part), source, replica, part))
+
+    def quiet(parts: Iterable[str]) -> list[str]:
+        return sorted(p for p in parts if not is_moved(moved, table, p))
+
+    for part in quiet(set(source.partitions) - set(replica.partitions)):
+        out.append(Drift(db, PARTITION, _part_obj(obj, part), "partition missing on the replica",
+                         unit=unit(table, part)))
+    for part in quiet(set(replica.partitions) - set(source.partitions)):
+        out.append(Drift(db, PARTITION, _part_obj(obj, part), "partition on the replica, not on the source",
+                         unit=unit(table, part)))
+    for part in quiet(set(source.partitions) & set(replica.partitions)):
+        found = _compare_files(db, _part_obj(obj, part), source, replica, part)
+        out.extend(dataclasses.replace(d, unit=unit(table, part)) for d in found)
     return out
 
 
@@ -178,10 +282,65 @@ def missing_on_replica(pairs: Iterable[TablePair], moved: frozenset[str]) -> tup
         if pair.source.meta.is_view or pair.source.meta.partition_keys != pair.replica.meta.partition_keys:
             continue
         missing = tuple(sorted(p for p in set(pair.source.partitions) - set(pair.replica.partitions)
-                               if p != UNPARTITIONED))
+                               if p != UNPARTITIONED and not is_moved(moved, pair.name, p)))
         if missing:
             plan.append(Creation(pair.name, missing))
     return plan, skipped
+
+
+def still_safe(drifts: Iterable[Drift], creations: Iterable[Creation], moved: frozenset[str]
+               ) -> tuple[list[Drift], list[Creation]]:
+    """The drifts and creations a repair may still make after the log named ``moved`` objects since
+    the replica position they were judged at: only those of objects no later event named (the
+    source and the replica both still hold what was compared)."""
+    whole = WHOLE_DATABASE in moved  # the table set moved: a table missing on a side is not judged
+    kept_drifts = [d for d in drifts
+                   if d.unit and not _unit_moved(moved, d.unit) and not (whole and d.kind == TABLE)]
+    kept: list[Creation] = []
+    for c in creations:
+        if not c.partitions:
+            if c.table not in moved and WHOLE_DATABASE not in moved:
+                kept.append(c)
+            continue
+        parts = tuple(p for p in c.partitions if not is_moved(moved, c.table, p))
+        if parts:
+            kept.append(Creation(c.table, parts))
+    return kept_drifts, kept
+
+
+def _unit_moved(moved: frozenset[str], name: str) -> bool:
+    table, _, part = name.partition("/")
+    return is_moved(moved, table, part)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of one database the last check judged: ``checked`` of ``total`` units (partitions,
+    unpartitioned tables), and since when every unit present was judged at least once (0: some never)."""
+
+    checked: int
+    total: int
+    full_pass: float
+
+    @property
+    def ratio(self) -> float:
+        return self.checked / self.total if self.total else 1.0
+
+
+@dataclass
+class CoverageBook:
+    """When each unit of each database was last judged, across checks (continuous verification)."""
+
+    last: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def record(self, db: str, present: Collection[str], checked: Collection[str], now: float) -> Coverage:
+        """Note that ``checked`` units were judged at ``now``; forget units no longer ``present``."""
+        seen = {u: t for u, t in self.last.get(db, {}).items() if u in present}
+        seen.update((u, now) for u in checked if u in present)
+        self.last[db] = seen
+        never = any(u not in seen for u in present)
+        full = 0.0 if never else min(seen.values(), default=now)
+        return Coverage(len(set(checked) & set(present)), len(present), full)
 
 
 def is_creation(drift: Drift) -> bool:

@@ -43,6 +43,7 @@ class TargetSettings:
     verify_source_hms_uri: str | None = None  # --source-hms-uri: the source metastore's Thrift URI
     verify_source_notification_db: str | None = None  # --source-notification-db: a bundled warehouse
     verify_source_auth: HmsAuth = field(default_factory=HmsAuth)  # Kerberos to the source HMS
+    verify_repair: bool = True  # --verify-repair: the check against the live source repairs what it can
     until_event: int | None = None  # apply events up to this id, then stop (streamer.target.job.bounded)
     mark_readonly: bool = False  # also set Hive's readonly=true on replicated databases
     markers_per_batch: bool = False  # a backlog's repl.last.id once per database per batch (Applier.batch)
