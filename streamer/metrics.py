@@ -308,8 +308,8 @@ VERIFY_SOURCE_COVERAGE = Gauge(
 )
 VERIFY_SOURCE_FULL_PASS = Gauge(
     "streamer_verify_source_full_pass_timestamp_seconds",
-    "Every partition the source has now was compared with the replica at or after this time (Unix "
-    "time; 0 while some was never compared) in this process's continuous verification",
+    "Every partition the source has now was compared with the replica at or after this time, or first "
+    "seen after it (Unix time), across the checks against the live source of this process",
     ["db"], registry=TARGET_REGISTRY,
 )
 VERIFY_SOURCE_REPAIRED = Counter(

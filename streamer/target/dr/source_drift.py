@@ -316,7 +316,8 @@ def _unit_moved(moved: frozenset[str], name: str) -> bool:
 @dataclass(frozen=True)
 class Coverage:
     """How much of one database the last check judged: ``checked`` of ``total`` units (partitions,
-    unpartitioned tables), and since when every unit present was judged at least once (0: some never)."""
+    unpartitioned tables), and ``full_pass``: every unit present was judged at or after that time, or
+    first seen after it (a partition busy since it appeared holds it back to when it appeared)."""
 
     checked: int
     total: int
@@ -331,15 +332,16 @@ class Coverage:
 class CoverageBook:
     """When each unit of each database was last judged, across checks (continuous verification)."""
 
-    last: dict[str, dict[str, float]] = field(default_factory=dict)
+    last: dict[str, dict[str, float]] = field(default_factory=dict)  # db -> unit -> last judged
+    first: dict[str, dict[str, float]] = field(default_factory=dict)  # db -> unit -> first seen
 
     def record(self, db: str, present: Collection[str], checked: Collection[str], now: float) -> Coverage:
         """Note that ``checked`` units were judged at ``now``; forget units no longer ``present``."""
-        seen = {u: t for u, t in self.last.get(db, {}).items() if u in present}
-        seen.update((u, now) for u in checked if u in present)
-        self.last[db] = seen
-        never = any(u not in seen for u in present)
-        full = 0.0 if never else min(seen.values(), default=now)
+        judged = {u: t for u, t in self.last.get(db, {}).items() if u in present}
+        judged.update((u, now) for u in checked if u in present)
+        first = {u: self.first.get(db, {}).get(u, now) for u in present}
+        self.last[db], self.first[db] = judged, first
+        full = min((judged.get(u, first[u]) for u in present), default=now)
         return Coverage(len(set(checked) & set(present)), len(present), full)
 
 

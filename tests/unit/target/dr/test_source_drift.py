@@ -252,11 +252,11 @@ def test_a_repair_keeps_only_what_no_later_event_named(
 def test_coverage_counts_partitions_and_the_time_every_one_was_last_judged() -> None:
     book = CoverageBook()
     first = book.record("a", {"t/dt=1", "t/dt=2", "u"}, {"t/dt=1", "u"}, now=100.0)
-    assert (first.checked, first.total, first.full_pass) == (2, 3, 0.0)  # dt=2 never judged yet
+    assert (first.checked, first.total, first.full_pass) == (2, 3, 100.0)  # dt=2 busy, seen at 100
     assert round(first.ratio, 3) == 0.667
-    second = book.record("a", {"t/dt=1", "t/dt=2", "u"}, {"t/dt=2"}, now=200.0)
-    assert (second.checked, second.full_pass) == (1, 100.0)  # every unit judged at or after 100
-    third = book.record("a", {"t/dt=2", "u"}, {"u", "t/dt=9"}, now=300.0)  # dt=1 dropped; dt=9 not present
-    assert (third.checked, third.total, third.full_pass) == (1, 2, 200.0)
+    second = book.record("a", {"t/dt=1", "t/dt=2", "u", "t/dt=3"}, {"t/dt=1", "u", "t/dt=3"}, now=200.0)
+    assert (second.checked, second.full_pass) == (3, 100.0)  # dt=2, busy since 100, holds it back
+    third = book.record("a", {"t/dt=2", "t/dt=3", "u"}, {"t/dt=2", "t/dt=9"}, now=300.0)  # dt=1 dropped
+    assert (third.checked, third.total, third.full_pass) == (1, 3, 200.0)  # dt=9 is not present
     assert book.record("b", set(), set(), now=400.0) == Coverage(0, 0, 400.0)
     assert Coverage(0, 0, 1.0).ratio == 1.0
