@@ -32,6 +32,8 @@ from streamer.source.publish import publish_batch, refused_as_too_large
 from streamer.source.reader import NotificationReader
 from streamer.source.tail import last_published_id
 from streamer.source.topic_limit import ensure_sized_topic
+from streamer.source.watch import WATCH_SECONDS, WatchCatalog, Watcher
+from streamer.source.watch_cycle import watch_catalog_for, watch_cycle
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class AgentConfig:
     catalog: str = DEFAULT_CATALOG  # events of other metastore catalogs are passed over
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # a larger record stops the agent (never retried)
     compression: str = DEFAULT_COMPRESSION
+    watch_seconds: float = WATCH_SECONDS  # tables whose writers log nothing, listed this often (0: off)
 
     @property
     def topic_name(self) -> str:
@@ -75,10 +78,12 @@ class SourceAgent:
         serializer: EventSerializer | None = None,
         clock: Callable[[], float] = time.time,
         locator: Locator | None = FROM_READER,
+        watch_catalog: WatchCatalog | None = FROM_READER,
     ) -> None:
         """``locator``: where INSERTs without files are located (default: through the reader,
         ``insert_files.locator_for``; ``source run`` passes the Thrift metastore when given both
-        ``--notification-db`` and ``--hms-uri``)."""
+        ``--notification-db`` and ``--hms-uri``). ``watch_catalog``: where the tables whose writers
+        log nothing are found (``streamer.source.watch``; default: the reader's Thrift metastore)."""
         if config.batch_size < 1:
             raise ConfigError(f"batch size must be at least 1, got {config.batch_size}")
         self.config = config
@@ -96,6 +101,17 @@ class SourceAgent:
         self.position_known = False  # last_id was read from the topic (lag means something)
         self.head = 0  # the source's newest event id, as last read
         self.started = False
+        self.watcher: Watcher | None = None
+        if config.watch_seconds > 0:
+            catalog = watch_catalog_for(reader) if watch_catalog is FROM_READER else watch_catalog
+            if catalog is not None:
+                self.watcher = Watcher(catalog, self.policy, config.enrich)
+            else:
+                log.warning("no Thrift metastore to find the tables whose writers log nothing (Spark "
+                            "datasource tables, Hive Parquet/ORC tables Spark writes): they are not "
+                            "watched, and their writes reach no target; give --hms-uri as well "
+                            "(streamer.source.watch)")
+        self._watched_at = float("-inf")
 
     # --- life cycle ---
 
@@ -129,6 +145,8 @@ class SourceAgent:
         self.started = False
         self.producer.close()
         self.enricher.close()
+        if self.watcher is not None:
+            self.watcher.close()
 
     def recover_last_id(self, *, refuse_unfinished_bootstrap: bool = False) -> int:
         """The last event id in the topic's committed tail (``streamer.source.tail.last_published_id``)."""
@@ -143,6 +161,8 @@ class SourceAgent:
         if not self.started:
             self.start()
         rows = self.contiguous.read_after(self.last_id, self.config.batch_size)
+        if self.watcher is not None:
+            self.watcher.note(rows)
         if not rows:
             self._observe_head(self.reader.head_event_id())
             return 0
@@ -180,9 +200,31 @@ class SourceAgent:
                 backoff = min(backoff * 2, self.config.max_backoff)
                 continue
             if passed == 0:
+                try:
+                    self.watch_if_due(force=once)
+                except (KafkaException, KafkaClientError) as exc:
+                    if isinstance(exc, KafkaException):
+                        self.producer.raise_if_fenced(exc)
+                    metrics.SOURCE_ERRORS.labels("kafka").inc()
+                    log.error("Kafka at %s is unavailable (%s); retrying in %.0f s",
+                              self.config.kafka.get("bootstrap.servers"), exc, backoff)
+                    self.close()
+                    stop.wait(backoff)
+                    continue
                 if once:
                     return
                 stop.wait(self.config.poll_interval)
+
+    def watch_if_due(self, *, force: bool = False) -> int:
+        """One watch cycle (``streamer.source.watch_cycle``) when ``--watch-seconds`` have passed since
+        the last (``force``: now); the number of replaces it published."""
+        if self.watcher is None or not self.started:
+            return 0
+        now = time.monotonic()
+        if not force and now - self._watched_at < self.config.watch_seconds:
+            return 0
+        self._watched_at = now
+        return watch_cycle(self, self.watcher)
 
     # --- internals ---
 

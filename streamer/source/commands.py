@@ -40,6 +40,13 @@ def source() -> None:
 @click.option("--gap-settle-seconds", default=5.0, show_default=True, type=click.FloatRange(0),
               **env("GAP_SETTLE_SECONDS"),
               help="How long a missing event id may take to commit before the agent halts on the gap.")
+# the default is streamer.source.watch.WATCH_SECONDS (a unit test says so; imported, it would load metrics)
+@click.option("--watch-seconds", default=5.0, show_default=True, type=click.FloatRange(0),
+              **env("WATCH_SECONDS"),
+              help="How often the agent lists the tables whose writers log nothing (Spark datasource "
+                   "tables, Hive Parquet/ORC tables Spark created; found over --hms-uri) and publishes a "
+                   "replace of each directory that changed, checksummed; 0: off (their writes then reach "
+                   "no target).")
 @options.file_options("The source's change-manager root, for file references that do not name one.")
 @click.option("--start-after", type=click.IntRange(0), **env("START_AFTER"),
               help="Event id to continue after when the topic is empty (hand-over from a bootstrap, or "
@@ -67,6 +74,7 @@ def run(
     batch_size: int,
     poll_interval: float,
     gap_settle_seconds: float,
+    watch_seconds: float,
     start_after: int | None,
     metrics_port: int,
     metrics_addr: str | None,
@@ -86,6 +94,7 @@ def run(
     from streamer.source.prerequisites import check_prerequisites
     from streamer.source.reader import NotificationReader, SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
+    from streamer.source.watch import HmsWatchCatalog
 
     if not notification_db and not hms_uri:
         raise ConfigError("give exactly one of --notification-db URL and --hms-uri thrift://host:port, or "
@@ -97,7 +106,8 @@ def run(
                           "metastore's database directly")
     policy = opts.policy()
     config = opts.agent_config(batch_size=batch_size, poll_interval=poll_interval,
-                               gap_settle_seconds=gap_settle_seconds, start_after=start_after)
+                               gap_settle_seconds=gap_settle_seconds, start_after=start_after,
+                               watch_seconds=watch_seconds)
     check_reachable(config.kafka, opts.kafka_connect_timeout)  # before anything reads or creates a topic
     reader: NotificationReader = (
         SqlNotificationReader(notification_db)
@@ -127,7 +137,8 @@ def run(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _replace_if_changed(config, reader, policy, notification_db, hms_uri, auth)
     # both flags: the log from the database, INSERTs without files located over Thrift
-    agent = (SourceAgent(config, reader, policy, locator=HmsLocator(str(hms_uri), auth=auth))
+    agent = (SourceAgent(config, reader, policy, locator=HmsLocator(str(hms_uri), auth=auth),
+                         watch_catalog=HmsWatchCatalog(str(hms_uri), auth=auth))
              if hms_uri and notification_db else SourceAgent(config, reader, policy))
     try:
         agent.run(once=once, stop=stop)

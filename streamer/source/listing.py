@@ -44,10 +44,20 @@ def _uri(location: str, root: str, fs: Any, path: str) -> str:
 def list_files(location: str | None, partition: str | None = None) -> list[FileRef]:
     """Every visible data file below ``location`` (recursively, hidden names and what is below them
     skipped), sorted by URI; a missing location holds no files."""
+    return [ref for ref, _ in list_entries(location, partition)]
+
+
+MTIME_KEYS = ("mtime", "modificationTime", "LastModified", "last_modified", "updated", "created")
+"""Where fsspec filesystems put a file's modification time (local, WebHDFS, S3, Azure, GCS)."""
+
+
+def list_entries(location: str | None, partition: str | None = None) -> list[tuple[FileRef, object]]:
+    """``list_files`` with each file's modification time as its filesystem reports it (None when it
+    reports none): what a listing is compared by, with names and sizes (``streamer.source.watch``)."""
     if not location:
         return []
     fs, root = filesystem_of(location)
-    out: list[FileRef] = []
+    out: list[tuple[FileRef, object]] = []
     pending = [root.rstrip("/") or "/"]
     while pending:
         directory = pending.pop()
@@ -67,9 +77,11 @@ def list_files(location: str | None, partition: str | None = None) -> list[FileR
                 pending.append(path)
             else:
                 size = entry.get("size")
-                out.append(FileRef(uri=_uri(location, root, fs, path),
-                                   size=int(size) if size is not None else None, partition=partition))
-    return sorted(out, key=lambda f: f.uri)
+                mtime = next((entry[k] for k in MTIME_KEYS if entry.get(k) is not None), None)
+                ref = FileRef(uri=_uri(location, root, fs, path),
+                              size=int(size) if size is not None else None, partition=partition)
+                out.append((ref, mtime))
+    return sorted(out, key=lambda pair: pair[0].uri)
 
 
 def exists(location: str) -> bool:

@@ -24,6 +24,7 @@ from streamer.events.model import (
     DropTablePayload,
     Event,
     EventType,
+    InsertPayload,
     ProgressPayload,
     UpdateColumnStatsPayload,
 )
@@ -129,7 +130,7 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
         if event.event_type is EventType.PROGRESS:
             ordered.append(event)
             continue
-        record = _bootstrap_key(event)
+        record = _bootstrap_key(event) or _watch_key(event)
         if record is not None:
             if record in seen_bootstrap:
                 duplicates.append(event.event_id)
@@ -164,8 +165,8 @@ def plan(events: Iterable[Event], applied: Mapping[str, int], halted: Collection
                 held.append(event.event_id)
             else:
                 todo.append(event)
-        elif last is not None and event.event_id <= last:
-            done.append(event.event_id)
+        elif last is not None and (event.event_id < last if _watch_key(event) else event.event_id <= last):
+            done.append(event.event_id)  # a watch record follows its event id: applied again at it
         elif db in halted:
             held.append(event.event_id)
         else:
@@ -247,6 +248,17 @@ def _bootstrap_key(event: Event) -> tuple[int, int] | None:
         return (p.bootstrap_id, p.sequence)
     if isinstance(p, BootstrapMarkerPayload):
         return (p.bootstrap_id, 0)
+    return None
+
+
+def _watch_key(event: Event) -> tuple[int, int] | None:
+    """(event id, number) of a source agent's watch record (``InsertPayload.watch``): it carries the id
+    of the event published before it, so neither that event nor another watch record is its duplicate.
+    Applied once its database's position is at most that id (after a restart at exactly that id, again:
+    each carries a directory's whole state, and the records after it follow)."""
+    p = event.payload
+    if isinstance(p, InsertPayload) and p.watch:
+        return (event.event_id, -p.watch)  # negative: never a bootstrap record's (id, sequence)
     return None
 
 
