@@ -6,7 +6,8 @@
 target job's ``foreachBatch`` function (``on_batch``), puts each in the first category whose pattern a
 frame of its stack matches (the list below, metastore calls first: a file copy waiting for a metastore
 answer is metastore time), and prints each category's seconds and share of the micro-batches' time,
-with the top functions inside ``BatchApplier.process`` of the categories outside the metastore.
+with the top functions (the deepest of streamer's in each stack) of the categories outside the
+metastore.
 ``--wall`` (the catch-up's seconds) adds the time the driver spent outside micro-batches: Spark
 scheduling, the Kafka read in the Python data source's process, the trigger's waits.
 
@@ -64,7 +65,7 @@ def category(frames: Sequence[str]) -> str:
 
 
 def batch_shares(text: str) -> tuple[Counter[str], Counter[str]]:
-    """Samples per category, and per (category, function called by ``BatchApplier.process``), of the
+    """Samples per category, and per (category, deepest function of streamer's in the stack), of the
     stacks inside the job's ``foreachBatch`` function."""
     per_category: Counter[str] = Counter()
     per_function: Counter[str] = Counter()
@@ -73,9 +74,9 @@ def batch_shares(text: str) -> tuple[Counter[str], Counter[str]]:
             continue
         name = category(frames)
         per_category[name] += n
-        inside = [i for i, f in enumerate(frames) if f.startswith("BatchApplier.process ")]
-        below = frames[inside[-1] + 1] if inside and inside[-1] + 1 < len(frames) else "(on_batch itself)"
-        per_function[f"{name} | {below.split(' (')[0]}"] += n
+        ours = [f for f in frames if "streamer/" in f and BATCH_FRAME not in f]
+        deepest = ours[-1].split(" (")[0] if ours else "(on_batch itself)"
+        per_function[f"{name} | {deepest}"] += n
     return per_category, per_function
 
 
@@ -103,7 +104,7 @@ def table(text: str, rate: float, wall: float | None, top: int = 12) -> str:
         for name, n in source_shares(text).most_common():
             rows.append(f"| &nbsp;&nbsp;of which {name} | {n / rate:.1f} | {n / rate / wall:.0%} |")
     rows.append(f"| **total** | **{basis:.1f}** | |")
-    rows += ["", "| category \\| called from BatchApplier.process | seconds |", "|---|---:|"]
+    rows += ["", "| category \\| deepest streamer function | seconds |", "|---|---:|"]
     for key, n in per_function.most_common():
         if not key.startswith(CATEGORIES[0][0]) and top > 0:
             escaped = key.replace("|", "\\|")
