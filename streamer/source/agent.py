@@ -33,7 +33,7 @@ from streamer.source.reader import NotificationReader
 from streamer.source.tail import last_published_id
 from streamer.source.topic_limit import ensure_sized_topic
 from streamer.source.watch import WATCH_SECONDS, WatchCatalog, Watcher
-from streamer.source.watch_cycle import watch_catalog_for, watch_cycle
+from streamer.source.watch_cycle import hive_database, watch_catalog_for, watch_cycle
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class SourceAgent:
             catalog = watch_catalog_for(reader) if watch_catalog is FROM_READER else watch_catalog
             if catalog is not None:
                 self.watcher = Watcher(catalog, self.policy, config.enrich)
-            else:
+            elif watch_catalog is FROM_READER and hive_database(reader):
                 log.warning("no Thrift metastore to find the tables whose writers log nothing (Spark "
                             "datasource tables, Hive Parquet/ORC tables Spark writes): they are not "
                             "watched, and their writes reach no target; give --hms-uri as well "

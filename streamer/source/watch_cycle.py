@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 
@@ -30,10 +31,24 @@ from streamer.source.watch import (
     Watcher,
 )
 
-if TYPE_CHECKING:
-    from streamer.source.agent import SourceAgent
-
 log = logging.getLogger("streamer.source.watch")
+
+
+class Agent(Protocol):
+    """What a cycle uses of ``streamer.source.agent.SourceAgent`` (named here, not imported: the agent
+    imports this module)."""
+
+    config: Any
+    reader: Any
+    preparer: Any
+    last_id: int
+    _clock: Callable[[], float]
+
+    def run_once(self) -> int: ...
+
+    def _publish(self, prepared: list[Prepared], head: int) -> None: ...
+
+    def _after_failed_commit(self, exc: KafkaException, prepared: list[Prepared]) -> None: ...
 
 
 def watch_catalog_for(reader: object) -> WatchCatalog | None:
@@ -43,7 +58,21 @@ def watch_catalog_for(reader: object) -> WatchCatalog | None:
     return None
 
 
-def watch_cycle(agent: SourceAgent, watcher: Watcher) -> int:
+def hive_database(reader: object) -> bool:
+    """Whether ``reader`` reads a Hive metastore's database (``--notification-db``), where Spark may
+    write tables the agent cannot find without Thrift; the bundled warehouse logs every write itself."""
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.source.source_db import is_bundled_warehouse
+
+    if not isinstance(reader, SqlNotificationReader):
+        return False
+    try:
+        return not is_bundled_warehouse(reader.url)
+    except Exception:  # an unreachable database fails the agent's own start, naming it
+        return True
+
+
+def watch_cycle(agent: Agent, watcher: Watcher) -> int:
     """List the watched directories and publish a replace of each one that changed; the number
     published."""
     started = time.monotonic()
@@ -53,7 +82,7 @@ def watch_cycle(agent: SourceAgent, watcher: Watcher) -> int:
         WATCH_SECONDS_HISTOGRAM.observe(time.monotonic() - started)
 
 
-def _cycle(agent: SourceAgent, watcher: Watcher) -> int:
+def _cycle(agent: Agent, watcher: Watcher) -> int:
     watcher.begin()
     try:
         changes = watcher.scan()
