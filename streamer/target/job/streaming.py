@@ -44,22 +44,18 @@ from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import FailedOverError, read_record, refuse_if_failed_over
-from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
+from streamer.target.job.bounded import UntilReached, reached, split_at
 from streamer.target.job.failure import Outcome, Recheck, failure_error, reported_offset
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.preflight import Waiting, claim
+from streamer.target.job.progress import JobProgress
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.spark_kerberos import jvm_kerberos_login, spark_kerberos_conf
 from streamer.target.job.voided_halts import VoidedHalts
-from streamer.target.job.watermark import (
-    WatermarkPublisher,
-    compute,
-    default_watermark_db,
-)
-from streamer.target.state.chain import check_chain, read_anchor, write_anchor
+from streamer.target.state.chain import Anchor
 from streamer.target.state.state_file import TargetState
-from streamer.target.state.status import lag_events, read_progress, write_mode, write_progress
+from streamer.target.state.status import write_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,20 +93,8 @@ class BatchApplier:
         self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
         self.voided = VoidedHalts(self.held.events_between)  # halts at gone files a later event voids
         self._on_applied = on_applied
-        known, self._consumed = read_progress(settings.state_dir)
-        # db -> (event id, source time) of its last applied event; kept across restarts
-        self._applied_times: dict[str, tuple[int, int]] = {
-            db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
-        }
-        self.anchor = read_anchor(settings.state_dir)  # the last record consumed (the event chain)
-        self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
-        wm_name = settings.watermark_db
-        if wm_name is None:
-            wm_name = default_watermark_db(settings.source_id)
-        self.watermark = WatermarkPublisher(
-            catalog, wm_name or None, paths.database_location(wm_name) if wm_name else "", settings.source_id
-        )
-        self.watermark.prepare()
+        # consumed and applied progress, the chain's anchor, the watermark (streamer.target.job.progress)
+        self.progress = JobProgress(settings, catalog, paths.database_location, self.applier.target_db)
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
@@ -121,20 +105,16 @@ class BatchApplier:
 
         Raises ``EventChainError`` (after applying the records before it) when the batch does not
         continue the event chain, and on every batch after that."""
-        if self.chain_error is not None:
-            raise self.chain_error
+        if self.progress.chain_error is not None:
+            raise self.progress.chain_error
         started = time.monotonic()
         refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
         self.reload_state()
         decoded = [(offset, self.deserialize(value)) for offset, value in records]
-        chain = check_chain(self.settings.topic, decoded, self.anchor)
-        if chain.error is not None:
-            self.chain_error = chain.error
-            metrics.TARGET_DATA_LOSS.set(1)
-            log.error("%s", chain.error)
+        chain = self.progress.check_chain(decoded)
         # the halts as they stand (after a restart, or an operator's retry or skip), before any step:
         # no metastore call when the record already says so
-        self._publish(self._consumed, halt=True)
+        self._publish(halt=True)
         offsets: dict[int, int] = {}  # event id -> Kafka offset, for halts in this batch
         events = []
         for offset, event in decoded[: chain.intact]:
@@ -149,9 +129,9 @@ class BatchApplier:
         bounded = split_at(events, self.settings.until_event)
         planned = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         the_plan = regrouped(self.applier, planned)  # --coalesce-backlog: per table, fenced
-        before = self._consumed
+        before = self.progress.consumed
         report = self.runner.run(
-            self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, True)
+            self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, halt=True)
         )
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
@@ -160,27 +140,14 @@ class BatchApplier:
             self.state.replay_done(db, offset)
         # re-read next batch, through the event that voids them
         self.voided.release(self.state, read, events, first_offset)
-        applied = set(report.applied)
-        now = time.time()
-        for step in the_plan.steps:
-            if step.last_event_id in applied:
-                self._applied_times[step.db] = (step.last_event_id, step.last.source.event_time)
-                if self._on_applied is not None:
-                    for event in step.events:
-                        self._on_applied(event, now)
+        applied = self.progress.applied(the_plan, report.applied)
+        if self._on_applied is not None:
+            now = time.time()
+            for event in applied:
+                self._on_applied(event, now)
         newest = max((e.event_id for e in events), default=0)  # PROGRESS records included
-        consumed = consumed_through(bounded, newest, self.settings.until_event)
-        if report.applied or consumed > self._consumed:
-            self._consumed = max(self._consumed, consumed)
-            write_progress(self.settings.state_dir, self._applied_times, self._consumed)
-        self._publish(self._consumed)  # after every step of the batch (DESIGN invariant 2)
-        if the_plan.source_head is not None and self.applier.progress:
-            metrics.TARGET_LAG_EVENTS.set(
-                lag_events(the_plan.source_head, self.applier.progress, self._consumed, self._stuck())
-            )
-        if chain.anchor is not None and chain.anchor != self.anchor:
-            write_anchor(self.settings.state_dir, chain.anchor)
-            self.anchor = chain.anchor
+        self.progress.batch_done(the_plan, bounded, newest, bool(report.applied), chain,
+                                 self.applier.progress, self._stuck())
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
         if chain.error is not None:
@@ -194,28 +161,28 @@ class BatchApplier:
         return the_plan
 
     @property
+    def anchor(self) -> Anchor | None:
+        """The last record this job consumed (the event chain's anchor)."""
+        return self.progress.anchor
+
+    @property
     def consumed(self) -> tuple[bool, int]:
         """(whether this job ever consumed a record, in this run or before it; the newest event id)."""
-        return self.batches > 0 or self._consumed > 0 or self.anchor is not None, self._consumed
+        consumed = self.progress.consumed
+        return self.batches > 0 or consumed > 0 or self.anchor is not None, consumed
 
     @property
     def reached_until(self) -> bool:
         """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
-        return self.stopped_at_until is not None or reached(self._consumed, self.settings.until_event)
+        until = self.settings.until_event
+        return self.stopped_at_until is not None or reached(self.progress.consumed, until)
 
     def _stuck(self) -> set[str]:
         """Databases that are halted or hold events to replay: replicated only through their own id."""
         return set(self.state.halts()) | set(self.state.pending_replays())
 
-    def _publish(self, consumed: int, halt: bool = False) -> None:
-        """Publish the watermark as of ``consumed``, the newest event id whose batch is fully applied
-        (at a ``halt`` mid-batch: the previous batch's, so that the halt is known before any later
-        step; failing to publish a halt stops the batch)."""
-        mark = compute(
-            self.applier.progress, consumed, self._stuck(), self.applier.target_db, self.settings.source_id,
-            consistency=self.settings.consistency,
-        )
-        self.watermark.publish(mark, required=halt)
+    def _publish(self, consumed: int | None = None, *, halt: bool = False) -> None:
+        self.progress.publish(self.applier.progress, self._stuck(), consumed=consumed, halt=halt)
 
     def reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
@@ -487,8 +454,8 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
             failure = None if exc is None else str(exc)
         except StreamingQueryException as raised:  # awaitTermination raises the query's failure
             failure = str(raised)
-        if batch_applier.chain_error is not None:
-            _halt_on_data_loss(batch_applier.chain_error, until)
+        if batch_applier.progress.chain_error is not None:
+            _halt_on_data_loss(batch_applier.progress.chain_error, until)
         if failure is not None and batch_applier.stopped_at_until is not None:
             stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
         elif failure is not None and read_record(settings.state_dir) is not None:
@@ -536,7 +503,7 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
 
         source = SourceConnection(settings.verify_source_hms_uri, settings.verify_source_notification_db,
                                   settings.verify_source_auth)
-        also = loop_check(verify_settings, source)
+        also = loop_check(verify_settings, source, repair=settings.verify_repair)
     return VerifyLoop(verify_settings, settings.verify_every, lock, also=also).start()
 
 

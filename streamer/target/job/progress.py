@@ -1,0 +1,102 @@
+"""A target job's checkpoint of its own: what it consumed and applied, and where everyone reads it.
+
+One object owns the job's progress outside the catalog: the newest event id consumed and each
+database's last applied event (``progress.json``, read by ``status`` and the lag metric), the event
+chain's anchor (the last record consumed, ``chain.py``), and the watermark readers decide by
+(``watermark.py``). ``BatchApplier`` asks it to check a batch's chain before anything is applied and
+hands it the batch's outcome after every step ran; the order of those writes is what readers rely
+on (DESIGN invariant 2: the watermark moves only after every step of its batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+from streamer import metrics
+from streamer.errors import EventChainError
+from streamer.events.model import Event
+from streamer.metastore.catalog import Catalog
+from streamer.target.apply.plan import Plan
+from streamer.target.job.bounded import Bounded, consumed_through
+from streamer.target.job.settings import TargetSettings
+from streamer.target.job.watermark import WatermarkPublisher, compute, default_watermark_db
+from streamer.target.state.chain import Anchor, ChainCheck, check_chain, read_anchor, write_anchor
+from streamer.target.state.status import lag_events, read_progress, write_progress
+
+log = logging.getLogger(__name__)
+
+
+class JobProgress:
+    """The job's consumed and applied progress, its chain anchor and its watermark."""
+
+    def __init__(
+        self, settings: TargetSettings, catalog: Catalog, database_location: Callable[[str], str],
+        target_db: Callable[[str], str],
+    ) -> None:
+        self.settings = settings
+        self.target_db = target_db
+        known, self.consumed = read_progress(settings.state_dir)  # the newest event id consumed
+        # db -> (event id, source time) of its last applied event; kept across restarts
+        self.applied_times: dict[str, tuple[int, int]] = {
+            db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
+        }
+        self.anchor: Anchor | None = read_anchor(settings.state_dir)  # the last record consumed
+        self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
+        name = settings.watermark_db
+        if name is None:
+            name = default_watermark_db(settings.source_id)
+        self.watermark = WatermarkPublisher(
+            catalog, name or None, database_location(name) if name else "", settings.source_id
+        )
+        self.watermark.prepare()
+
+    def check_chain(self, decoded: Sequence[tuple[int, Event]]) -> ChainCheck:
+        """Whether ``decoded`` continues the chain from the anchor; a break is kept, and raised again by
+        every later batch (``EventChainError``) once this one's intact records are applied."""
+        if self.chain_error is not None:
+            raise self.chain_error
+        chain = check_chain(self.settings.topic, decoded, self.anchor)
+        if chain.error is not None:
+            self.chain_error = chain.error
+            metrics.TARGET_DATA_LOSS.set(1)
+            log.error("%s", chain.error)
+        return chain
+
+    def publish(self, progress: dict[str, int], stuck: Collection[str], *, consumed: int | None = None,
+                halt: bool = False) -> None:
+        """Publish the watermark as of ``consumed`` (default: the newest event id whose batch is fully
+        applied); at a ``halt`` mid-batch the previous batch's, so that the halt is known before any
+        later step (failing to publish a halt stops the batch)."""
+        mark = compute(
+            progress, self.consumed if consumed is None else consumed, stuck, self.target_db,
+            self.settings.source_id, consistency=self.settings.consistency,
+        )
+        self.watermark.publish(mark, required=halt)
+
+    def applied(self, the_plan: Plan, applied: Iterable[int]) -> list[Event]:
+        """Note each step of ``the_plan`` whose last event is in ``applied``; returns their events."""
+        done = set(applied)
+        events: list[Event] = []
+        for step in the_plan.steps:
+            if step.last_event_id in done:
+                self.applied_times[step.db] = (step.last_event_id, step.last.source.event_time)
+                events.extend(step.events)
+        return events
+
+    def batch_done(
+        self, the_plan: Plan, bounded: Bounded, newest: int, any_applied: bool, chain: ChainCheck,
+        progress: dict[str, int], stuck: Collection[str],
+    ) -> None:
+        """After every step of a batch: the consumed id and applied times (``progress.json``), then the
+        watermark, the lag, and the chain's anchor, in that order."""
+        consumed = consumed_through(bounded, newest, self.settings.until_event)
+        if any_applied or consumed > self.consumed:
+            self.consumed = max(self.consumed, consumed)
+            write_progress(self.settings.state_dir, self.applied_times, self.consumed)
+        self.publish(progress, stuck)  # after every step of the batch (DESIGN invariant 2)
+        if the_plan.source_head is not None and progress:
+            metrics.TARGET_LAG_EVENTS.set(lag_events(the_plan.source_head, progress, self.consumed, stuck))
+        if chain.anchor is not None and chain.anchor != self.anchor:
+            write_anchor(self.settings.state_dir, chain.anchor)
+            self.anchor = chain.anchor
