@@ -12,6 +12,7 @@ from streamer.fs_options import fs_options, fs_settings
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP, topic_or_default
 from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES
 from streamer.target.commands import run_cmd, run_settings
+from streamer.target.state.dir_option import state_dir_option
 
 ARCHIVE_DIR_HELP = "The archive: a local directory, hdfs://... or s3a://... (created when missing)."
 
@@ -80,17 +81,16 @@ def verify_cmd(archive_dir: str) -> None:
 @archive.command("status")
 @click.option("--dir", "archive_dir", required=True, help=ARCHIVE_DIR_HELP)
 @fs_options()
-@click.option("--state-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="A target's state dir (of `streamer load` or `target run`): also show where it is in "
-                   "the archive.")
+@state_dir_option("The state dir of the target (`streamer load` or `target run`) whose place in the archive "
+                  "to show.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of lines.")
-def status_cmd(archive_dir: str, state_dir: Path | None, as_json: bool) -> None:
-    """What an archive holds and, given a state dir, how far a target has applied it."""
+def status_cmd(archive_dir: str, state_dir: Path, as_json: bool) -> None:
+    """What an archive holds and how far a target (its state dir) has applied it."""
     from streamer.archive.reading import pending, read_archive
     from streamer.target.state.chain import read_anchor
 
     _, manifest = read_archive(archive_dir)
-    anchor = read_anchor(state_dir) if state_dir is not None else None
+    anchor = read_anchor(state_dir)
     files = list(pending(manifest, anchor))
     done = sum(1 for _, _, d in files if d)
     body: dict[str, Any] = {
@@ -101,13 +101,12 @@ def status_cmd(archive_dir: str, state_dir: Path | None, as_json: bool) -> None:
         "first_offset": manifest.files[0].first_offset if manifest.files else None,
         "last_offset": manifest.files[-1].last_offset if manifest.files else None,
     }
-    if state_dir is not None:
-        body["target"] = {
-            "state_dir": str(state_dir),
-            "offset": anchor.offset if anchor is not None else None,
-            "event_id": anchor.event_id if anchor is not None else None,
-            "files_applied": done, "files_left": len(files) - done,
-        }
+    body["target"] = {
+        "state_dir": str(state_dir),
+        "offset": anchor.offset if anchor is not None else None,
+        "event_id": anchor.event_id if anchor is not None else None,
+        "files_applied": done, "files_left": len(files) - done,
+    }
     if as_json:
         click.echo(json.dumps(body, sort_keys=True))
         return

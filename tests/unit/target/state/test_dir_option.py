@@ -44,8 +44,9 @@ def test_every_state_dir_option_is_the_shared_one() -> None:
     assert {"target run", "target retry", "target skip", "target reset-chain", "status", "verify",
             "failover", "failback"} <= set(OPTIONS)
     for path, option in OPTIONS.items():
-        # only the job creates its state dir; every other command needs it to exist
-        expected = new_state_dir_callback if path == "target run" else state_dir_callback
+        # only the job and a load (the job's apply, from an archive) create their state dir; every
+        # other command needs it to exist
+        expected = new_state_dir_callback if path in ("target run", "load") else state_dir_callback
         assert option.callback is expected, path
         assert option.required, path
 
@@ -86,7 +87,7 @@ def test_target_retry_reads_the_state_of_a_file_url(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "'a' is not halted" in result.output
 
 
-@pytest.mark.parametrize("command", sorted(set(OPTIONS) - {"target run"}))
+@pytest.mark.parametrize("command", sorted(set(OPTIONS) - {"target run", "load"}))
 def test_a_directory_without_target_state_is_refused_by_every_reader(command: str, tmp_path: Path) -> None:
     """An empty (or unrelated) directory is no target's state dir: `status` must not show it as
     "nothing halted", `retry` as "not halted", `failover` fence no job through it (issue 40 item 5)."""
