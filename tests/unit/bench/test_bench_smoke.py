@@ -13,7 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 SCRIPTS = [
     "lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer",
-    "regroup", "profile_table",
+    "regroup", "profile_table", "watch",
 ]
 
 
