@@ -113,6 +113,7 @@ class Archiver:
         self.store.remove_orphans(self.manifest)
         self.decode = EventDeserializer(check_envelope=False)
         self._last_write = time.monotonic()
+        self._pending: list[ArchivedRecord] = []  # read from the topic, not in a file yet (roll_seconds)
         if self.manifest.files:
             metrics.ARCHIVE_LAST_EVENT_ID.set(self.manifest.files[-1].last_event_id)
             metrics.ARCHIVE_LAST_OFFSET.set(self.manifest.files[-1].last_offset)
@@ -142,27 +143,29 @@ class Archiver:
         low, high = marks
         start = self.manifest.next_offset if self.manifest.next_offset is not None else low
         metrics.ARCHIVE_LAG_RECORDS.set(max(0, high - start))
-        if start < low:
+        read_from = self._pending[-1].offset + 1 if self._pending else start  # read, not yet written
+        if read_from < low:
             raise DataLossError(
-                f"data loss: archive {self.store.url} ends at offset {start - 1} (event "
+                f"data loss: archive {self.store.url} ends at offset {read_from - 1} (event "
                 f"{self.manifest.last_event_id}) but topic {s.topic!r} now starts at offset {low}: records "
-                f"{start}..{low - 1} were deleted before they were archived"
+                f"{read_from}..{low - 1} were deleted before they were archived"
             )
-        if high <= start:
+        room = s.max_records_per_file - len(self._pending)
+        if high > read_from and room > 0:
+            self._pending.extend(self._read(consumer, read_from, high, room))
+        if not self._pending:
             return False
-        records = list(self._read(consumer, start, high))
-        if not records:
-            return False
-        full = len(records) >= s.max_records_per_file
+        full = len(self._pending) >= s.max_records_per_file
         due = final or time.monotonic() - self._last_write >= s.roll_seconds
         if not full and not due:
-            return False  # read again next cycle, with what has come since
+            return False  # kept: the next cycle reads on from the last of them
+        records, self._pending = self._pending, []
         self.manifest = append(self.store, self.manifest, records)
         self._last_write = time.monotonic()
         metrics.ARCHIVE_LAG_RECORDS.set(max(0, high - (records[-1].offset + 1)))
         return True
 
-    def _read(self, consumer: Any, start: int, end: int) -> Iterator[ArchivedRecord]:
+    def _read(self, consumer: Any, start: int, end: int, limit: int) -> Iterator[ArchivedRecord]:
         from streamer.kafka.record_limit import check_message
         from streamer.kafka.topics import iter_range
 
@@ -177,7 +180,7 @@ class Archiver:
                                    f"archive can name ({exc}); nothing from it was archived") from exc
             ts_type, ts_ms = msg.timestamp()
             yield to_archived(offset, event, value, msg.key(), None if ts_type == 0 or ts_ms < 0 else ts_ms)
-            if count >= s.max_records_per_file:
+            if count >= limit:
                 return
 
     def _consumer(self) -> Any:

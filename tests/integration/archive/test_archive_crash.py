@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
+from streamer.archive.archiver import Archiver, ArchiveSettings
 from streamer.archive.manifest import FILE_PATTERN, MANIFEST_NAME, from_json
+from streamer.archive.reading import pending, verified_records
+from streamer.archive.store import ArchiveStore
 from streamer.embedded_metastore.server import free_port
+from streamer.events.codec import EventDeserializer
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.topics import read_range, watermarks
@@ -88,19 +92,46 @@ def test_a_killed_archiver_archives_every_record_exactly_once(
         e.file for e in manifest.files)
     assert not [p.name for p in archive.iterdir() if p.name.startswith(".")]
 
+    assert _archived(archive) == _on_topic(broker, source.topic)  # every record once, in order
+
+
+def _on_topic(broker: EmbeddedBroker, topic: str) -> list[int]:
     consumer = Consumer(with_client_log({**broker.client_settings(), "group.id": "crash-test",
                                          "isolation.level": "read_committed"}))
     try:
-        marks = watermarks(consumer, source.topic)
+        marks = watermarks(consumer, topic)
         assert marks is not None
-        on_topic = [int(m.offset() or 0) for m in read_range(consumer, source.topic, 0, 0, marks[1])]
+        return [int(m.offset() or 0) for m in read_range(consumer, topic, 0, 0, marks[1])]
     finally:
         consumer.close()
-    from streamer.archive.reading import pending, verified_records
-    from streamer.archive.store import ArchiveStore
-    from streamer.events.codec import EventDeserializer
 
+
+def _archived(archive: Path) -> list[int]:
+    manifest = from_json((archive / MANIFEST_NAME).read_bytes())
     store, decode = ArchiveStore(str(archive)), EventDeserializer(check_envelope=False)
-    archived = [r.offset for before, entry, _ in pending(manifest, None)
-                for r in verified_records(store, manifest, before, entry, decode)]
-    assert archived == on_topic  # every record once, in order
+    return [r.offset for before, entry, _ in pending(manifest, None)
+            for r in verified_records(store, manifest, before, entry, decode)]
+
+
+def test_records_wait_for_a_full_file_until_the_roll_and_are_read_once(
+    broker: EmbeddedBroker, source: Source, tmp_path: Path
+) -> None:
+    mixed_workload(source.warehouse, f"{source.prefix}_", 12, seed=9)  # type: ignore[attr-defined]
+    source.publish()
+    archive, on_topic = tmp_path / "archive", _on_topic(broker, source.topic)
+    size = next(n for n in (4, 3, 5, 7) if len(on_topic) % n and len(on_topic) > n)  # some must wait
+    archiver = Archiver(ArchiveSettings(broker.bootstrap_servers, source.topic, source.source_id,
+                                        str(archive), max_records_per_file=size, roll_seconds=3600))
+    consumer = archiver._consumer()
+    try:
+        while archiver.cycle(consumer, final=False):  # full files only: the rest waits for the roll
+            pass
+        full = archiver.manifest
+        assert full.files and all(e.records == size for e in full.files)
+        assert archiver.cycle(consumer, final=False) is False  # nothing new, not due: no file
+        assert 0 < len(on_topic) - full.records < size
+        assert archiver.cycle(consumer, final=True) is True  # due: what waited, read once
+    finally:
+        consumer.close()
+    assert archiver.manifest.files[: len(full.files)] == full.files
+    assert _archived(archive) == on_topic
