@@ -203,6 +203,7 @@ class _SourceCheck:
                 report.repaired.extend(done)
                 if done:
                     result = self._database(db, positions[db])
+            if repair:  # what is left could not be repaired safely here: said every time, never silent
                 for d in result.drifts:
                     log.error("verification against the source: %s drifted (%s: %s) and was not repaired: "
                               "repair it by hand or re-bootstrap the table (docs/dr.md)", d.obj, d.kind,
