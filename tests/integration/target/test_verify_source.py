@@ -156,6 +156,7 @@ def test_against_source_finds_what_the_events_carry_repairs_it_and_ignores_table
     print(f"\nverify against the source end to end: {time.monotonic() - started:.1f} s")
 
 
+@pytest.mark.ci  # ~45 s of a job verifying every second; docs/testing.md
 def test_the_job_repairs_by_default_what_the_stream_never_carried_in_a_table_being_written(
     broker: EmbeddedBroker,
     spark: SparkSession,
