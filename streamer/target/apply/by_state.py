@@ -96,9 +96,11 @@ class Registry:
             self._warned.add((db, table))
         if first:
             log.warning(
-                "%s.%s is %s: it is replicated by state (its directories synced when an ALTER of it "
-                "arrives and every --external-sync-seconds), not by events; a replica of it may show "
-                "a state the source never had between syncs (docs/features.md, 'Writers')",
+                "%s.%s is %s: its writes reach this target as the source agent's watch records "
+                "(source run --watch-seconds, on by default), and it is replicated by state too (its "
+                "directories synced when an ALTER of it arrives and every --external-sync-seconds); "
+                "a replica of it may show a state the source never had between syncs "
+                "(docs/features.md, 'Writers')",
                 db, table, reason,
             )
 
