@@ -17,11 +17,16 @@ transactional table (this streamer reads Hive 2.x transaction ids only; see docs
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from thrift.protocol.TProtocol import TProtocolBase
 from thrift.Thrift import TApplicationException, TMessageType, TType
+
+from streamer.metastore.thrift_calls import ThriftConnection
+
+log = logging.getLogger(__name__)
 
 PROBE_METHOD = "get_valid_write_ids"
 """A Hive 3.0+ metastore method (``ThriftHiveMetastore.get_valid_write_ids``) absent from Hive 2.x."""
@@ -99,6 +104,14 @@ def probe(client: Any) -> MetastoreApi:
     except Exception:  # the version string is only shown, never decided on
         version = ""
     return MetastoreApi(uses_write_ids(mtype, exc_type), version, describe(mtype, exc_type, text))
+
+
+def ask(conn: ThriftConnection) -> MetastoreApi:
+    """``probe`` over a metastore connection (reconnecting once, errors named), logged."""
+    api = conn._call("metastore API version", probe)
+    log.info("the source metastore is %s (getVersion %r; %s answered %s)", api.family, api.version,
+             PROBE_METHOD, api.answer)
+    return api
 
 
 def refusal(obj: str, api: MetastoreApi) -> str:

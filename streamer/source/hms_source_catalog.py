@@ -33,7 +33,7 @@ from streamer.metastore.thrift_txns import ThriftTxns, TxnSnapshot
 from streamer.metastore.transport import HmsAuth
 from streamer.source.acid_dirs import choose
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
-from streamer.source.hive_version import MetastoreApi, probe, refusal
+from streamer.source.hive_version import MetastoreApi, ask, refusal
 from streamer.source.listing import filesystem_of
 from streamer.source.listing import list_files as list_files  # re-exported
 from streamer.source.open_txns import OpenTxnPolicy, TxnSource, settled_snapshot
@@ -85,10 +85,7 @@ class HmsSourceCatalog:
 
     def metastore_api(self) -> MetastoreApi:
         """Whether the source names ACID directories by write ids (Hive 3+), asked once."""
-        if self.api is None:
-            self.api = self.hms._call("metastore API version", probe)
-            log.info("bootstrap: the source metastore is %s (getVersion %r; %s answered %s)", self.api.family,
-                     self.api.version, "get_valid_write_ids", self.api.answer)
+        self.api = self.api or ask(self.hms)
         return self.api
 
     def close(self) -> None:
