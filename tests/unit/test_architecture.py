@@ -293,7 +293,6 @@ FILE_WRITES = frozenset({
 FILE_WRITES_PAST_THE_DOOR = {  # modules that call them not through the door, and why
     "streamer.target.apply.files": "defines the operations (copy_all stages then publishes)",
     "streamer.target.apply.dir_sync": "the door's directory sync (door.sync_dir) copying through its copier",
-    "streamer.target.job.external_sync": "the external timer (--external-sync-seconds): no record decides it",
     "streamer.target.dr.verify": "verification repairs, into the directory verification found drifted",
     "streamer.target.dr.source_check": "verification repairs, into the directory verification found drifted",
 }

@@ -30,8 +30,10 @@ from streamer.errors import PathEscapeError, StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.target import db_map as names
+from streamer.target.apply import door
 from streamer.target.apply.by_state import REGISTRY, source_location, state_sync_reason
-from streamer.target.apply.dir_sync import ChecksumCache, DirPlan, plan_dir, sync_dir
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.dir_sync import ChecksumCache, DirPlan, plan_dir
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name
@@ -89,6 +91,7 @@ class ExternalSync:
         source_prefix: str = "file://",
         clock: Callable[[], float] = time.monotonic,
         db_map: Mapping[str, str] | None = None,
+        allow_existing_db: bool = False,
     ) -> None:
         self.catalog = catalog
         self.paths = paths
@@ -96,6 +99,10 @@ class ExternalSync:
         # reads pass the read rules (a sync's directory: SourceRules.check_sync_dir), writes the guard
         self.copier = copier or FileCopier(roots=paths.roots, sources=SourceRules())
         self.db_map = names.normalized(db_map)
+        # every write passes the door's place check too: a database this source owns, or an external
+        # directory no other source holds (streamer.target.apply.door)
+        self.side = ApplyContext(catalog, self.copier, paths, source_id, db_map=db_map,
+                                 allow_existing_db=allow_existing_db)
         self.source_prefix = source_prefix
         self.clock = clock
         self._cache = ChecksumCache()
@@ -175,7 +182,7 @@ class ExternalSync:
 
     def _sync_dir(self, target_dir: str, src: str | None, source_db: str, report: SyncReport) -> None:
         src = src or source_dir(self.paths, target_dir, self.source_prefix)
-        done = sync_dir(self.copier, src, target_dir, self._cache, database=source_db)
+        done = door.sync_dir(self.side, src, target_dir, self._cache, event_id=None, database=source_db)
         if done is None:
             report.missing_sources.append(src)
             log.warning("directory sync: source directory %s is missing; %s left as it is", src, target_dir)
@@ -240,6 +247,6 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
     copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots, sources=settings.source_rules())
     sync = ExternalSync(
         catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix,
-        db_map=settings.db_map,
+        db_map=settings.db_map, allow_existing_db=settings.allow_existing_db,
     )
     return SyncThread(sync, settings.external_sync_seconds, lock, catalog.close).start()

@@ -166,3 +166,24 @@ def test_run_if_due_honours_the_interval(tmp_path: Path) -> None:
     now[0] += 5
     assert sync.run_if_due(10) is not None
     assert sync.run_if_due(0) is None  # 0 = off
+
+
+def test_the_timer_never_writes_where_another_source_holds_the_directory(tmp_path: Path) -> None:
+    """The timer's writes pass the door: an external directory another source's live claim holds is
+    reported failed and left untouched, whatever this source's catalog says lives there."""
+    from streamer.target.apply.context import ApplyContext
+
+    paths = TargetPaths((tmp_path / "wh").as_uri(), (tmp_path / "ext").as_uri())
+    table_dir = tmp_path / "source" / "ext"
+    table_dir.mkdir(parents=True)
+    (table_dir / "a").write_bytes(b"one")
+    catalog = _catalog(table_dir, False, paths)
+    catalog.create_database(DatabaseSnapshot("o", parameters={REPL_SOURCE_PARAM: "other"}))
+    theirs = TableSnapshot("t", "o", "EXTERNAL_TABLE", StorageDescriptor(), [], {REPL_SOURCE_PARAM: "other"})
+    catalog.create_table(theirs)
+    held = paths.external_location(_hadoop(table_dir))
+    ApplyContext(catalog, FileCopier(), paths, "other").claim_external(_hadoop(table_dir), held, "o.t")
+    report = _declared(catalog, paths, tmp_path / "source").sync_once()
+    assert report.copied == 0 and list(report.failures) == [held], report
+    assert "the directory of" in report.failures[held]
+    assert not (tmp_path / "ext" / "file").exists() or not any((tmp_path / "ext").rglob("a"))
