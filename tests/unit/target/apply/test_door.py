@@ -274,3 +274,12 @@ def test_an_external_directory_another_source_holds_is_not_changed(tmp_path: Pat
             door.check_place(mine, url)
     door.check_place(mine, paths.external_location("hdfs://nn/data/other"))
     door.check_place(theirs, held + "/p=1")
+
+
+@pytest.mark.parametrize("effect", REFUSED.values(), ids=REFUSED.keys())
+def test_the_door_refuses_before_the_catalog_is_called(ctx: ApplyContext, effect: CatalogEffect) -> None:
+    """The same refusals through ``ctx.do``: ``execute`` checks before it calls anything."""
+    calls = list(ctx.catalog.calls)  # type: ignore[attr-defined]
+    with pytest.raises(EventError):
+        ctx.do(_relocated(effect, ctx.paths))
+    assert ctx.catalog.calls == calls  # type: ignore[attr-defined]
