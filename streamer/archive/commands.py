@@ -157,7 +157,8 @@ def _load(**o: Any) -> None:
         catalog.close()
     where = f"offset {report.anchor.offset}, event {report.anchor.event_id}" if report.anchor else "nothing"
     click.echo(f"loaded {report.files} files ({report.records} records) from {archive_dir}; "
-               f"{report.skipped_files} applied before; the target is at {where}")
+               f"{report.skipped_files} applied before; the target is at {where}"
+               + (f"; {report.stopped}" if report.stopped else ""))
     if report.halted:
         halted = ", ".join(f"{db} at event {event}" for db, event in sorted(report.halted.items()))
         raise click.ClickException(f"halted: {halted} (see `streamer status`, `streamer target retry`)")

@@ -34,6 +34,7 @@ class LoadReport:
     skipped_files: int = 0  # passed over: consumed by an earlier load or run
     anchor: Anchor | None = None
     halted: dict[str, int] = field(default_factory=dict)  # source db -> halted event id
+    stopped: str | None = None  # why it stopped before the archive's end (--until-event)
 
 
 def load(settings: TargetSettings, url: str, catalog: Catalog,
@@ -41,6 +42,7 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
     """Apply archive ``url`` to the target of ``settings`` (its topic is the archive's) through
     ``catalog``; the state dir is claimed as ``target run`` claims it."""
     from streamer.target.job.archive_catchup import apply_records
+    from streamer.target.job.bounded import UntilReached
     from streamer.target.job.preflight import claim
     from streamer.target.job.streaming import BatchApplier
 
@@ -52,19 +54,30 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
     with claim(settings, catalog):
         job = BatchApplier(settings, catalog, replay=archive_replay(store, manifest, decode))
         try:
-            for before, entry, done in pending(manifest, job.anchor):
+            for before, entry, _ in pending(manifest, None):
                 if stop is not None and stop():
                     break
-                if done:
-                    report.skipped_files += 1
+                if job.reached_until:
+                    report.stopped = f"reached --until-event {settings.until_event}"
+                    break
+                anchor = job.anchor if job.anchor is not None and job.anchor.topic == manifest.topic else None
+                if anchor is not None and entry.last_offset < anchor.offset:
+                    report.skipped_files += 1  # consumed before; the file holding the anchor is fed again
                     continue
                 records = verified_records(store, manifest, before, entry, decode)  # whole, before any apply
-                anchor = job.anchor if job.anchor is not None and job.anchor.topic == manifest.topic else None
-                todo = [(r.offset, r.value) for r in records if anchor is None or r.offset > anchor.offset]
-                apply_records(job, todo, settings.max_events_per_trigger)
-                report.files += 1
-                report.records += len(todo)
-                log.info("loaded %s", entry.describe())
+                new = sum(1 for r in records if anchor is None or r.offset > anchor.offset)
+                whole = [(r.offset, r.value) for r in records]  # what was consumed before is passed over,
+                try:  # as in a batch the topic delivers again (a bound may have stopped inside the file)
+                    apply_records(job, whole, settings.max_events_per_trigger)
+                except UntilReached as reached:  # the events up to the bound are applied
+                    report.stopped = str(reached)
+                    break
+                if new:
+                    report.files += 1
+                    report.records += new
+                    log.info("loaded %s", entry.describe())
+                else:
+                    report.skipped_files += 1
         finally:
             job.runner.close()
         report.anchor = job.anchor

@@ -53,12 +53,12 @@ def _archive(stack: TargetStack, broker: EmbeddedBroker, source: Source, archive
     ).stdout
 
 
-def _load(stack: TargetStack, archive: Path, ok: tuple[int, ...] = (0,)) -> str:
+def _load(stack: TargetStack, archive: Path, ok: tuple[int, ...] = (0,), extra: tuple[str, ...] = ()) -> str:
     done = stack.cli(
         "load", "--from", str(archive), "--hms-uri", stack.hms.uri,
         "--warehouse-root", stack.warehouse_root.as_uri(),
         "--external-base-dir", stack.external_base.as_uri(),
-        "--state-dir", str(stack.state_dir), ok=ok,
+        "--state-dir", str(stack.state_dir), *extra, ok=ok,
     )
     return done.stdout + done.stderr
 
@@ -105,8 +105,16 @@ def test_an_archived_topic_loads_with_no_broker_and_equals_the_source(
     with pytest.raises(TargetError, match=f"archive file {e.file}"):
         other.cli("archive", "verify", "--dir", str(tampered))
 
+    # a bounded load stops inside a file; the next one goes on from the bound, in the same file
+    middle = manifest.files[1]
+    bound = middle.first_event_id + 1
+    assert bound < middle.last_event_id
+    out = _load(stack, archive, extra=("--until-event", str(bound)))
+    assert f"stopped at --until-event {bound}" in out, out
+    assert max(stack.applied_ids(source.last_ids()).values()) <= bound
     out = _load(stack, archive)
-    assert f"loaded {len(manifest.files)} files ({manifest.records} records)" in out
+    end = manifest.files[-1]
+    assert f"the target is at offset {end.last_offset}, event {end.last_event_id}" in out, out
     assert_target_equals_source(source, stack, None)
     assert "loaded 0 files (0 records)" in _load(stack, archive)  # resumable: nothing twice
     status = json.loads(stack.cli("archive", "status", "--dir", str(archive), "--state-dir",
