@@ -36,9 +36,15 @@ def verified_records(store: ArchiveStore, manifest: Manifest, before: Entry | No
 
 def archive_replay(store: ArchiveStore, manifest: Manifest,
                    decode: EventDeserializer) -> Callable[[int, int], Iterable[tuple[int, bytes]]]:
-    """Held events re-read from the archive: records at offsets ``start <= offset < end``."""
+    """Held events re-read from the archive: records at offsets ``start <= offset < end``; a range
+    the archive does not hold whole is an ``ArchiveError``, never fewer events."""
 
     def replay(start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        first = manifest.files[0].first_offset if manifest.files else None
+        last = manifest.files[-1].last_offset if manifest.files else -1
+        if first is None or start < first or end > last + 1:
+            raise ArchiveError(f"held events at offsets {start}..{end - 1} are to be re-read, but archive "
+                               f"{store.url} holds offsets {first}..{last}")
         for before, entry, _ in pending(manifest, None):
             if entry.last_offset < start or entry.first_offset >= end:
                 continue

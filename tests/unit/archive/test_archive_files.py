@@ -223,3 +223,17 @@ def _sha(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def test_held_events_are_re_read_from_the_archive_or_refused_never_fewer(tmp_path: Path) -> None:
+    from streamer.archive.reading import archive_replay
+
+    store = ArchiveStore(str(tmp_path))
+    manifest = append(store, Manifest(TOPIC, SOURCE), _records(1, 3, first_offset=10))
+    manifest = append(store, manifest, _records(4, 3, first_offset=13, prev=3))
+    replay = archive_replay(store, manifest, DECODE)
+    assert [offset for offset, _ in replay(11, 15)] == [11, 12, 13, 14]
+    assert [DECODE(value).event_id for _, value in replay(10, 16)] == [1, 2, 3, 4, 5, 6]
+    for start, end in ((9, 12), (14, 17)):
+        with pytest.raises(ArchiveError, match=rf"offsets {start}\.\.{end - 1} .* holds offsets 10\.\.15"):
+            list(replay(start, end))
