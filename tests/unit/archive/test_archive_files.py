@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,18 @@ def test_held_events_are_re_read_from_the_archive_or_refused_never_fewer(tmp_pat
     for start, end in ((9, 12), (14, 17)):
         with pytest.raises(ArchiveError, match=rf"offsets {start}\.\.{end - 1} .* holds offsets 10\.\.15"):
             list(replay(start, end))
+
+
+def test_a_store_whose_rename_does_not_replace_writes_beside_and_renames() -> None:
+    """The HDFS branch (rename is atomic but does not replace), on fsspec's in-memory filesystem."""
+    url = f"memory://arch-{uuid.uuid4().hex[:8]}"
+    store = ArchiveStore(url)
+    store.ensure()
+    manifest = append(store, Manifest(TOPIC, SOURCE), _records(1, 2))
+    manifest = append(store, manifest, _records(3, 2, first_offset=2, prev=2))  # replaces the manifest
+    assert ArchiveStore(url).read_manifest() == manifest
+    names = sorted(p.rsplit("/", 1)[-1] for p in store.fs.ls(store.root, detail=False))
+    assert names == [file_name(0, 1), file_name(2, 3), "manifest.json"]  # no temporary left
+    store.fs.mv(store.path("manifest.json"), store.path(PENDING_MANIFEST))  # between remove and rename
+    assert ArchiveStore(url).read_manifest() == manifest
+    assert store.remove_orphans(manifest) == []  # the pending manifest is not an orphan
