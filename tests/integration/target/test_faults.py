@@ -171,7 +171,7 @@ def test_changed_or_vanished_files_come_from_cmroot_else_the_database_halts(
     print(f"\ncmroot/halt/retry/skip: {time.monotonic() - started:.1f} s")
 
 
-@pytest.mark.parametrize("kills", [pytest.param(2, id="2-kills"),
+@pytest.mark.parametrize("kills", [pytest.param(2, id="2-kills", marks=pytest.mark.ci),  # ~150 s: CI tier
                                    pytest.param(5, id="5-kills", marks=pytest.mark.slow)])
 def test_sigkill_mid_batch_then_restart_converges(
     broker: EmbeddedBroker,

@@ -59,6 +59,7 @@ def test_mixed_workload_replicates_rows_partitions_and_files(
     print(f"\n{last} events, {seen}; {time.monotonic() - started:.1f} s")
 
 
+@pytest.mark.ci  # two target jobs as child processes, ~85 s: the CI tier (docs/testing.md)
 def test_hub_and_spoke_targets_are_independent(
     broker: EmbeddedBroker,
     spark: SparkSession,
