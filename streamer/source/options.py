@@ -71,10 +71,12 @@ def scope_options(policy_help: str) -> Callable[[F], F]:
     )
 
 
-def kafka_options(kafka_setting_help: str) -> Callable[[F], F]:
-    """``--bootstrap-servers``, ``--kafka-setting`` (``-X``), ``--topic``, and how records are sent."""
+def kafka_options(kafka_setting_help: str, *, servers_required: bool = True) -> Callable[[F], F]:
+    """``--bootstrap-servers``, ``--kafka-setting`` (``-X``), ``--topic``, and how records are sent;
+    ``servers_required=False`` for a command that takes the topic's flags but contacts no broker."""
     return _stacked(
-        click.option("--bootstrap-servers", required=True, **env("BOOTSTRAP_SERVERS"),
+        click.option("--bootstrap-servers", required=servers_required,
+                     default=None if servers_required else "", **env("BOOTSTRAP_SERVERS"),
                      help="Kafka bootstrap servers, host:port[,host:port]."),
         click.option("--kafka-setting", "-X", "kafka_settings", multiple=True, metavar="KEY=VALUE",
                      **env("KAFKA_SETTING"), help=kafka_setting_help),
