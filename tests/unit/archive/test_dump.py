@@ -5,17 +5,28 @@ marker and PROGRESS, and its events are the bootstrap ``streamer bootstrap`` wou
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import fastavro
 import pytest
 from click.testing import CliRunner
 
-from streamer.archive.dump import dump_cmd, dump_records
+from streamer.archive.dump import copy_data, data_copy_path, dump_cmd, dump_records
 from streamer.archive.manifest import ArchiveError
 from streamer.archive.reading import read_archive, verified_records
+from streamer.errors import StreamerError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import BootstrapMarkerPayload, Event, EventType, ProgressPayload, Source
+from streamer.events.model import (
+    BootstrapKind,
+    BootstrapMarkerPayload,
+    BootstrapObjectPayload,
+    Event,
+    EventType,
+    FileRef,
+    ProgressPayload,
+    Source,
+)
 from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
@@ -103,3 +114,39 @@ def test_dump_records_needs_the_marker_last() -> None:
     assert [r.offset for r in dump_records([event], source_id=SOURCE, topic="t", policy="*")] == [0, 1]
     with pytest.raises(ValueError, match="BOOTSTRAP_END"):
         dump_records([], source_id=SOURCE, topic="t", policy="*")
+
+
+def _file_record(uri: str, checksum: str | None, cm_uri: str | None = None) -> Event:
+    ref = FileRef(uri, checksum, "sha256" if checksum else None, cm_uri=cm_uri)
+    payload = BootstrapObjectPayload(9, 1, 1, BootstrapKind.TABLE, files=[ref])
+    return Event(Source(SOURCE, 9, 0), EventType.BOOTSTRAP, payload, db="db", table="t")
+
+
+def test_with_data_copies_verified_files_and_names_the_copies(tmp_path: Path) -> None:
+    data = b"some,rows\n" * 100
+    src = tmp_path / "src" / "part-0"
+    src.parent.mkdir()
+    src.write_bytes(data)
+    good = hashlib.sha256(data).hexdigest()
+    [copied] = copy_data([_file_record(src.as_uri(), good)], tmp_path / "dump")
+    assert isinstance(copied.payload, BootstrapObjectPayload)
+    [ref] = copied.payload.files
+    assert ref.uri == (tmp_path / "dump" / data_copy_path(src.as_uri())).as_uri() and ref.cm_uri is None
+    assert ref.uri.endswith("/part-0") and Path(ref.uri.removeprefix("file://")).read_bytes() == data
+    assert ref.checksum == good
+
+    cm = tmp_path / "cm" / "part-0"  # the file gone at its uri: its change-manager copy is read
+    cm.parent.mkdir()
+    cm.write_bytes(data)
+    gone = (tmp_path / "src" / "gone").as_uri()
+    [copied] = copy_data([_file_record(gone, good, cm.as_uri())], tmp_path / "dump2")
+    assert isinstance(copied.payload, BootstrapObjectPayload)
+    assert Path(copied.payload.files[0].uri.removeprefix("file://")).read_bytes() == data
+
+    with pytest.raises(StreamerError, match=r"event 9 \(.* db\.t\): file .*part-0: its bytes have checksum"):
+        copy_data([_file_record(src.as_uri(), "0" * 64)], tmp_path / "dump3")
+    assert not [p for p in (tmp_path / "dump3").rglob("*") if p.is_file()]  # nothing half-copied kept
+    with pytest.raises(StreamerError, match="has no checksum"):
+        copy_data([_file_record(src.as_uri(), None)], tmp_path / "dump4")
+    with pytest.raises(StreamerError, match="not found on the source"):
+        copy_data([_file_record(gone, good)], tmp_path / "dump5")
