@@ -143,6 +143,27 @@ SOURCE_PUBLISH_SECONDS = Histogram(
 SOURCE_ERRORS = Counter(
     "streamer_source_errors_total", "Errors seen by the agent, by kind", ["kind"], registry=SOURCE_REGISTRY
 )
+# the watch of tables whose writers log nothing (streamer.source.watch, watch_cycle)
+SOURCE_WATCHED_DIRS = Gauge(
+    "streamer_source_watched_dirs",
+    "Directories (unpartitioned tables and partitions) the agent watches because their writers log nothing",
+    registry=SOURCE_REGISTRY,
+)
+SOURCE_WATCH_REPLACES = Counter(
+    "streamer_source_watch_replaces_total",
+    "Replaces the agent published from its own listing of a watched directory that changed",
+    registry=SOURCE_REGISTRY,
+)
+SOURCE_WATCH_ERRORS = Counter(
+    "streamer_source_watch_errors_total",
+    "Watch cycles that failed to read the metastore or a directory (logged; tried again next cycle)",
+    registry=SOURCE_REGISTRY,
+)
+SOURCE_WATCH_SECONDS = Histogram(
+    "streamer_source_watch_seconds", "Time of one watch cycle: metastore, listings, checksums, publish",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+    registry=SOURCE_REGISTRY,
+)
 # every kind the agent counts (streamer.source.agent, prepare.failure_kind): each series from 0
 SOURCE_ERROR_KINDS = ("kafka", "commit", "decode", "record_too_large")
 for _kind in SOURCE_ERROR_KINDS:

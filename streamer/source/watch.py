@@ -37,8 +37,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from streamer import metrics
 from streamer.events.model import (
     Event,
@@ -64,27 +62,6 @@ PROVIDER_PARAM = "spark.sql.sources.provider"
 SPARK_CREATED_PARAM = "spark.sql.create.version"
 SPARK_SCHEMA_PREFIX = "spark.sql.sources.schema"  # the schema Spark keeps in a table it created
 _CONVERTED_FORMATS = ("parquet", "orc")
-
-WATCHED_DIRS = Gauge(
-    "streamer_source_watched_dirs",
-    "Directories (unpartitioned tables and partitions) the agent watches because their writers log nothing",
-    registry=metrics.SOURCE_REGISTRY,
-)
-WATCH_REPLACES = Counter(
-    "streamer_source_watch_replaces_total",
-    "Replaces the agent published from its own listing of a watched directory that changed",
-    registry=metrics.SOURCE_REGISTRY,
-)
-WATCH_ERRORS = Counter(
-    "streamer_source_watch_errors_total",
-    "Watch cycles that failed to read the metastore or a directory (logged; tried again next cycle)",
-    registry=metrics.SOURCE_REGISTRY,
-)
-WATCH_SECONDS_HISTOGRAM = Histogram(
-    "streamer_source_watch_seconds", "Time of one watch cycle: metastore, listings, checksums, publish",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-    registry=metrics.SOURCE_REGISTRY,
-)
 
 Entry = tuple[FileRef, object]
 """A listed file and its modification time as its filesystem reports it (``listing.list_entries``)."""
@@ -309,7 +286,7 @@ class Watcher:
 
     def dirs(self) -> list[Dir]:
         out = [d for key, t in sorted(self.tables.items()) for d in dirs_of(t, self.partitions.get(key, []))]
-        WATCHED_DIRS.set(len(out))
+        metrics.SOURCE_WATCHED_DIRS.set(len(out))
         return out
 
     def scan(self) -> list[Change]:
@@ -375,7 +352,7 @@ class Watcher:
         """The changes are in the topic."""
         for change in changes:
             self.published[change.dir.key] = change.signature
-        WATCH_REPLACES.inc(len(changes))
+        metrics.SOURCE_WATCH_REPLACES.inc(len(changes))
 
     def close(self) -> None:
         self.catalog.close()

@@ -19,13 +19,12 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 
+from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.kafka.record_size import record_size, too_large
 from streamer.source.prepare import Prepared
 from streamer.source.thrift_reader import ThriftNotificationReader
 from streamer.source.watch import (
-    WATCH_ERRORS,
-    WATCH_SECONDS_HISTOGRAM,
     HmsWatchCatalog,
     WatchCatalog,
     Watcher,
@@ -79,7 +78,7 @@ def watch_cycle(agent: Agent, watcher: Watcher) -> int:
     try:
         return _cycle(agent, watcher)
     finally:
-        WATCH_SECONDS_HISTOGRAM.observe(time.monotonic() - started)
+        metrics.SOURCE_WATCH_SECONDS.observe(time.monotonic() - started)
 
 
 def _cycle(agent: Agent, watcher: Watcher) -> int:
@@ -87,7 +86,7 @@ def _cycle(agent: Agent, watcher: Watcher) -> int:
     try:
         changes = watcher.scan()
     except (OSError, StreamerError) as exc:
-        WATCH_ERRORS.inc()
+        metrics.SOURCE_WATCH_ERRORS.inc()
         log.error("watch: cannot list the watched tables (%s); trying again in the next cycle", exc)
         return 0
     head = agent.reader.head_event_id()
@@ -102,7 +101,7 @@ def _cycle(agent: Agent, watcher: Watcher) -> int:
         events, ready = watcher.events(changes, source_id=agent.config.source_id, after=agent.last_id,
                                        now=agent._clock())
     except OSError as exc:
-        WATCH_ERRORS.inc()
+        metrics.SOURCE_WATCH_ERRORS.inc()
         log.error("watch: cannot read the files of a watched directory (%s); trying again in the next "
                   "cycle", exc)
         return 0
@@ -113,7 +112,7 @@ def _cycle(agent: Agent, watcher: Watcher) -> int:
         value = agent.preparer.encode(dataclasses.replace(event, prev_event_id=agent.last_id))
         key = event.db.encode() if event.db else None
         if too_large(key, value, limit):
-            WATCH_ERRORS.inc()
+            metrics.SOURCE_WATCH_ERRORS.inc()
             log.error("watch: the replace of %s (%d files) would be a record of %d bytes, over "
                       "--max-record-bytes %d: not published; raise the limit (targets read records that "
                       "large too)", change.dir.shown, len(change.entries), record_size(key, value), limit)
