@@ -283,7 +283,8 @@ class _SourceCheck:
         copier = repair_copier(self.settings)
         done = []
         with guard():
-            if result.db not in replica_positions(self.settings, self.catalog):
+            now = replica_positions(self.settings, self.catalog).get(result.db)
+            if now is None:
                 log.warning("%s is no longer this source's replica; not repairing it", result.db)
                 return []
             snap = self.catalog.get_database(self.db_map.get(result.db, result.db))
@@ -292,12 +293,14 @@ class _SourceCheck:
                 return []
             moved, _ = self._moved(result.db, result.event_id)
             drifts, creations = still_safe(result.drifts, self.creations.get(result.db, []), moved)
+            if now != result.event_id:  # records without a log event (a watch's) may have added them
+                drifts = [d for d in drifts if not is_removal(d)]
             for d in set(result.drifts) - set(drifts):
                 log.info("%s: the source or the replica changed it since it was checked; judged again next "
                          "time, not repaired now", d.obj)
             creator = _Creator(self.settings, self.source, self.catalog, copier)
             for creation in creations:
-                done.extend(creator.create(result.db, result.event_id, creation))
+                done.extend(creator.create(result.db, now, creation))
             for d in drifts:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
