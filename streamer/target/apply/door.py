@@ -246,12 +246,13 @@ def check_effect(effect: CatalogEffect, paths: TargetPaths) -> None:
 def execute(side: Side, effect: CatalogEffect) -> None:
     """Check ``effect`` (``check_effect``, then ownership of every database it changes) and do it."""
     check_effect(effect, side.paths)
-    for name in changed_databases(effect):
+    databases = changed_databases(effect)
+    for name in databases:
         if not side.owned_checked(name):
             side.check_owned(name)
     _do(side.catalog, effect)
     changes_database = isinstance(effect, CreateDatabase | AlterDatabase | DropDatabase)
-    for name in changed_databases(effect):
+    for name in databases:
         side.note_owned(name, changed=changes_database)
 
 
