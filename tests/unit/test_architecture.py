@@ -333,3 +333,33 @@ def test_the_file_check_sees_a_write_past_the_door() -> None:
     bypass = ("from x import remove_tree\ndef f(ctx, d):\n    remove_tree(d, ctx.paths.roots)\n"
               "    door.remove_tree(ctx, d)\n")
     assert _file_writes("m", bypass) == ["m:3 remove_tree"]
+
+
+_APPLY = "streamer.target.apply."
+DECIDING = tuple(_APPLY + m for m in (  # the modules whose handlers decide (handlers.DECIDERS), and theirs
+    "databases", "tables", "catalog_objects", "effects", "view", "function_resources"))
+DOING = frozenset({  # modules that do I/O on the target: a deciding module imports none of them
+    *(_APPLY + m for m in ("context", "door", "executor", "files", "swap", "dir_sync", "state_sync", "guard",
+                           "external_owners", "journal")),
+    "streamer.target.state", "streamer.filesystems", "streamer.metrics",
+})
+
+
+def _doing(imports: list[Import]) -> list[str]:
+    return [f"{i.module}:{i.line} imports {i.target}" for i in imports
+            if any(i.target == d or i.target.startswith(d + ".") for d in DOING)
+            and not i.target.startswith("streamer.target.state.visibility")]  # (its pure table_key and
+    # target_parameters; the store's I/O is the executor's)
+
+
+def test_handlers_that_decide_import_nothing_that_does() -> None:
+    """A deciding handler is a function of the event and the view (docs/design/apply.md): its module
+    imports no module that writes the catalog, the files or the job's state."""
+    edges = [e for e in _graph() if e.module in DECIDING]
+    assert {e.module for e in edges} == set(DECIDING)  # each module is still there and still seen
+    assert _doing(edges) == []
+
+
+def test_the_deciding_check_sees_an_import_of_a_doer() -> None:
+    found = _doing([Import("m", _APPLY + "door", 3), Import("m", _APPLY + "view", 4)])
+    assert found == ["m:3 imports streamer.target.apply.door"]

@@ -19,7 +19,7 @@ from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, Ev
 from streamer.metastore.catalog import FENCE_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.target.apply import bootstrap  # called through the module: tests stand in for it
 from streamer.target.apply.bootstrap import BootstrapApplier
-from streamer.target.apply.context import ApplyContext, last_id, object_name, touched_databases
+from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.handlers import apply_event
 from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers, changed_objects, write_marker
@@ -28,6 +28,7 @@ from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.apply.reorder import reorder
 from streamer.target.apply.sources import SourceRules
+from streamer.target.apply.view import last_id, object_name
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
 

@@ -40,15 +40,17 @@ from streamer.events.model import (
     Payload,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, source_params
+from streamer.target.apply import executor
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.catalog_objects import add_constraints, create_function
 from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.data import insert
 from streamer.target.apply.databases import source_location_params
-from streamer.target.apply.door import AlterDatabase, CreateDatabase, UpdateStatistics
+from streamer.target.apply.effects import AlterDatabase, CreateDatabase, Effect, UpdateStatistics
 from streamer.target.apply.partitions import add_partitions
 from streamer.target.apply.plan import Step
 from streamer.target.apply.tables import create_table, drop_table
+from streamer.target.apply.view import View
 from streamer.target.state.files import StateFileError, read_json, write_json
 from streamer.target.state.lock import state_lock
 from streamer.target.state.visibility import table_key
@@ -178,14 +180,21 @@ def _synth(event: Event, event_type: EventType, payload: Payload, table: str | N
     )
 
 
+def _decided(ctx: ApplyContext, decide: Callable[[View, Event], list[Effect]], event: Event) -> None:
+    """A record's object as the incremental handler ``decide``s it, done by the executor."""
+    executor.run(ctx, decide(ctx, event))
+
+
 def _apply_object(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     kind = p.kind
     if kind is BootstrapKind.DATABASE and p.database is not None:
         _database(ctx, p.database, p.scope)
     elif kind is BootstrapKind.FUNCTION and p.function is not None:
-        create_function(ctx, _synth(event, EventType.CREATE_FUNCTION, CreateFunctionPayload(p.function)))
+        created = CreateFunctionPayload(p.function)
+        _decided(ctx, create_function, _synth(event, EventType.CREATE_FUNCTION, created))
     elif kind is BootstrapKind.DROP_TABLE and p.table is not None:
-        drop_table(ctx, _synth(event, EventType.DROP_TABLE, DropTablePayload(p.table), p.table.name))
+        dropped = DropTablePayload(p.table)
+        _decided(ctx, drop_table, _synth(event, EventType.DROP_TABLE, dropped, p.table.name))
     elif kind is BootstrapKind.TABLE and p.table is not None:
         _table(ctx, event, p)
     elif kind is BootstrapKind.PARTITIONS and p.table is not None:
@@ -229,8 +238,8 @@ def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     table = p.table
     db, name = ctx.target_db(table.db), table.name.lower()
     if ctx.catalog.get_table(db, name) is not None:  # stale: start from nothing
-        drop_table(ctx, _synth(event, EventType.DROP_TABLE, DropTablePayload(None), name))
-    create_table(ctx, _synth(event, EventType.CREATE_TABLE, CreateTablePayload(table), name))
+        _decided(ctx, drop_table, _synth(event, EventType.DROP_TABLE, DropTablePayload(None), name))
+    _decided(ctx, create_table, _synth(event, EventType.CREATE_TABLE, CreateTablePayload(table), name))
     _partitions(ctx, event, p)
     if p.write_ids:
         ids = list(p.write_ids)
@@ -238,7 +247,7 @@ def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
             lambda v: v.committed(ctx.source_id, -p.bootstrap_id, {table_key(db, name): ids})
         )
     if p.constraints:
-        add_constraints(ctx, _synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
+        _decided(ctx, add_constraints, _synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
     if p.statistics:
         ctx.do(UpdateStatistics(db, name, None, list(p.statistics)))
 

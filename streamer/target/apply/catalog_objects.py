@@ -20,84 +20,89 @@ from streamer.events.model import (
     UpdateColumnStatsPayload,
 )
 from streamer.target.apply import function_resources as functions
-from streamer.target.apply.context import ApplyContext, object_name, payload_of
-from streamer.target.apply.door import (
+from streamer.target.apply.effects import (
     AddConstraints,
+    CopyResources,
     CreateFunction,
     DeleteStatistics,
     DropConstraint,
     DropFunction,
+    Effect,
+    RemoveTree,
     UpdateStatistics,
 )
+from streamer.target.apply.view import View, object_name, payload_of
 
 
-def create_function(ctx: ApplyContext, event: Event) -> None:
+def create_function(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, CreateFunctionPayload)
     fn = dataclasses.replace(
-        payload.function, db=ctx.target_db(payload.function.db), name=payload.function.name.lower()
+        payload.function, db=view.target_db(payload.function.db), name=payload.function.name.lower()
     )
+    desired = functions.target_resources(view.paths, fn)
+    effects: list[Effect] = []
     if fn.resource_uris:
-        db_location = functions.database_source_location(ctx.check_owned(fn.db))
-        fn = functions.copy_resources(ctx, fn, event.event_id, db_location)
-    current = ctx.catalog.get_function(fn.db, fn.name)
-    if current == fn:
-        return
+        db_location = functions.database_source_location(view.check_owned(fn.db))
+        effects.append(CopyResources(event.event_id, fn, db_location))
+    current = view.function(fn.db, fn.name)
+    if current == desired:
+        return effects
     if current is not None:
-        ctx.do(DropFunction(fn.db, fn.name))
-    ctx.do(CreateFunction(fn))
+        effects.append(DropFunction(fn.db, fn.name))
+    return [*effects, CreateFunction(desired)]
 
 
-def drop_function(ctx: ApplyContext, event: Event) -> None:
+def drop_function(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, DropFunctionPayload)
-    db, name = ctx.target_db(event.db or ""), payload.function_name.lower()
-    if ctx.catalog.get_function(db, name) is not None:
-        ctx.do(DropFunction(db, name))
-    functions.remove_resources(ctx, db, name, event.event_id)
+    db, name = view.target_db(event.db or ""), payload.function_name.lower()
+    effects: list[Effect] = [DropFunction(db, name)] if view.function(db, name) is not None else []
+    # a dropped function's copies go with it (absent is fine: a replay, or it had none)
+    return [*effects, RemoveTree(event.event_id, functions.resource_dir(view.paths, db, name))]
 
 
-def add_constraints(ctx: ApplyContext, event: Event) -> None:
+def add_constraints(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, AddConstraintsPayload)
     constraints = [
         dataclasses.replace(
             c,
-            db=ctx.target_db(c.db),
+            db=view.target_db(c.db),
             table=c.table.lower(),
-            ref_db=ctx.target_db(c.ref_db) if c.ref_db else None,
+            ref_db=view.target_db(c.ref_db) if c.ref_db else None,
         )
         for c in payload.constraints
     ]
-    for key in dict.fromkeys((c.db, c.table, c.name) for c in constraints):
-        ctx.do(DropConstraint(*key))  # a replay replaces instead of failing on "exists"
-    if constraints:
-        ctx.do(AddConstraints(constraints))
+    # a replay replaces instead of failing on "exists"
+    effects: list[Effect] = [DropConstraint(*key) for key in dict.fromkeys((c.db, c.table, c.name)
+                                                                          for c in constraints)]
+    return [*effects, AddConstraints(constraints)] if constraints else effects
 
 
-def drop_constraint(ctx: ApplyContext, event: Event) -> None:
+def drop_constraint(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, DropConstraintPayload)
-    ctx.do(DropConstraint(ctx.target_db(payload.db), payload.table.lower(), payload.constraint_name))
+    return [DropConstraint(view.target_db(payload.db), payload.table.lower(), payload.constraint_name)]
 
 
-def update_stats(ctx: ApplyContext, event: Event) -> None:
+def update_stats(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, UpdateColumnStatsPayload)
-    ctx.do(UpdateStatistics(
-        ctx.target_db(payload.db),
+    return [UpdateStatistics(
+        view.target_db(payload.db),
         payload.table.lower(),
         payload.partition_values or None,
         payload.statistics,
-    ))
+    )]
 
 
-def delete_stats(ctx: ApplyContext, event: Event) -> None:
+def delete_stats(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, DeleteColumnStatsPayload)
-    ctx.do(DeleteStatistics(
-        ctx.target_db(payload.db),
+    return [DeleteStatistics(
+        view.target_db(payload.db),
         payload.table.lower(),
         payload.partition_values or None,
         payload.column,
-    ))
+    )]
 
 
-def unknown(ctx: ApplyContext, event: Event) -> None:
+def unknown(view: View, event: Event) -> list[Effect]:
     """An event the source agent could not decode: its database halts here, by design."""
     payload = payload_of(event, UnknownPayload)
     fmt = payload.message_format or "no format"

@@ -23,12 +23,12 @@ from streamer.events.model import (
     DatabaseSnapshot,
     Event,
     FileRef,
+    FunctionSnapshot,
     PartitionSnapshot,
     TableSnapshot,
 )
 from streamer.metastore.catalog import (
     FAILOVER_CUT_PARAM,
-    LAST_ID_PARAM,
     READONLY_PARAM,
     REPL_SOURCE_PARAM,
     REPL_TARGET_PARAM,
@@ -36,13 +36,13 @@ from streamer.metastore.catalog import (
 )
 from streamer.target import db_map as names
 from streamer.target.apply import door
-from streamer.target.apply.door import CatalogEffect
+from streamer.target.apply.effects import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
-from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths, partition_name
+from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name
 from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
-from streamer.target.state.visibility import VisibilityStore, target_parameters
+from streamer.target.state.visibility import VisibilityStore
 
 P = TypeVar("P")
 
@@ -254,19 +254,17 @@ class ApplyContext:
             return self.memory.table(db, name)
         return self.existing_table(db, name)
 
-    # --- target objects ----------------------------------------------------------------------
-    def target_table(self, snap: TableSnapshot) -> TableSnapshot:
-        """The snapshot with the target's db name, derived location and our source marker."""
-        renamed = dataclasses.replace(snap, db=self.target_db(snap.db), name=snap.name.lower())
-        location = self.paths.table_target(renamed)
-        if location is not None and renamed.table_type in EXTERNAL_TYPES:
-            self.claim_external(snap.sd.location or "", location, renamed.qualified_name)
-        return dataclasses.replace(
-            renamed,
-            sd=dataclasses.replace(snap.sd, location=location),
-            parameters=target_parameters({**snap.parameters, REPL_SOURCE_PARAM: self.source_id}),
-        )
+    # --- the view handlers read (``view.View``) ------------------------------------------------
+    def database(self, name: str) -> DatabaseSnapshot | None:
+        return self.catalog.get_database(name)
 
+    def function(self, db: str, name: str) -> FunctionSnapshot | None:
+        return self.catalog.get_function(db, name)
+
+    def partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
+        return self.catalog.list_partitions(db, table)
+
+    # --- target objects ----------------------------------------------------------------------
     def table_for(
         self, event: Event, snap: TableSnapshot | None
     ) -> tuple[TableSnapshot, TableSnapshot | None]:
@@ -318,6 +316,13 @@ class ApplyContext:
         self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,
         read_location: str | None = None,
     ) -> Staged:
+        """``stage_files`` for ``event``."""
+        return self.stage_files(event.event_id, refs, target_dir, source_dir, read_location)
+
+    def stage_files(
+        self, event_id: int, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,
+        read_location: str | None = None,
+    ) -> Staged:
         """Stage files of one object into its target directory ``target_dir``, each at its path
         relative to the object's source location ``source_dir`` (``delta_5_5/bucket_0``), else by
         ``subdir`` and name: never where its URI's path says. Read as ``ctx.sources`` allow, against
@@ -331,28 +336,14 @@ class ApplyContext:
             return target_dir
 
         location = read_location or source_dir
-        return door.stage(
-            self, list(refs), dest, target_dir, event_id=event.event_id, source_location=location
-        )
+        return door.stage(self, list(refs), dest, target_dir, event_id=event_id, source_location=location)
 
 
 # --- helpers shared by the handlers ---------------------------------------------------------------
 
 
-def payload_of(event: Event, kind: type[P]) -> P:
-    """The event's payload, which must be a ``kind``."""
-    if not isinstance(event.payload, kind):
-        raise ApplyError(
-            f"payload is {type(event.payload).__name__}, expected {kind.__name__}", obj=object_name(event)
-        )
-    return event.payload
 
 
-def object_name(event: Event) -> str | None:
-    """``db.table`` or ``db`` of an event, as errors and halts name it."""
-    if event.db and event.table:
-        return f"{event.db}.{event.table}"
-    return event.db
 
 
 def touched_databases(event: Event) -> list[str]:
@@ -376,18 +367,8 @@ def touched_databases(event: Event) -> list[str]:
     return list(dict.fromkeys(n for n in names if n and n.lower() != own))
 
 
-def last_id(db: DatabaseSnapshot | None) -> int | None:
-    """The database's ``repl.last.id`` (None if absent or unreadable)."""
-    if db is None:
-        return None
-    try:
-        return int(db.parameters[LAST_ID_PARAM])
-    except (KeyError, ValueError):
-        return None
 
 
-def is_managed(table: TableSnapshot) -> bool:
-    return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
 
 
 def _path(uri: str) -> str:

@@ -14,8 +14,9 @@ from streamer.events.model import Event, InsertPayload, PartitionSnapshot, Table
 from streamer.filesystems import atomic_rename
 from streamer.target.apply import door
 from streamer.target.apply.by_state import source_location
-from streamer.target.apply.context import ApplyContext, payload_of
+from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
+from streamer.target.apply.view import payload_of
 
 log = logging.getLogger(__name__)
 

@@ -29,16 +29,13 @@ docs/design/apply.md ("The door").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from streamer.errors import ApplyError, PathEscapeError
+from streamer.errors import ApplyError, PathEscapeError, UntrustedSourceError
 from streamer.events.codec import MAX_DB_NAME, MAX_TABLE_NAME, name_problem
 from streamer.events.model import (
-    ColumnStatistic,
-    Constraint,
     DatabaseSnapshot,
     FileRef,
     FunctionSnapshot,
@@ -47,9 +44,27 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import Catalog
-from streamer.target.apply import dir_sync, files, swap
+from streamer.target.apply import dir_sync, files, function_resources, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
+from streamer.target.apply.effects import (
+    AddConstraints,
+    AddPartitions,
+    AlterDatabase,
+    AlterPartitions,
+    AlterTable,
+    CatalogEffect,
+    CreateDatabase,
+    CreateFunction,
+    CreateTable,
+    DeleteStatistics,
+    DropConstraint,
+    DropDatabase,
+    DropFunction,
+    DropPartitions,
+    DropTable,
+    UpdateStatistics,
+)
 from streamer.target.apply.external_owners import ExternalOwners, Owner
 from streamer.target.apply.files import CopyReport, FileCopier, Staged
 from streamer.target.apply.locations import is_source_uri
@@ -65,112 +80,6 @@ from streamer.target.apply.paths import (
 MAX_PARTITIONS_PER_CALL = 100_000
 """More than any one Hive DDL statement adds (``hive.exec.max.dynamic.partitions`` is 1,000 by default)."""
 MAX_CONSTRAINTS_PER_CALL = 10_000
-
-
-# --- effects: what a handler decided, as data ----------------------------------------------------
-@dataclass(frozen=True)
-class CreateDatabase:
-    db: DatabaseSnapshot
-
-
-@dataclass(frozen=True)
-class AlterDatabase:
-    """Also a progress marker (``repl.last.id``) or a fence: a database's parameters change."""
-
-    name: str
-    db: DatabaseSnapshot
-    exists: bool = False  # read in this batch: the catalog may skip its own existence check
-
-
-@dataclass(frozen=True)
-class DropDatabase:
-    name: str
-
-
-@dataclass(frozen=True)
-class CreateTable:
-    table: TableSnapshot
-
-
-@dataclass(frozen=True)
-class AlterTable:
-    """``table`` under another name or database than ``db.name`` is a rename."""
-
-    db: str
-    name: str
-    table: TableSnapshot
-
-
-@dataclass(frozen=True)
-class DropTable:
-    db: str
-    name: str
-
-
-@dataclass(frozen=True)
-class AddPartitions:
-    table: TableSnapshot  # the target's table they belong to (their places are judged against it)
-    partitions: Sequence[PartitionSnapshot]
-
-
-@dataclass(frozen=True)
-class AlterPartitions:
-    table: TableSnapshot
-    partitions: Sequence[PartitionSnapshot]
-
-
-@dataclass(frozen=True)
-class DropPartitions:
-    db: str
-    table: str
-    values: Sequence[Sequence[str]]
-    keys: Sequence[str] | None = None  # the table's partition keys, when known (spares a read)
-
-
-@dataclass(frozen=True)
-class CreateFunction:
-    function: FunctionSnapshot
-
-
-@dataclass(frozen=True)
-class DropFunction:
-    db: str
-    name: str
-
-
-@dataclass(frozen=True)
-class AddConstraints:
-    constraints: Sequence[Constraint]
-
-
-@dataclass(frozen=True)
-class DropConstraint:
-    db: str
-    table: str
-    name: str
-
-
-@dataclass(frozen=True)
-class UpdateStatistics:
-    db: str
-    table: str
-    partition_values: Sequence[str] | None
-    statistics: Sequence[ColumnStatistic]
-
-
-@dataclass(frozen=True)
-class DeleteStatistics:
-    db: str
-    table: str
-    partition_values: Sequence[str] | None
-    column: str | None
-
-
-CatalogEffect = (
-    CreateDatabase | AlterDatabase | DropDatabase | CreateTable | AlterTable | DropTable | AddPartitions
-    | AlterPartitions | DropPartitions | CreateFunction | DropFunction | AddConstraints | DropConstraint
-    | UpdateStatistics | DeleteStatistics
-)
 
 
 class Side(Protocol):
@@ -460,3 +369,26 @@ def sync_dir(side: Side, source_dir: str, target_dir: str, cache: ChecksumCache,
     """A directory of a table replicated by state made equal to its source's (``dir_sync.sync_dir``)."""
     check_place(side, target_dir, event_id=event_id)
     return dir_sync.sync_dir(side.copier, source_dir, target_dir, cache, event_id=event_id, database=database)
+
+
+def copy_resources(
+    side: Side, fn: FunctionSnapshot, event_id: int | None = None, db_location: str | None = None,
+) -> FunctionSnapshot:
+    """Copy ``fn``'s resources into its target directory; returns ``fn`` naming the copies
+    (``target_resources``).
+
+    ``db_location``: the source location recorded for ``fn``'s database
+    (``database_source_location``), from which the read rules derive where resources may be read
+    when no ``--source-prefix`` is declared."""
+    target = function_resources.target_resources(side.paths, fn)
+    if not fn.resource_uris:
+        return target
+    dest = function_resources.resource_dir(side.paths, fn.db, fn.name)
+    refs = [FileRef(uri=r.uri) for r in fn.resource_uris]
+    try:
+        copy_all(side, refs, dest, event_id=event_id, source_location=db_location, resources=True)
+    except UntrustedSourceError as exc:
+        raise UntrustedSourceError(
+            f"function {fn.db}.{fn.name}: {exc.cause}", event_id=exc.event_id, obj=exc.obj
+        ) from exc
+    return target

@@ -1,5 +1,10 @@
 """Which handler applies each event type: one table instead of a dispatch method, so the applier
-and the bootstrap share the same handlers. Design: docs/design/apply.md.
+and the bootstrap share the same handlers.
+
+``DECIDERS`` hold the handlers that decide: pure functions of the event and the target's view
+(``view.View``) returning effects (``effects``), which ``executor.run`` does through the door.
+``HANDLERS`` hold the ones that still do their own steps through the door as they go (data,
+partitions, transactions: their copies' failures decide what follows). Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -7,28 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from streamer.errors import ApplyError
-from streamer.events.model import Event, EventType
-from streamer.target.apply import catalog_objects, data, databases, partitions, tables, transactions
-from streamer.target.apply.context import ApplyContext, object_name
+from streamer.events.model import Event, EventType, ReloadPayload
+from streamer.target.apply import catalog_objects, data, databases, executor, partitions, tables, transactions
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.effects import Effect
+from streamer.target.apply.view import View, object_name, payload_of
 
+Decider = Callable[[View, Event], list[Effect]]
 Handler = Callable[[ApplyContext, Event], None]
 
-HANDLERS: dict[EventType, Handler] = {
+DECIDERS: dict[EventType, Decider] = {
     EventType.CREATE_DATABASE: databases.create_database,
     EventType.ALTER_DATABASE: databases.alter_database,
     EventType.DROP_DATABASE: databases.drop_database,
     EventType.CREATE_TABLE: tables.create_table,
     EventType.ALTER_TABLE: tables.alter_table,
     EventType.DROP_TABLE: tables.drop_table,
-    EventType.ADD_PARTITION: partitions.add_partition,
-    EventType.ALTER_PARTITION: partitions.alter_partition,
-    EventType.ALTER_PARTITIONS: partitions.alter_partitions,
-    EventType.DROP_PARTITION: partitions.drop_partition,
-    EventType.INSERT: data.insert,
-    EventType.OPEN_TXN: transactions.open_txn,
-    EventType.ACID_WRITE: transactions.acid_write,
-    EventType.COMMIT_TXN: transactions.commit_txn,
-    EventType.ABORT_TXN: transactions.abort_txn,
     EventType.CREATE_FUNCTION: catalog_objects.create_function,
     EventType.DROP_FUNCTION: catalog_objects.drop_function,
     EventType.ADD_PRIMARYKEY: catalog_objects.add_constraints,
@@ -42,8 +41,31 @@ HANDLERS: dict[EventType, Handler] = {
     EventType.UPDATE_PARTITION_COLUMN_STAT: catalog_objects.update_stats,
     EventType.DELETE_TABLE_COLUMN_STAT: catalog_objects.delete_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: catalog_objects.delete_stats,
-    EventType.RELOAD: tables.reload,
     EventType.UNKNOWN: catalog_objects.unknown,
+}
+
+
+def _reload(ctx: ApplyContext, event: Event) -> None:
+    """A RELOAD: its table decided, then its partitions made equal (``partitions``)."""
+    executor.run(ctx, tables.reload_table(ctx, event))
+    payload = payload_of(event, ReloadPayload)
+    if payload.table is not None and payload.partitions:
+        table = ctx.existing_table(ctx.target_db(payload.table.db), payload.table.name.lower())
+        if table is not None:
+            partitions.alter_partition_list(ctx, event, table, payload.table, payload.partitions, False)
+
+
+HANDLERS: dict[EventType, Handler] = {
+    EventType.ADD_PARTITION: partitions.add_partition,
+    EventType.ALTER_PARTITION: partitions.alter_partition,
+    EventType.ALTER_PARTITIONS: partitions.alter_partitions,
+    EventType.DROP_PARTITION: partitions.drop_partition,
+    EventType.INSERT: data.insert,
+    EventType.OPEN_TXN: transactions.open_txn,
+    EventType.ACID_WRITE: transactions.acid_write,
+    EventType.COMMIT_TXN: transactions.commit_txn,
+    EventType.ABORT_TXN: transactions.abort_txn,
+    EventType.RELOAD: _reload,
 }
 
 # Events that change nothing on a target (their effect arrives with a later event, or never).
@@ -57,7 +79,12 @@ NO_OPS = frozenset(
 
 
 def apply_event(ctx: ApplyContext, event: Event) -> None:
-    """Run the event's handler; an event type with none (and not a no-op) is refused."""
+    """Decide the event's effects and do them, or run its handler; an event type with neither (and not
+    a no-op) is refused."""
+    decide = DECIDERS.get(event.event_type)
+    if decide is not None:
+        executor.run(ctx, decide(ctx, event))
+        return
     handler = HANDLERS.get(event.event_type)
     if handler is not None:
         handler(ctx, event)

@@ -17,10 +17,11 @@ from streamer import metrics
 from streamer.errors import ApplyError
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, EventType
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.target.apply.context import ApplyContext, last_id
-from streamer.target.apply.door import AlterDatabase
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.effects import AlterDatabase
 from streamer.target.apply.journal import ANY_OBJECT, ObjectKey, ProgressJournal
 from streamer.target.apply.plan import GLOBAL_DB, Step
+from streamer.target.apply.view import last_id
 from streamer.target.state.state_file import TargetState
 
 log = logging.getLogger(__name__)

@@ -20,12 +20,13 @@ from streamer.events.model import (
 )
 from streamer.target.apply import door
 from streamer.target.apply.by_state import marked_partition, source_location, stats_changed
-from streamer.target.apply.context import ApplyContext, is_managed, payload_of
-from streamer.target.apply.door import AddPartitions, AlterPartitions, DropPartitions
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.effects import AddPartitions, AlterPartitions, DropPartitions
 from streamer.target.apply.files import Staged
 from streamer.target.apply.locations import partition_locations
 from streamer.target.apply.paths import partition_name
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
+from streamer.target.apply.view import is_managed, payload_of
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,10 @@ from streamer.events.model import (
     OpenTxnPayload,
     PartitionSnapshot,
 )
-from streamer.target.apply.context import ApplyContext, is_managed, payload_of
+from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.files import CopyReport, Staged
 from streamer.target.apply.partitions import partition_values
+from streamer.target.apply.view import is_managed, payload_of
 from streamer.target.state.visibility import TxnState, table_key
 
 log = logging.getLogger(__name__)

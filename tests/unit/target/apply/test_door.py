@@ -26,7 +26,7 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply import door
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext
-from streamer.target.apply.door import (
+from streamer.target.apply.effects import (
     AddConstraints,
     AddPartitions,
     AlterDatabase,

@@ -23,8 +23,9 @@ from streamer.metastore.memory_catalog import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.door import copy_resources, remove_tree
 from streamer.target.apply.files import FileCopier
-from streamer.target.apply.function_resources import copy_resources, remove_resources, resource_dir
+from streamer.target.apply.function_resources import resource_dir
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import plan
 from streamer.target.apply.sources import SourceRules
@@ -53,9 +54,9 @@ def test_resources_are_copied_renamed_and_removed(tmp_path: Path) -> None:
     target = tmp_path / "wh" / "_functions" / "db" / "up" / "u.jar"
     assert target.read_bytes() == b"jar bytes"
     assert copy_resources(_side(paths), copied.__class__("f", "db", "C")).resource_uris == []
-    remove_resources(_side(paths), "db", "up")
+    remove_tree(_side(paths), resource_dir(paths, "db", "up"))
     assert not target.parent.exists()
-    remove_resources(_side(paths), "db", "up")  # a replay: absent is fine
+    remove_tree(_side(paths), resource_dir(paths, "db", "up"))  # a replay: absent is fine
 
 
 def test_bad_resource_names_are_refused(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload
 from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.target.apply.tables import target_table
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.state_file import TargetState
@@ -67,7 +68,7 @@ def test_retry_without_a_fix_halts_again_and_passes_nothing(
     assert job.applier.progress["a"] == 1
     assert catalog.get_table("a", "u") is None  # nothing after the halted event was passed
 
-    catalog.create_table(job.applier.target_table(t))  # the fix: the table as replication makes it
+    catalog.create_table(target_table(job.applier, t, None)[0])  # the fix: the table as replication makes it
     TargetState(tmp_path / "state").retry("a")
     job.process(topic.append(b.create_db(5, "more")))
     assert "a" not in job.state.halts()
@@ -113,7 +114,7 @@ def test_a_retry_re_reads_the_halted_event_not_the_progress_record_after_it(
     job.process(topic.append(b.create_db(1, "a"), altered, progress))
     halt = job.state.halts()["a"]
     assert halt.event_id == 2 and halt.offset == 1  # the ALTER's offset, not the PROGRESS record's (2)
-    catalog.create_table(job.applier.target_table(t))  # the fix, then the operator's retry
+    catalog.create_table(target_table(job.applier, t, None)[0])  # the fix, then the operator's retry
     TargetState(tmp_path / "state").retry("a")
     job.process(topic.append(b.create_db(3, "other")))
     table = catalog.get_table("a", "t")

@@ -1,0 +1,282 @@
+"""What a handler decides, as data: the effects an event has on the target, in the order they run.
+
+A handler (``databases``, ``tables``, ``catalog_objects``) is a function of the event and the target's
+view of its objects (``view.View``) that returns a list of these; it does no I/O. The executor
+(``executor.run``) does them one after another, each through the door (``door``): the same checks of
+ownership, names, places and bounds for every kind, whoever decided it. Three families:
+
+- **catalog effects**, one kind per catalog write method (``CatalogEffect``);
+- **file effects**: copy a record's files into an object's directory and publish them, clear, relocate
+  or remove a directory, sync a table replicated by state, copy a function's resources, claim an
+  external directory (``FileEffect``);
+- **bookkeeping** of the target job itself: ACID write ids, what the batch remembers of a table, which
+  tables are replicated by state, a dropped database's series (``Bookkeeping``).
+
+Design: docs/design/apply.md ("The door").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from streamer.events.model import (
+    ColumnStatistic,
+    Constraint,
+    DatabaseSnapshot,
+    Event,
+    FileRef,
+    FunctionSnapshot,
+    PartitionSnapshot,
+    TableSnapshot,
+)
+
+
+# --- catalog effects --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CreateDatabase:
+    db: DatabaseSnapshot
+
+
+@dataclass(frozen=True)
+class AlterDatabase:
+    """Also a progress marker (``repl.last.id``) or a fence: a database's parameters change."""
+
+    name: str
+    db: DatabaseSnapshot
+    exists: bool = False  # read in this batch: the catalog may skip its own existence check
+
+
+@dataclass(frozen=True)
+class DropDatabase:
+    name: str
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    table: TableSnapshot
+
+
+@dataclass(frozen=True)
+class AlterTable:
+    """``table`` under another name or database than ``db.name`` is a rename."""
+
+    db: str
+    name: str
+    table: TableSnapshot
+
+
+@dataclass(frozen=True)
+class DropTable:
+    db: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AddPartitions:
+    table: TableSnapshot  # the target's table they belong to (their places are judged against it)
+    partitions: Sequence[PartitionSnapshot]
+
+
+@dataclass(frozen=True)
+class AlterPartitions:
+    table: TableSnapshot
+    partitions: Sequence[PartitionSnapshot]
+
+
+@dataclass(frozen=True)
+class DropPartitions:
+    db: str
+    table: str
+    values: Sequence[Sequence[str]]
+    keys: Sequence[str] | None = None  # the table's partition keys, when known (spares a read)
+
+
+@dataclass(frozen=True)
+class CreateFunction:
+    function: FunctionSnapshot
+
+
+@dataclass(frozen=True)
+class DropFunction:
+    db: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AddConstraints:
+    constraints: Sequence[Constraint]
+
+
+@dataclass(frozen=True)
+class DropConstraint:
+    db: str
+    table: str
+    name: str
+
+
+@dataclass(frozen=True)
+class UpdateStatistics:
+    db: str
+    table: str
+    partition_values: Sequence[str] | None
+    statistics: Sequence[ColumnStatistic]
+
+
+@dataclass(frozen=True)
+class DeleteStatistics:
+    db: str
+    table: str
+    partition_values: Sequence[str] | None
+    column: str | None
+
+
+CatalogEffect = (
+    CreateDatabase | AlterDatabase | DropDatabase | CreateTable | AlterTable | DropTable | AddPartitions
+    | AlterPartitions | DropPartitions | CreateFunction | DropFunction | AddConstraints | DropConstraint
+    | UpdateStatistics | DeleteStatistics
+)
+
+
+# --- file effects -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClaimExternal:
+    """Place ``table`` (target ``db.table``) in external directory ``target_dir``: refused when another
+    source owns it, or ``source_location`` is on no declared store (``external_owners``)."""
+
+    source_location: str
+    target_dir: str
+    table: str
+
+
+@dataclass(frozen=True)
+class PublishFiles:
+    """Copy ``refs`` into ``target_dir`` (each at its path relative to ``source_dir``), verified against
+    their checksums and read as the source rules allow against ``read_location`` (default
+    ``source_dir``), then publish them."""
+
+    event_id: int
+    refs: Sequence[FileRef]
+    target_dir: str
+    source_dir: str | None
+    read_location: str | None = None
+
+
+@dataclass(frozen=True)
+class ClearDir:
+    """Remove the files of ``directory`` (a TRUNCATE)."""
+
+    event_id: int
+    directory: str
+    recursive_files: bool = True
+
+
+@dataclass(frozen=True)
+class RelocateDir:
+    """Give ``new`` the tree of ``old`` (a managed rename): linked where the filesystem can, else
+    moved. A linked ``old`` stays until a later ``RemoveTree(old, if_linked=True)``."""
+
+    event_id: int
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RemoveTree:
+    """Remove ``directory`` and everything below it (absent is fine); ``if_linked``: only when an
+    earlier ``RelocateDir`` of this list linked it."""
+
+    event_id: int
+    directory: str
+    if_linked: bool = False
+
+
+@dataclass(frozen=True)
+class SyncByState:
+    """Make every directory of ``table`` (a target table replicated by state) equal to the source's."""
+
+    event: Event
+    table: TableSnapshot
+
+
+@dataclass(frozen=True)
+class CopyResources:
+    """Copy function ``function``'s (the source's) resources into the target's tree; ``db_location``
+    is where the source keeps its database (the read rules derive the allowed stores from it)."""
+
+    event_id: int
+    function: FunctionSnapshot
+    db_location: str | None
+
+
+FileEffect = ClaimExternal | PublishFiles | ClearDir | RelocateDir | RemoveTree | SyncByState | CopyResources
+
+
+# --- bookkeeping ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResetWriteIds:
+    """Table ``key`` (``visibility.table_key``) has no committed ACID write ids (new, or renamed away)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class CopyWriteIds:
+    """Readers find table ``old``'s write ids under ``new`` (before a renamed table appears)."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RememberTable:
+    """The batch knows ``table`` as the target now has it (the next step of it reads nothing)."""
+
+    table: TableSnapshot
+
+
+@dataclass(frozen=True)
+class ForgetTable:
+    """The batch no longer knows target table ``db.name`` (the next step reads it again)."""
+
+    db: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ForgetByState:
+    """Target table ``db.name`` is no longer known to be replicated by state (dropped, renamed away)."""
+
+    db: str
+    name: str
+
+
+@dataclass(frozen=True)
+class NoteByState:
+    """Target table ``db.name`` is replicated by state, for ``reason``."""
+
+    db: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DatabaseCreated:
+    """Target database ``name`` exists (again): its metric series may be set."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DatabaseDropped:
+    """Target database ``name`` is gone: its tables replicated by state and its series go with it."""
+
+    name: str
+
+
+Bookkeeping = (
+    ResetWriteIds | CopyWriteIds | RememberTable | ForgetTable | ForgetByState | NoteByState | DatabaseCreated
+    | DatabaseDropped
+)
+
+Effect = CatalogEffect | FileEffect | Bookkeeping

@@ -1,0 +1,91 @@
+"""The executor: does the effects a handler decided (``effects``), in order, each through the door.
+
+Catalog effects go to ``door.execute`` (ownership, names, places, bounds); file effects to the door's
+file operations (``door.check_place`` first, then the guard and the read rules); bookkeeping to the
+job's own state. A refused or failed effect raises the ``EventError`` that names it; the effects after
+it are not done, and the applier halts the event's database, as for any failed step. Design:
+docs/design/apply.md ("The door").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from streamer import metrics
+from streamer.target.apply import door
+from streamer.target.apply.by_state import REGISTRY
+from streamer.target.apply.context import ApplyContext
+from streamer.target.apply.effects import (
+    CatalogEffect,
+    ClaimExternal,
+    ClearDir,
+    CopyResources,
+    CopyWriteIds,
+    DatabaseCreated,
+    DatabaseDropped,
+    Effect,
+    ForgetByState,
+    ForgetTable,
+    NoteByState,
+    PublishFiles,
+    RelocateDir,
+    RememberTable,
+    RemoveTree,
+    ResetWriteIds,
+    SyncByState,
+)
+from streamer.target.apply.state_sync import sync_by_state
+
+
+def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
+    """Do ``effects`` in order."""
+    linked: set[str] = set()  # directories a RelocateDir linked (their RemoveTree(if_linked) goes ahead)
+    for effect in effects:
+        if isinstance(effect, CatalogEffect):
+            ctx.do(effect)
+            continue
+        match effect:
+            case ClaimExternal(source_location=location, target_dir=target_dir, table=table):
+                ctx.claim_external(location, target_dir, table)
+            case PublishFiles(event_id=event_id, refs=refs, target_dir=target_dir, source_dir=source_dir,
+                              read_location=read_location):
+                ctx.stage_files(event_id, refs, target_dir, source_dir, read_location).publish()
+            case ClearDir(event_id=event_id, directory=directory, recursive_files=recursive):
+                door.clear_dir(ctx, directory, recursive_files=recursive, event_id=event_id)
+            case RelocateDir(event_id=event_id, old=old, new=new):
+                if door.link_dir(ctx, old, new, event_id=event_id):
+                    linked.add(old)
+                else:
+                    door.move_dir(ctx, old, new, event_id=event_id)
+            case RemoveTree(event_id=event_id, directory=directory, if_linked=if_linked):
+                if not if_linked or directory in linked:
+                    door.remove_tree(ctx, directory, event_id=event_id)
+            case SyncByState(event=event, table=table):
+                sync_by_state(ctx, event, table)
+            case CopyResources(event_id=event_id, function=fn, db_location=db_location):
+                door.copy_resources(ctx, fn, event_id, db_location)
+            case _:
+                _bookkeeping(ctx, effect)
+
+
+def _bookkeeping(ctx: ApplyContext, effect: Effect) -> None:
+    match effect:
+        case ResetWriteIds(key=key):
+            ctx.acid.update(lambda v: v.reset_table(key))
+        case CopyWriteIds(old=old, new=new):
+            ctx.acid.update(lambda v: v.copy_table(old, new))
+        case RememberTable(table=table):
+            ctx.memory.remember_table(table)
+        case ForgetTable(db=db, name=name):
+            ctx.memory.forget_table(db, name)
+        case ForgetByState(db=db, name=name):
+            REGISTRY.forget(db, name)
+        case NoteByState(db=db, name=name, reason=reason):
+            REGISTRY.note(db, name, reason)
+        case DatabaseCreated(name=name):
+            metrics.database_created(name)
+        case DatabaseDropped(name=name):
+            REGISTRY.forget_database(name)
+            metrics.forget_database(name)  # its series go with it (the watermark's too: is_dropped)
+        case _:
+            raise TypeError(f"not an effect: {effect!r}")

@@ -1,0 +1,241 @@
+"""Handlers decide: given an event and a view of the target (a few dictionaries here, no catalog, no
+files), they return the effects in the order the executor must do them, and change nothing.
+
+Every catalog effect a handler decides must pass the door's checks (``door.check_effect``) for the
+target's own paths: a handler never asks the door for something it will refuse."""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamer.errors import ApplyError
+from streamer.events.model import (
+    CreateFunctionPayload,
+    DatabaseSnapshot,
+    Event,
+    EventType,
+    FunctionSnapshot,
+    PartitionSnapshot,
+    ResourceUri,
+    StorageDescriptor,
+    TableSnapshot,
+)
+from streamer.metastore.catalog import REPL_SOURCE_PARAM
+from streamer.target.apply import door
+from streamer.target.apply.effects import (
+    AlterPartitions,
+    AlterTable,
+    CatalogEffect,
+    ClaimExternal,
+    CopyResources,
+    CopyWriteIds,
+    CreateDatabase,
+    CreateFunction,
+    CreateTable,
+    DropTable,
+    Effect,
+    PublishFiles,
+    RelocateDir,
+    RemoveTree,
+    ResetWriteIds,
+)
+from streamer.target.apply.handlers import DECIDERS
+from streamer.target.apply.paths import TargetPaths
+from streamer.target.apply.tables import alter_table, create_table, drop_table
+from tests.unit.target import builders as b
+
+WH, EXT = "file:///target/wh", "file:///target/ext"
+
+
+class DictView:
+    """The target as a handler sees it: read-only dictionaries, each read counted."""
+
+    def __init__(self, tables: Sequence[TableSnapshot] = (), dbs: Sequence[DatabaseSnapshot] = ()) -> None:
+        self.paths = TargetPaths(WH, EXT)
+        self.source_id = b.SOURCE_ID
+        self.tables = {(t.db, t.name): t for t in tables}
+        self.parts: list[PartitionSnapshot] = []
+        self.dbs = {d.name: d for d in dbs}
+        self.functions: dict[tuple[str, str], FunctionSnapshot] = {}
+        self.reads = 0
+
+    def target_db(self, source_db: str) -> str:
+        return source_db.lower()
+
+    def replica_marks(self) -> dict[str, str]:
+        return {REPL_SOURCE_PARAM: self.source_id}
+
+    def database(self, name: str) -> DatabaseSnapshot | None:
+        self.reads += 1
+        return self.dbs.get(name)
+
+    def check_owned(self, name: str) -> DatabaseSnapshot | None:
+        return self.database(name)
+
+    def known_table(self, db: str, name: str) -> TableSnapshot | None:
+        self.reads += 1
+        return self.tables.get((db, name))
+
+    existing_table = known_table
+
+    def function(self, db: str, name: str) -> FunctionSnapshot | None:
+        self.reads += 1
+        return self.functions.get((db, name))
+
+    def partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
+        self.reads += 1
+        return [p for p in self.parts if (p.db, p.table) == (db, table)]
+
+
+def _kinds(effects: list[Effect]) -> list[str]:
+    return [type(e).__name__ for e in effects]
+
+
+def _checked(effects: list[Effect], paths: TargetPaths) -> None:
+    for effect in effects:
+        if isinstance(effect, CatalogEffect):
+            door.check_effect(effect, paths)
+
+
+def _target(view: DictView, snap: TableSnapshot) -> TableSnapshot:
+    from streamer.target.apply.tables import target_table
+    return target_table(view, snap, None)[0]
+
+
+def test_a_new_table_s_files_land_before_the_table_that_shows_them() -> None:
+    view = DictView()
+    ref = b.FileRef(uri=f"file://{b.SRC_WH}/a.db/t/f1", checksum="00", checksum_algorithm="sha256", size=1)
+    effects = create_table(view, b.create_table(5, b.table("a", "T"), [ref]))
+    assert _kinds(effects) == ["PublishFiles", "ResetWriteIds", "CreateTable", "RememberTable"]
+    publish, created = effects[0], effects[2]
+    assert isinstance(publish, PublishFiles) and isinstance(created, CreateTable)
+    assert publish.target_dir == created.table.sd.location == f"{WH}/a.db/t"
+    assert publish.event_id == 5 and list(publish.refs) == [ref]
+    assert created.table.parameters[REPL_SOURCE_PARAM] == b.SOURCE_ID
+    _checked(effects, view.paths)
+
+
+def test_a_table_as_the_target_has_it_decides_nothing_but_remembering_it() -> None:
+    view = DictView()
+    snap = b.table("a", "t")
+    view.tables[("a", "t")] = _target(view, snap)
+    assert _kinds(create_table(view, b.create_table(6, snap))) == ["RememberTable"]
+
+
+def test_an_external_table_claims_its_directory_before_anything_is_placed_there() -> None:
+    view = DictView()
+    snap = b.table("a", "x", location="hdfs://nn:8020/data/x", table_type="EXTERNAL_TABLE")
+    effects = create_table(view, b.create_table(7, snap))
+    claim = effects[0]
+    assert isinstance(claim, ClaimExternal) and claim.source_location == "hdfs://nn:8020/data/x"
+    created = next(e for e in effects if isinstance(e, CreateTable))
+    assert created.table.sd.location == claim.target_dir and claim.target_dir.startswith(EXT + "/")
+    _checked(effects, view.paths)
+    dropped = drop_table(view, b.drop_table(8, snap))
+    assert not any(isinstance(e, RemoveTree) for e in dropped)  # an external table's files stay
+
+
+def test_a_managed_rename_copies_then_switches_then_removes_the_old_tree() -> None:
+    view = DictView()
+    before = b.table("a", "t", ("p",))
+    old = _target(view, before)
+    view.tables[("a", "t")] = old
+    view.parts = [PartitionSnapshot(["1"], "a", "t", StorageDescriptor(location=f"{WH}/a.db/t/p=1"))]
+    after = dataclasses.replace(before, name="u",
+                                sd=dataclasses.replace(before.sd, location=f"file://{b.SRC_WH}/a.db/u"))
+    effects = alter_table(view, b.alter_table(9, before, after))
+    kinds = _kinds(effects)
+    order = ["CopyWriteIds", "RelocateDir", "AlterTable", "AlterPartitions", "RemoveTree", "ResetWriteIds"]
+    assert [k for k in kinds if k in order] == order
+    relocate = next(e for e in effects if isinstance(e, RelocateDir))
+    assert (relocate.old, relocate.new) == (f"{WH}/a.db/t", f"{WH}/a.db/u")
+    renamed = next(e for e in effects if isinstance(e, AlterTable))
+    assert (renamed.db, renamed.name, renamed.table.name) == ("a", "t", "u")
+    moved = next(e for e in effects if isinstance(e, AlterPartitions))
+    assert [p.sd.location for p in moved.partitions] == [f"{WH}/a.db/u/p=1"]
+    assert next(e for e in effects if isinstance(e, RemoveTree)).if_linked
+    ids = next(e for e in effects if isinstance(e, CopyWriteIds))
+    assert (ids.old, ids.new) == (next(e for e in effects if isinstance(e, ResetWriteIds)).key, ids.new)
+    _checked(effects, view.paths)
+
+
+def test_a_function_s_resources_are_copied_before_it_names_them() -> None:
+    view = DictView()
+    fn = FunctionSnapshot("F", "a", "com.x.F", resource_uris=[ResourceUri("JAR", "hdfs://nn/jars/f.jar")])
+    event = b.event(11, EventType.CREATE_FUNCTION, CreateFunctionPayload(fn), db="a")
+    effects = DECIDERS[EventType.CREATE_FUNCTION](view, event)
+    assert _kinds(effects) == ["CopyResources", "CreateFunction"]
+    copy, created = effects
+    assert isinstance(copy, CopyResources) and isinstance(created, CreateFunction)
+    assert copy.function.resource_uris[0].uri == "hdfs://nn/jars/f.jar"  # read from the source's
+    assert created.function.resource_uris[0].uri == f"{WH}/_functions/a/f/f.jar"  # named by the copy
+    _checked(effects, view.paths)
+
+
+def test_a_database_is_created_at_its_derived_place_with_the_replica_s_marks() -> None:
+    view = DictView()
+    effects = DECIDERS[EventType.CREATE_DATABASE](view, b.create_db(1, "Sales", owner="x"))
+    created = effects[0]
+    assert isinstance(created, CreateDatabase)
+    assert created.db.location == f"{WH}/sales.db" and created.db.parameters[REPL_SOURCE_PARAM] == b.SOURCE_ID
+    assert created.db.parameters["owner"] == "x"
+    _checked(effects, view.paths)
+
+
+# --- properties ----------------------------------------------------------------------------------
+names = st.text(string.ascii_lowercase + string.digits + "_", min_size=1, max_size=12)
+keys = st.lists(names, max_size=3, unique=True).map(tuple)
+kinds = st.sampled_from(["MANAGED_TABLE", "EXTERNAL_TABLE", "VIRTUAL_VIEW"])
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> TableSnapshot:
+    db, name, kind = draw(names), draw(names), draw(kinds)
+    location = draw(st.sampled_from([None, f"hdfs://nn:8020/data/{db}/{name}",
+                                     f"file://{b.SRC_WH}/{db}.db/{name}"]))
+    if kind == "VIRTUAL_VIEW":
+        location = None
+    elif kind == "EXTERNAL_TABLE" and location is None:
+        location = f"s3a://bucket/{db}/{name}"
+    snap = b.table(db, name, draw(keys), table_type=kind)
+    return dataclasses.replace(snap, sd=dataclasses.replace(snap.sd, location=location))
+
+
+def _table_events(snap: TableSnapshot) -> list[Event]:
+    renamed = dataclasses.replace(snap, name=snap.name + "_r")
+    return [b.create_table(1, snap), b.alter_table(2, snap, snap), b.alter_table(3, snap, renamed),
+            b.drop_table(4, snap)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables(), st.booleans())
+def test_every_table_decision_passes_the_door_and_changes_nothing(snap: TableSnapshot, exists: bool) -> None:
+    """Whatever the table, every catalog effect its events decide is one the door lets through (names,
+    places, bounds), deciding twice gives the same list, and deciding touches no view object."""
+    view = DictView()
+    if exists:
+        view.tables[(snap.db, snap.name)] = _target(view, snap)
+    before = dict(view.tables)
+    for event in _table_events(snap):
+        decide = DECIDERS[event.event_type]
+        try:
+            first = decide(view, event)
+        except ApplyError as exc:  # a refusal, before anything is done: only an ALTER of a missing table
+            assert not exists and event.event_type is EventType.ALTER_TABLE, exc
+            continue
+        assert first == decide(view, event)
+        _checked(first, view.paths)
+        assert view.tables == before
+        for effect in first:
+            if isinstance(effect, CreateTable | AlterTable):
+                assert effect.table.parameters[REPL_SOURCE_PARAM] == b.SOURCE_ID
+            if isinstance(effect, RemoveTree | RelocateDir):
+                where = effect.directory if isinstance(effect, RemoveTree) else effect.new
+                assert where.startswith(f"{WH}/{snap.db}.db/")  # only ever a managed table's own tree
+            if isinstance(effect, DropTable):
+                assert (effect.db, effect.name) == (snap.db, snap.name)
