@@ -270,7 +270,7 @@ def _partitions(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> N
             ctx.do(UpdateStatistics(db, name, list(ps.values), list(ps.statistics)))
     elif p.files:
         files = InsertPayload(table, None, [], True, list(p.files))
-        insert(ctx, _synth(event, EventType.INSERT, files, table.name))
+        _decided(ctx, insert, _synth(event, EventType.INSERT, files, table.name))
 
 
 def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayload) -> None:

@@ -39,8 +39,10 @@ from streamer.target.apply import door
 from streamer.target.apply.effects import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
-from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name
+from streamer.target.apply.locations import partition_place
+from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
+from streamer.target.apply.view import table_for
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
 
@@ -258,6 +260,9 @@ class ApplyContext:
     def database(self, name: str) -> DatabaseSnapshot | None:
         return self.catalog.get_database(name)
 
+    def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+        return self.catalog.get_partition(db, table, values)
+
     def function(self, db: str, name: str) -> FunctionSnapshot | None:
         return self.catalog.get_function(db, name)
 
@@ -269,25 +274,16 @@ class ApplyContext:
         self, event: Event, snap: TableSnapshot | None
     ) -> tuple[TableSnapshot, TableSnapshot | None]:
         """(target table, source snapshot if the event carried one); the table must exist on the target."""
-        db = self.target_db(snap.db if snap else event.db or "")
-        name = (snap.name if snap else event.table or "").lower()
-        current = self.known_table(db, name)  # a batch reads a table once for its data events
-        if current is None:
-            raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+        current, snap = table_for(self, event, snap)
         self.memory.remember_table(current)
         return current, snap
 
     def partition_dir(self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot) -> str:
-        """Target dir of a partition of ``table`` (a target snapshot); ``source`` locates external ones."""
-        keys = [c.name for c in table.partition_keys]
-        if table.table_type in EXTERNAL_TYPES:
-            if p.sd.location:
-                target = self.paths.external_location(p.sd.location, f"{table.qualified_name}")
-                self.claim_external(p.sd.location, target, table.qualified_name)
-                return target
-            base = table.sd.location or ""
-            return self.paths.ensure_inside(base.rstrip("/") + "/" + partition_name(keys, p.values))
-        return self.paths.partition_location(table.db, table.name, keys, p.values)
+        """Target dir of a partition of ``table`` (a target snapshot), its external directory claimed."""
+        where, claim = partition_place(self.paths, table, p)
+        if claim is not None:
+            self.claim_external(claim.source_location, claim.target_dir, claim.table)
+        return where
 
     def target_partition(
         self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot

@@ -192,11 +192,31 @@ class RemoveTree:
 
 
 @dataclass(frozen=True)
+class WriteFiles:
+    """An INSERT [OVERWRITE] into ``target_dir``, a directory of ``table`` (the target's; of its
+    partition ``partition_values``): ``refs`` staged and verified as ``PublishFiles`` says, then
+    published in one directory swap where the filesystem allows, else renamed into place together
+    (``replace``: the files not staged removed after) and counted as non-atomic. Files gone from the
+    source of a table replicated by state: the directory synced from the source instead."""
+
+    event: Event
+    refs: Sequence[FileRef]
+    target_dir: str
+    source_dir: str | None
+    read_location: str | None
+    replace: bool
+    table: TableSnapshot
+    partition_values: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class SyncByState:
-    """Make every directory of ``table`` (a target table replicated by state) equal to the source's."""
+    """Make every directory of ``table`` (a target table replicated by state), or of its
+    ``partitions`` (target partitions) only, equal to the source's."""
 
     event: Event
     table: TableSnapshot
+    partitions: Sequence[PartitionSnapshot] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +229,10 @@ class CopyResources:
     db_location: str | None
 
 
-FileEffect = ClaimExternal | PublishFiles | ClearDir | RelocateDir | RemoveTree | SyncByState | CopyResources
+FileEffect = (
+    ClaimExternal | PublishFiles | WriteFiles | ClearDir | RelocateDir | RemoveTree | SyncByState
+    | CopyResources
+)
 
 
 # --- bookkeeping ------------------------------------------------------------------------------------

@@ -33,8 +33,10 @@ from streamer.target.apply.effects import (
     RemoveTree,
     ResetWriteIds,
     SyncByState,
+    WriteFiles,
 )
 from streamer.target.apply.state_sync import sync_by_state
+from streamer.target.apply.writes import write_files
 
 
 def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
@@ -60,8 +62,10 @@ def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
             case RemoveTree(event_id=event_id, directory=directory, if_linked=if_linked):
                 if not if_linked or directory in linked:
                     door.remove_tree(ctx, directory, event_id=event_id)
-            case SyncByState(event=event, table=table):
-                sync_by_state(ctx, event, table)
+            case WriteFiles():
+                write_files(ctx, effect)
+            case SyncByState(event=event, table=table, partitions=partitions):
+                sync_by_state(ctx, event, table, list(partitions) if partitions is not None else None)
             case CopyResources(event_id=event_id, function=fn, db_location=db_location):
                 door.copy_resources(ctx, fn, event_id, db_location)
             case _:

@@ -41,6 +41,7 @@ DECIDERS: dict[EventType, Decider] = {
     EventType.UPDATE_PARTITION_COLUMN_STAT: catalog_objects.update_stats,
     EventType.DELETE_TABLE_COLUMN_STAT: catalog_objects.delete_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: catalog_objects.delete_stats,
+    EventType.INSERT: data.insert,
     EventType.UNKNOWN: catalog_objects.unknown,
 }
 
@@ -60,7 +61,6 @@ HANDLERS: dict[EventType, Handler] = {
     EventType.ALTER_PARTITION: partitions.alter_partition,
     EventType.ALTER_PARTITIONS: partitions.alter_partitions,
     EventType.DROP_PARTITION: partitions.drop_partition,
-    EventType.INSERT: data.insert,
     EventType.OPEN_TXN: transactions.open_txn,
     EventType.ACID_WRITE: transactions.acid_write,
     EventType.COMMIT_TXN: transactions.commit_txn,

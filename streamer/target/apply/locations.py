@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from streamer.errors import PathEscapeError
 from streamer.events.model import PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.target.apply.paths import TargetPaths, same_filesystem
+from streamer.target.apply.effects import ClaimExternal
+from streamer.target.apply.paths import EXTERNAL_TYPES, TargetPaths, partition_name, same_filesystem
 from streamer.target.apply.sources import STORE_SCHEMES
 
 
@@ -139,3 +140,18 @@ def moved_partition(p: PartitionSnapshot, moves: list[tuple[str, str]]) -> Parti
         params = moved_parameters(params, old, new)
     sd = dataclasses.replace(p.sd, serde=dataclasses.replace(p.sd.serde, parameters=serde), parameters=stored)
     return dataclasses.replace(p, sd=sd, parameters=params)
+
+
+def partition_place(
+    paths: TargetPaths, table: TableSnapshot, p: PartitionSnapshot
+) -> tuple[str, ClaimExternal | None]:
+    """Target directory of partition ``p`` of ``table`` (a target snapshot), and, for an external
+    partition with a location of its own, the claim placing it there (``external_owners``)."""
+    keys = [c.name for c in table.partition_keys]
+    if table.table_type in EXTERNAL_TYPES:
+        if p.sd.location:
+            target = paths.external_location(p.sd.location, table.qualified_name)
+            return target, ClaimExternal(p.sd.location, target, table.qualified_name)
+        base = table.sd.location or ""
+        return paths.ensure_inside(base.rstrip("/") + "/" + partition_name(keys, p.values)), None
+    return paths.partition_location(table.db, table.name, keys, p.values), None

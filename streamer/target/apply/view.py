@@ -43,6 +43,7 @@ class View(Protocol):
     def existing_table(self, db: str, name: str) -> TableSnapshot | None:
         """``known_table``, always read from the catalog (not from what the batch remembers)."""
         ...
+    def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None: ...
     def function(self, db: str, name: str) -> FunctionSnapshot | None: ...
     def partitions(self, db: str, table: str) -> list[PartitionSnapshot]: ...
 
@@ -76,3 +77,15 @@ def last_id(db: DatabaseSnapshot | None) -> int | None:
 
 def is_managed(table: TableSnapshot) -> bool:
     return table.table_type not in EXTERNAL_TYPES and table.table_type not in VIEW_TYPES
+
+
+def table_for(
+    view: View, event: Event, snap: TableSnapshot | None
+) -> tuple[TableSnapshot, TableSnapshot | None]:
+    """(target table, source snapshot if the event carried one); the table must exist on the target."""
+    db = view.target_db(snap.db if snap else event.db or "")
+    name = (snap.name if snap else event.table or "").lower()
+    current = view.known_table(db, name)  # a batch reads a table once for its data events
+    if current is None:
+        raise ApplyError("table is missing on the target", obj=f"{db}.{name}")
+    return current, snap

@@ -23,7 +23,7 @@ from streamer.events.model import Source as EventSource
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.client_log import with_client_log
 from streamer.metastore.thrift_catalog import HmsCatalog
-from streamer.target.apply import data
+from streamer.target.apply import writes
 from streamer.target.apply.files import TMP_PREFIX
 from streamer.warehouse.files import path_of
 from streamer.warehouse.workload import COLUMNS
@@ -106,7 +106,7 @@ def test_target_replicates_into_s3_verified_and_refuses_a_mismatch(
 
     # the endpoint through the flag, the credentials through the standard AWS variables
     monkeypatch.delenv("AWS_ENDPOINT_URL")
-    monkeypatch.setattr(data, "_warned_nonatomic", set())  # the job warns once per process: as a new one
+    monkeypatch.setattr(writes, "_warned_nonatomic", set())  # the job warns once per process: as a new one
     stack = TargetStack(hms_s3a, tmp_path / "target")
     roots = (f"s3a://{bucket}/warehouse", f"s3a://{bucket}/external")
     job = TargetInProcess(stack, broker.bootstrap_servers, source, roots=roots,

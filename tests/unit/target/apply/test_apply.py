@@ -393,7 +393,7 @@ def test_managed_rename_never_shows_a_table_without_its_files(env: Env) -> None:
 
 @pytest.mark.parametrize("target_dir", ["file:/wh/a.db/t", "file:///wh/a.db/t", "/wh/a.db/t/"])
 def test_overwrite_keeps_what_it_published_whatever_the_location_spelling(target_dir: str) -> None:
-    from streamer.target.apply.data import _top_level
+    from streamer.target.apply.writes import _top_level
 
     assert _top_level("file:///wh/a.db/t/000000_0", target_dir) == "000000_0"
     assert _top_level("/wh/a.db/t/p=1/000000_0", target_dir) == "p=1"

@@ -10,6 +10,7 @@ import dataclasses
 import string
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.target.apply import door
+from streamer.target.apply.by_state import marked
 from streamer.target.apply.effects import (
     AlterPartitions,
     AlterTable,
@@ -43,6 +45,7 @@ from streamer.target.apply.effects import (
     RelocateDir,
     RemoveTree,
     ResetWriteIds,
+    WriteFiles,
 )
 from streamer.target.apply.handlers import DECIDERS
 from streamer.target.apply.paths import TargetPaths
@@ -185,6 +188,35 @@ def test_a_database_is_created_at_its_derived_place_with_the_replica_s_marks() -
     assert created.db.location == f"{WH}/sales.db" and created.db.parameters[REPL_SOURCE_PARAM] == b.SOURCE_ID
     assert created.db.parameters["owner"] == "x"
     _checked(effects, view.paths)
+
+
+def test_an_insert_into_an_external_partition_claims_it_before_writing() -> None:
+    view = DictView()
+    snap = b.table("a", "x", ("d",), location="hdfs://nn:8020/data/x", table_type="EXTERNAL_TABLE")
+    view.tables[("a", "x")] = _target(view, snap)
+    event = b.insert(12, snap, [], values=["1"], replace=True)
+    part = dataclasses.replace(b.partition(snap, "1"),
+                               sd=StorageDescriptor(location="hdfs://nn:8020/elsewhere/d=1"))
+    event = dataclasses.replace(event, payload=dataclasses.replace(event.payload, partition=part))
+    effects = DECIDERS[EventType.INSERT](view, event)
+    assert _kinds(effects) == ["RememberTable", "ClaimExternal", "WriteFiles"]
+    claim, write = effects[1], effects[2]
+    assert isinstance(claim, ClaimExternal) and isinstance(write, WriteFiles)
+    assert claim.source_location == "hdfs://nn:8020/elsewhere/d=1" and write.target_dir == claim.target_dir
+    assert write.replace and list(write.partition_values) == ["1"]
+
+
+def test_an_unlocated_insert_syncs_a_table_replicated_by_state_and_halts_any_other() -> None:
+    view = DictView()
+    snap = b.table("a", "t")
+    view.tables[("a", "t")] = _target(view, snap)
+    event = b.insert(13, snap, [])
+    event = dataclasses.replace(event, payload=dataclasses.replace(event.payload, unlocated=True))
+    with pytest.raises(ApplyError, match="could not locate") as refused:
+        DECIDERS[EventType.INSERT](view, event)
+    assert refused.value.event_id == 13
+    view.tables[("a", "t")] = marked(view.tables[("a", "t")], snap.sd.location)
+    assert _kinds(DECIDERS[EventType.INSERT](view, event)) == ["RememberTable", "SyncByState"]
 
 
 # --- properties ----------------------------------------------------------------------------------
