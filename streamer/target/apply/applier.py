@@ -17,7 +17,10 @@ from streamer.errors import ApplyError, EventError
 from streamer.events.codec import check_envelope
 from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, EventType
 from streamer.metastore.catalog import FENCE_PARAM, REPL_SOURCE_PARAM, Catalog
-from streamer.target.apply import bootstrap  # called through the module: tests stand in for it
+from streamer.target.apply import (
+    bootstrap,  # called through the module: tests stand in for it
+    executor,
+)
 from streamer.target.apply.bootstrap import BootstrapApplier
 from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.files import FileCopier
@@ -248,9 +251,9 @@ def _progress_series(ctx: ApplyContext, in_catalog: Mapping[str, int], progress:
 def _apply_events(ctx: ApplyContext, step: Step) -> None:
     """The catalog and file work of one step."""
     if step.kind is StepKind.ADD_PARTITIONS:
-        add_partitions(ctx, list(step.events))
+        executor.run(ctx, add_partitions(ctx, list(step.events)))
     elif step.kind is StepKind.DROP_PARTITIONS:
-        drop_partitions(ctx, list(step.events))
+        executor.run(ctx, drop_partitions(ctx, list(step.events)))
     elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
         apply_event(ctx, step.last)
     else:

@@ -264,7 +264,7 @@ def _partitions(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> N
     if table.partition_keys:
         if p.partitions:
             add = AddPartitionPayload(table, list(p.partitions), list(p.files))
-            add_partitions(ctx, [_synth(event, EventType.ADD_PARTITION, add, table.name)])
+            executor.run(ctx, add_partitions(ctx, [_synth(event, EventType.ADD_PARTITION, add, table.name)]))
         db, name = ctx.target_db(table.db), table.name.lower()
         for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
             ctx.do(UpdateStatistics(db, name, list(ps.values), list(ps.statistics)))

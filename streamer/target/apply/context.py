@@ -6,7 +6,6 @@ One object per applier (a lane gets a copy with its own catalog), so handlers ar
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -284,16 +283,6 @@ class ApplyContext:
         if claim is not None:
             self.claim_external(claim.source_location, claim.target_dir, claim.table)
         return where
-
-    def target_partition(
-        self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
-    ) -> PartitionSnapshot:
-        return dataclasses.replace(
-            p,
-            db=table.db,
-            table=table.name,
-            sd=dataclasses.replace(p.sd, location=self.partition_dir(table, source, p)),
-        )
 
     def claim_external(self, source_location: str, target_dir: str, table: str) -> None:
         """Place ``table`` (target ``db.table``) in external directory ``target_dir`` only when no

@@ -85,6 +85,15 @@ class AlterPartitions:
 
 
 @dataclass(frozen=True)
+class PutPartitions:
+    """``AddPartitions`` in one call; when some exist already (a replay after a crash), those are made
+    equal (``AlterPartitions``) and the rest added."""
+
+    table: TableSnapshot
+    partitions: Sequence[PartitionSnapshot]
+
+
+@dataclass(frozen=True)
 class DropPartitions:
     db: str
     table: str
@@ -192,6 +201,47 @@ class RemoveTree:
 
 
 @dataclass(frozen=True)
+class PartitionCopy:
+    """One event's files of one partition: ``refs`` into ``target_dir`` as ``PublishFiles`` says;
+    ``partition`` is the target partition they belong to (synced instead when they are gone from
+    the source of a table replicated by state)."""
+
+    event: Event
+    refs: Sequence[FileRef]
+    target_dir: str
+    source_dir: str | None
+    read_location: str | None
+    partition: PartitionSnapshot
+
+
+@dataclass(frozen=True)
+class PublishTogether:
+    """Stage every copy (verified; a failure discards all staged and fails), then publish them all: a
+    partition directory stays invisible until the metastore lists it. A copy whose files are gone
+    from the source of ``table``, replicated by state, is left to the next ``SyncGone``."""
+
+    table: TableSnapshot
+    copies: Sequence[PartitionCopy]
+
+
+@dataclass(frozen=True)
+class SyncGone:
+    """Sync, from the source, the partitions of ``table`` whose files an earlier ``PublishTogether``
+    found gone (after the catalog lists them)."""
+
+    table: TableSnapshot
+
+
+@dataclass(frozen=True)
+class MoveDir:
+    """Move the tree of ``old`` to ``new`` (a managed partition's rename)."""
+
+    event_id: int
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
 class WriteFiles:
     """An INSERT [OVERWRITE] into ``target_dir``, a directory of ``table`` (the target's; of its
     partition ``partition_values``): ``refs`` staged and verified as ``PublishFiles`` says, then
@@ -230,9 +280,18 @@ class CopyResources:
 
 
 FileEffect = (
-    ClaimExternal | PublishFiles | WriteFiles | ClearDir | RelocateDir | RemoveTree | SyncByState
-    | CopyResources
+    ClaimExternal | PublishFiles | PublishTogether | SyncGone | WriteFiles | ClearDir | MoveDir | RelocateDir
+    | RemoveTree | SyncByState | CopyResources
 )
+
+
+# --- order ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Refuse:
+    """Stop here with ``error``: the effects before it are done (a merged step whose later event
+    cannot be applied fails as that event, after the ones before it, as each alone would have)."""
+
+    error: Exception
 
 
 # --- bookkeeping ------------------------------------------------------------------------------------
@@ -302,4 +361,4 @@ Bookkeeping = (
     | DatabaseDropped
 )
 
-Effect = CatalogEffect | FileEffect | Bookkeeping
+Effect = CatalogEffect | PutPartitions | FileEffect | Bookkeeping | Refuse

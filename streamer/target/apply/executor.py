@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from streamer import metrics
+from streamer.events.model import Event, PartitionSnapshot
 from streamer.target.apply import door
 from streamer.target.apply.by_state import REGISTRY
 from streamer.target.apply.context import ApplyContext
@@ -26,27 +27,45 @@ from streamer.target.apply.effects import (
     Effect,
     ForgetByState,
     ForgetTable,
+    MoveDir,
     NoteByState,
     PublishFiles,
+    PublishTogether,
+    PutPartitions,
+    Refuse,
     RelocateDir,
     RememberTable,
     RemoveTree,
     ResetWriteIds,
     SyncByState,
+    SyncGone,
     WriteFiles,
 )
 from streamer.target.apply.state_sync import sync_by_state
-from streamer.target.apply.writes import write_files
+from streamer.target.apply.writes import publish_together, put_partitions, write_files
 
 
 def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
     """Do ``effects`` in order."""
     linked: set[str] = set()  # directories a RelocateDir linked (their RemoveTree(if_linked) goes ahead)
+    gone: list[tuple[Event, PartitionSnapshot]] = []  # partitions a PublishTogether left to SyncGone
     for effect in effects:
         if isinstance(effect, CatalogEffect):
             ctx.do(effect)
             continue
         match effect:
+            case Refuse(error=error):
+                raise error
+            case PutPartitions():
+                put_partitions(ctx, effect)
+            case PublishTogether():
+                gone += publish_together(ctx, effect)
+            case SyncGone(table=table):
+                for event, partition in gone:
+                    sync_by_state(ctx, event, table, [partition])
+                gone.clear()
+            case MoveDir(event_id=event_id, old=old, new=new):
+                door.move_dir(ctx, old, new, event_id=event_id)
             case ClaimExternal(source_location=location, target_dir=target_dir, table=table):
                 ctx.claim_external(location, target_dir, table)
             case PublishFiles(event_id=event_id, refs=refs, target_dir=target_dir, source_dir=source_dir,

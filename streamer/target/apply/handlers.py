@@ -3,8 +3,8 @@ and the bootstrap share the same handlers.
 
 ``DECIDERS`` hold the handlers that decide: pure functions of the event and the target's view
 (``view.View``) returning effects (``effects``), which ``executor.run`` does through the door.
-``HANDLERS`` hold the ones that still do their own steps through the door as they go (data,
-partitions, transactions: their copies' failures decide what follows). Design: docs/design/apply.md.
+``HANDLERS`` hold the ones that still do their own steps through the door as they go (the
+transactions: a commit's staged writes and the visibility file). Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from streamer.errors import ApplyError
-from streamer.events.model import Event, EventType, ReloadPayload
+from streamer.events.model import Event, EventType
 from streamer.target.apply import catalog_objects, data, databases, executor, partitions, tables, transactions
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import Effect
-from streamer.target.apply.view import View, object_name, payload_of
+from streamer.target.apply.view import View, object_name
 
 Decider = Callable[[View, Event], list[Effect]]
 Handler = Callable[[ApplyContext, Event], None]
@@ -42,30 +42,20 @@ DECIDERS: dict[EventType, Decider] = {
     EventType.DELETE_TABLE_COLUMN_STAT: catalog_objects.delete_stats,
     EventType.DELETE_PARTITION_COLUMN_STAT: catalog_objects.delete_stats,
     EventType.INSERT: data.insert,
-    EventType.UNKNOWN: catalog_objects.unknown,
-}
-
-
-def _reload(ctx: ApplyContext, event: Event) -> None:
-    """A RELOAD: its table decided, then its partitions made equal (``partitions``)."""
-    executor.run(ctx, tables.reload_table(ctx, event))
-    payload = payload_of(event, ReloadPayload)
-    if payload.table is not None and payload.partitions:
-        table = ctx.existing_table(ctx.target_db(payload.table.db), payload.table.name.lower())
-        if table is not None:
-            partitions.alter_partition_list(ctx, event, table, payload.table, payload.partitions, False)
-
-
-HANDLERS: dict[EventType, Handler] = {
     EventType.ADD_PARTITION: partitions.add_partition,
     EventType.ALTER_PARTITION: partitions.alter_partition,
     EventType.ALTER_PARTITIONS: partitions.alter_partitions,
     EventType.DROP_PARTITION: partitions.drop_partition,
+    EventType.RELOAD: tables.reload_table,
+    EventType.UNKNOWN: catalog_objects.unknown,
+}
+
+
+HANDLERS: dict[EventType, Handler] = {
     EventType.OPEN_TXN: transactions.open_txn,
     EventType.ACID_WRITE: transactions.acid_write,
     EventType.COMMIT_TXN: transactions.commit_txn,
     EventType.ABORT_TXN: transactions.abort_txn,
-    EventType.RELOAD: _reload,
 }
 
 # Events that change nothing on a target (their effect arrives with a later event, or never).

@@ -1,10 +1,11 @@
-"""Partition events: files are staged and published before the metastore lists a partition, and a
-partition's metadata goes before its files on drop. Design: docs/design/apply.md.
+"""Partition events, decided: files are staged and published before the metastore lists a partition,
+and a partition's metadata goes before its files on drop. Pure: a function of the events and the
+target's view (``view``), returning effects the executor does. Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 from urllib.parse import unquote
 
 from streamer.errors import ApplyError
@@ -18,194 +19,191 @@ from streamer.events.model import (
     PartitionSnapshot,
     TableSnapshot,
 )
-from streamer.target.apply import door
 from streamer.target.apply.by_state import marked_partition, source_location, stats_changed
-from streamer.target.apply.context import ApplyContext
-from streamer.target.apply.effects import AddPartitions, AlterPartitions, DropPartitions
-from streamer.target.apply.files import Staged
-from streamer.target.apply.locations import partition_locations
+from streamer.target.apply.effects import (
+    AddPartitions,
+    AlterPartitions,
+    ClearDir,
+    DropPartitions,
+    Effect,
+    MoveDir,
+    PartitionCopy,
+    PublishTogether,
+    PutPartitions,
+    Refuse,
+    RememberTable,
+    RemoveTree,
+    SyncByState,
+    SyncGone,
+)
+from streamer.target.apply.locations import partition_locations, partition_place
 from streamer.target.apply.paths import partition_name
-from streamer.target.apply.state_sync import gone_to_state, sync_by_state
-from streamer.target.apply.view import is_managed, payload_of
-
-log = logging.getLogger(__name__)
+from streamer.target.apply.view import View, is_managed, payload_of, table_for
 
 
 def target_partition(
-    ctx: ApplyContext, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
-) -> PartitionSnapshot:
-    """The target's partition for source partition ``p`` of ``table`` (the target's table): its
-    location derived, its location-bearing parameters moved along, and where ``table`` is replicated
-    by state (``by_state``), its source location recorded for the syncs."""
+    view: View, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot
+) -> tuple[PartitionSnapshot, list[Effect]]:
+    """The target's partition for source partition ``p`` of ``table`` (the target's table), and the
+    claim of its external directory if it has one of its own: its location derived, its
+    location-bearing parameters moved along, and where ``table`` is replicated by state
+    (``by_state``), its source location recorded for the syncs."""
     keys = [c.name for c in table.partition_keys]
     name = partition_name(keys, p.values)
     base = source.sd.location if source is not None else None
     where = p.sd.location or (base.rstrip("/") + "/" + name if base else None)
-    moved = partition_locations(ctx.paths, ctx.target_partition(table, source, p), where,
-                                f"{table.qualified_name}/{name}", (base, table.sd.location))
-    return marked_partition(moved, where) if source_location(table) else moved
+    placed, claim = partition_place(view.paths, table, p)
+    at = dataclasses.replace(p, db=table.db, table=table.name, sd=dataclasses.replace(p.sd, location=placed))
+    what = f"{table.qualified_name}/{name}"
+    moved = partition_locations(view.paths, at, where, what, (base, table.sd.location))
+    return (marked_partition(moved, where) if source_location(table) else moved), ([claim] if claim else [])
 
 
-def add_partitions(ctx: ApplyContext, events: list[Event]) -> None:
-    """ADD_PARTITION events of one table (a merged step, or one event) in one catalog call."""
+def add_partitions(view: View, events: list[Event]) -> list[Effect]:
+    """ADD_PARTITION events of one table (a merged step, or one event) in one catalog call, after
+    every file of them is staged and published together."""
     first = payload_of(events[0], AddPartitionPayload)
-    table, source = ctx.table_for(events[0], first.table)
+    table, source = table_for(view, events[0], first.table)
     keys = [c.name for c in table.partition_keys]
+    effects: list[Effect] = [RememberTable(table)]
     wanted: dict[tuple[str, ...], PartitionSnapshot] = {}
-    staged: list[Staged] = []
-    resync: list[tuple[Event, PartitionSnapshot]] = []  # files gone, table replicated by state
-    try:
-        for event in events:
-            payload = payload_of(event, AddPartitionPayload)
-            by_name = {partition_name(keys, p.values): p for p in payload.partitions}
-            for p in payload.partitions:
-                wanted[tuple(p.values)] = target_partition(ctx, table, source, p)
-            groups: dict[str, list[FileRef]] = {}
-            for ref in payload.files:
-                name = _partition_of(ref, by_name, keys)
-                groups.setdefault(name, []).append(ref)
-            for name, refs in groups.items():
-                p = by_name[name]
-                target = wanted[tuple(p.values)]
-                read_location = p.sd.location or (source.sd.location if source else None)
-                to = target.sd.location or ""
-                try:
-                    staged.append(ctx.copy(event, refs, to, p.sd.location, read_location))
-                except ApplyError as exc:
-                    if not gone_to_state(exc, table):
-                        raise
-                    log.warning("event %s: %s; %s is replicated by state: syncing partition %s from the "
-                                "source instead", event.event_id, exc.cause, table.qualified_name, name)
-                    resync.append((event, target))
-    except BaseException:
-        for s in staged:
-            s.discard()
-        raise
-    for s in staged:
-        s.publish()  # partition directories are invisible until the metastore lists them
-    _add_to_catalog(ctx, table, wanted)
-    for event, target in resync:
-        sync_by_state(ctx, event, table, [target])
+    copies: list[PartitionCopy] = []
+    for event in events:
+        payload = payload_of(event, AddPartitionPayload)
+        by_name = {partition_name(keys, p.values): p for p in payload.partitions}
+        for p in payload.partitions:
+            wanted[tuple(p.values)], claims = target_partition(view, table, source, p)
+            effects += claims
+        groups: dict[str, list[FileRef]] = {}
+        for ref in payload.files:
+            groups.setdefault(_partition_of(ref, by_name, keys), []).append(ref)
+        for name, refs in groups.items():
+            p = by_name[name]
+            target = wanted[tuple(p.values)]
+            read_location = p.sd.location or (source.sd.location if source else None)
+            copies.append(PartitionCopy(event, refs, target.sd.location or "", p.sd.location, read_location,
+                                        target))
+    if copies:
+        effects.append(PublishTogether(table, copies))
+    return [*effects, PutPartitions(table, list(wanted.values())), SyncGone(table)]
 
 
-def _add_to_catalog(
-    ctx: ApplyContext, table: TableSnapshot, wanted: dict[tuple[str, ...], PartitionSnapshot]
-) -> None:
-    try:  # the common case, one call; all or nothing, so a failure leaves nothing half-added
-        ctx.do(AddPartitions(table, list(wanted.values())))
-        return
-    except ApplyError:  # some exist (a replay after a crash) or a real failure: look, then decide
-        pass
-    existing = {
-        v: got for v in wanted if (got := ctx.catalog.get_partition(table.db, table.name, list(v)))
-    }
-    new = [p for v, p in wanted.items() if v not in existing]
-    changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
-    if new:
-        ctx.do(AddPartitions(table, new))
-    if changed:
-        ctx.do(AlterPartitions(table, changed))
+def add_partition(view: View, event: Event) -> list[Effect]:
+    return add_partitions(view, [event])
 
 
-def add_partition(ctx: ApplyContext, event: Event) -> None:
-    add_partitions(ctx, [event])
-
-
-def alter_partition(ctx: ApplyContext, event: Event) -> None:
+def alter_partition(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, AlterPartitionPayload)
-    table, source = ctx.table_for(event, payload.table)
+    table, source = table_for(view, event, payload.table)
+    effects: list[Effect] = [RememberTable(table)]
     if payload.before.values != payload.after.values:
-        _rename_partition(ctx, event, table, source, payload)
-        return
-    alter_partition_list(ctx, event, table, source, [payload.after], payload.is_truncate)
+        return [*effects, *_rename_partition(view, event, table, source, payload)]
+    effects += alter_partition_list(view, event, table, source, [payload.after], payload.is_truncate)
     changed = stats_changed(payload.before.parameters, payload.after.parameters)
     if changed and not payload.is_truncate and source_location(table):  # its writer logged no INSERT
-        sync_by_state(ctx, event, table, [target_partition(ctx, table, source, payload.after)])
+        target, _ = target_partition(view, table, source, payload.after)
+        effects.append(SyncByState(event, table, [target]))
+    return effects
 
 
-def alter_partitions(ctx: ApplyContext, event: Event) -> None:
+def alter_partitions(view: View, event: Event) -> list[Effect]:
     payload = payload_of(event, AlterPartitionsPayload)
-    table, source = ctx.table_for(event, payload.table)
-    alter_partition_list(ctx, event, table, source, payload.partitions, payload.is_truncate)
+    table, source = table_for(view, event, payload.table)
+    return [RememberTable(table),
+            *alter_partition_list(view, event, table, source, payload.partitions, payload.is_truncate)]
 
 
 def alter_partition_list(
-    ctx: ApplyContext,
+    view: View,
     event: Event,
     table: TableSnapshot,
     source: TableSnapshot | None,
     partitions: list[PartitionSnapshot],
     truncate: bool,
-) -> None:
+) -> list[Effect]:
     """Make existing partitions of ``table`` equal to ``partitions``; ``truncate`` also clears their files."""
-    desired = [target_partition(ctx, table, source, p) for p in partitions]
-    current = [ctx.catalog.get_partition(table.db, table.name, p.values) for p in desired]  # one read each
+    effects: list[Effect] = []
+    desired = []
+    for p in partitions:
+        target, claims = target_partition(view, table, source, p)
+        desired.append(target)
+        effects += claims
+    current = [view.partition(table.db, table.name, p.values) for p in desired]  # one read each
     missing = [p.values for p, got in zip(desired, current, strict=True) if got is None]
     if missing:
         raise ApplyError(f"partitions {missing} are missing on the target", obj=table.qualified_name)
     changed = [p for p, got in zip(desired, current, strict=True) if got != p]
     if changed:
-        ctx.do(AlterPartitions(table, changed))
+        effects.append(AlterPartitions(table, changed))
     if truncate and is_managed(table):
-        for p in desired:
-            door.clear_dir(ctx, p.sd.location or "", recursive_files=True, event_id=event.event_id)
+        effects += [ClearDir(event.event_id, p.sd.location or "") for p in desired]
+    return effects
 
 
 def _rename_partition(
-    ctx: ApplyContext,
+    view: View,
     event: Event,
     table: TableSnapshot,
     source: TableSnapshot | None,
     payload: AlterPartitionPayload,
-) -> None:
+) -> list[Effect]:
     """Hive's partition rename: move the directory, add the new partition, then drop the old one."""
-    old = target_partition(ctx, table, source, payload.before)
-    new = target_partition(ctx, table, source, payload.after)
+    old, old_claims = target_partition(view, table, source, payload.before)
+    new, new_claims = target_partition(view, table, source, payload.after)
+    effects: list[Effect] = [*old_claims, *new_claims]
     if is_managed(table):
-        door.move_dir(ctx, old.sd.location or "", new.sd.location or "", event_id=event.event_id)
-    current = ctx.catalog.get_partition(table.db, table.name, new.values)
+        effects.append(MoveDir(event.event_id, old.sd.location or "", new.sd.location or ""))
+    current = view.partition(table.db, table.name, new.values)
     if current is None:
-        ctx.do(AddPartitions(table, [new]))
+        effects.append(AddPartitions(table, [new]))
     elif current != new:
-        ctx.do(AlterPartitions(table, [new]))
-    if ctx.catalog.get_partition(table.db, table.name, old.values) is not None:
-        ctx.do(DropPartitions(table.db, table.name, [old.values], [c.name for c in table.partition_keys]))
+        effects.append(AlterPartitions(table, [new]))
+    if view.partition(table.db, table.name, old.values) is not None:
+        keys = [c.name for c in table.partition_keys]
+        effects.append(DropPartitions(table.db, table.name, [old.values], keys))
+    return effects
 
 
-def drop_partition(ctx: ApplyContext, event: Event) -> None:
-    drop_partitions(ctx, [event])
+def drop_partition(view: View, event: Event) -> list[Effect]:
+    return drop_partitions(view, [event])
 
 
-def drop_partitions(ctx: ApplyContext, events: list[Event]) -> None:
+def drop_partitions(view: View, events: list[Event]) -> list[Effect]:
     """DROP_PARTITION events of one table (a merged step, or one event) in one catalog call, then
     the managed table's partition directories. An event whose partitions cannot be named fails as
-    itself, after the events before it are applied, as each would have been as its own step."""
+    itself (``Refuse``), after the events before it are applied, as each would have been as its own
+    step."""
     first = payload_of(events[0], DropPartitionPayload)
-    db = ctx.target_db(first.table.db if first.table else events[0].db or "")
+    db = view.target_db(first.table.db if first.table else events[0].db or "")
     name = (first.table.name if first.table else events[0].table or "").lower()
-    table = ctx.known_table(db, name)  # a batch reads a table once for its partition events
+    table = view.known_table(db, name)  # a batch reads a table once for its partition events
     if table is None:
-        return  # the table is gone (replay after a later drop): nothing to drop
-    ctx.memory.remember_table(table)
+        return []  # the table is gone (replay after a later drop): nothing to drop
     keys = [c.name for c in table.partition_keys]
     managed = is_managed(table)
     dropped: dict[tuple[str, ...], tuple[int, str | None]] = {}  # values -> (event, directory)
+    refused: list[Effect] = []
     for i, event in enumerate(events):
+        named: dict[tuple[str, ...], tuple[int, str | None]] = {}
         try:
             for part in drop_specs(event, keys, f"{db}.{name}"):
-                where = ctx.paths.partition_location(db, name, keys, list(part)) if managed else None
+                where = view.paths.partition_location(db, name, keys, list(part)) if managed else None
                 partition_name(keys, list(part))  # what the catalog call names it by
-                dropped.setdefault(tuple(part), (event.event_id, where))
+                named.setdefault(tuple(part), (event.event_id, where))
         except ApplyError as exc:
-            if i:
-                drop_partitions(ctx, events[:i])
-            raise ApplyError(exc.cause, event_id=event.event_id, event_type=str(event.event_type),
-                             obj=exc.obj or f"{db}.{name}") from exc
+            error = ApplyError(exc.cause, event_id=event.event_id, event_type=str(event.event_type),
+                               obj=exc.obj or f"{db}.{name}")
+            if not i:
+                raise error from exc
+            refused = [Refuse(error)]
+            break
+        for values, at in named.items():
+            dropped.setdefault(values, at)
+    effects: list[Effect] = [RememberTable(table)]
     if dropped:  # one call; partitions already gone (a replay) are no error
-        ctx.do(DropPartitions(db, name, [list(v) for v in dropped], keys))
-    for event_id, where in dropped.values():
-        if where is not None:
-            door.remove_tree(ctx, where, event_id=event_id)
+        effects.append(DropPartitions(db, name, [list(v) for v in dropped], keys))
+    effects += [RemoveTree(event_id, where) for event_id, where in dropped.values() if where is not None]
+    return [*effects, *refused]
 
 
 def drop_specs(event: Event, keys: list[str], table: str) -> list[list[str]]:

@@ -38,6 +38,7 @@ from streamer.target.apply.effects import (
     SyncByState,
 )
 from streamer.target.apply.locations import moved_partition, table_locations
+from streamer.target.apply.partitions import alter_partition_list
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES
 from streamer.target.apply.view import View, is_managed, payload_of
 from streamer.target.state.visibility import table_key, target_parameters
@@ -178,7 +179,7 @@ def drop_table(view: View, event: Event) -> list[Effect]:
 
 
 def reload_table(view: View, event: Event) -> list[Effect]:
-    """A RELOAD's table; its partitions are ``partitions.alter_partition_list``'s (``handlers``)."""
+    """A RELOAD: its table, then its partitions, made equal to the source's."""
     payload = payload_of(event, ReloadPayload)
     if payload.table is None:
         return []
@@ -189,4 +190,6 @@ def reload_table(view: View, event: Event) -> list[Effect]:
     desired, effects = target_table(view, payload.table, current)
     if current != desired:
         effects.append(AlterTable(desired.db, desired.name, desired))
+    if payload.partitions:
+        effects += alter_partition_list(view, event, desired, payload.table, payload.partitions, False)
     return effects

@@ -1,4 +1,6 @@
-"""Doing an INSERT's ``WriteFiles``: all files staged and verified, then published in one directory
+"""Doing an INSERT's ``WriteFiles`` and an ADD_PARTITION step's ``PublishTogether`` and ``PutPartitions``.
+
+``WriteFiles``: all files staged and verified, then published in one directory
 swap where the filesystem allows, else renamed into place together and counted as non-atomic (an
 INSERT OVERWRITE then removes the files it did not stage). Files gone from the source of a table
 replicated by state: its directory synced from the source instead (``state_sync``). Design:
@@ -12,10 +14,18 @@ from urllib.parse import urlsplit
 
 from streamer import metrics
 from streamer.errors import ApplyError
+from streamer.events.model import Event, PartitionSnapshot
 from streamer.filesystems import atomic_rename
 from streamer.target.apply import door
 from streamer.target.apply.context import ApplyContext
-from streamer.target.apply.effects import WriteFiles
+from streamer.target.apply.effects import (
+    AddPartitions,
+    AlterPartitions,
+    PublishTogether,
+    PutPartitions,
+    WriteFiles,
+)
+from streamer.target.apply.files import Staged
 from streamer.target.apply.state_sync import gone_to_state, sync_by_state
 
 log = logging.getLogger(__name__)
@@ -88,3 +98,47 @@ def _top_level(final: str, target_dir: str) -> str:
     if not path.startswith(base):
         raise ApplyError(f"file {final} is not below {target_dir}", obj=final)
     return path[len(base) :].split("/", 1)[0]
+
+
+def publish_together(ctx: ApplyContext, publish: PublishTogether) -> list[tuple[Event, PartitionSnapshot]]:
+    """Stage every copy, then publish them all; returns the (event, partition)s whose files were gone
+    from the source of a table replicated by state, to be synced once the catalog lists them."""
+    staged: list[Staged] = []
+    gone: list[tuple[Event, PartitionSnapshot]] = []
+    try:
+        for c in publish.copies:
+            try:
+                staged.append(ctx.stage_files(c.event.event_id, c.refs, c.target_dir, c.source_dir,
+                                              c.read_location))
+            except ApplyError as exc:
+                if not gone_to_state(exc, publish.table):
+                    raise
+                log.warning("event %s: %s; %s is replicated by state: syncing partition %s from the "
+                            "source instead", c.event.event_id, exc.cause, publish.table.qualified_name,
+                            c.partition.values)
+                gone.append((c.event, c.partition))
+    except BaseException:
+        for s in staged:
+            s.discard()
+        raise
+    for s in staged:
+        s.publish()  # partition directories are invisible until the metastore lists them
+    return gone
+
+
+def put_partitions(ctx: ApplyContext, put: PutPartitions) -> None:
+    """Add ``put``'s partitions in one call (all or nothing); when that fails (some exist: a replay
+    after a crash, or a real failure), look, then add the missing and make the others equal."""
+    table, wanted = put.table, {tuple(p.values): p for p in put.partitions}
+    try:
+        ctx.do(AddPartitions(table, list(wanted.values())))
+        return
+    except ApplyError:
+        pass
+    existing = {v: got for v in wanted if (got := ctx.catalog.get_partition(table.db, table.name, list(v)))}
+    new = [p for v, p in wanted.items() if v not in existing]
+    changed = [p for v, p in wanted.items() if v in existing and existing[v] != p]
+    if new:
+        ctx.do(AddPartitions(table, new))
+    if changed:
+        ctx.do(AlterPartitions(table, changed))

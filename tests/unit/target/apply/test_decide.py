@@ -30,6 +30,7 @@ from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.target.apply import door
 from streamer.target.apply.by_state import marked
 from streamer.target.apply.effects import (
+    AddPartitions,
     AlterPartitions,
     AlterTable,
     CatalogEffect,
@@ -42,6 +43,9 @@ from streamer.target.apply.effects import (
     DropTable,
     Effect,
     PublishFiles,
+    PublishTogether,
+    PutPartitions,
+    Refuse,
     RelocateDir,
     RemoveTree,
     ResetWriteIds,
@@ -217,6 +221,40 @@ def test_an_unlocated_insert_syncs_a_table_replicated_by_state_and_halts_any_oth
     assert refused.value.event_id == 13
     view.tables[("a", "t")] = marked(view.tables[("a", "t")], snap.sd.location)
     assert _kinds(DECIDERS[EventType.INSERT](view, event)) == ["RememberTable", "SyncByState"]
+
+
+def test_a_merged_drop_applies_the_events_before_a_bad_one_then_refuses_it() -> None:
+    view = DictView()
+    snap = b.table("a", "t", ("d",))
+    view.tables[("a", "t")] = _target(view, snap)
+    good, bad = b.drop_partition(20, snap, [["1"]]), b.drop_partition(21, snap, [["1", "2"]])
+    effects = DECIDERS[EventType.DROP_PARTITION](view, good)
+    assert _kinds(effects) == ["RememberTable", "DropPartitions", "RemoveTree"]
+    from streamer.target.apply.partitions import drop_partitions
+    merged = drop_partitions(view, [good, bad])
+    assert _kinds(merged) == ["RememberTable", "DropPartitions", "RemoveTree", "Refuse"]
+    refused = merged[-1]
+    assert isinstance(refused, Refuse) and isinstance(refused.error, ApplyError)
+    assert refused.error.event_id == 21  # the bad event fails as itself
+    with pytest.raises(ApplyError) as first:
+        drop_partitions(view, [bad, good])  # first: nothing is done
+    assert first.value.event_id == 21
+
+
+def test_added_partitions_land_with_their_files_before_the_catalog_lists_them() -> None:
+    view = DictView()
+    snap = b.table("a", "t", ("d",))
+    view.tables[("a", "t")] = _target(view, snap)
+    ref = b.FileRef(uri=f"file://{b.SRC_WH}/a.db/t/d=1/f", checksum="00", checksum_algorithm="sha256",
+                    size=1, partition="d=1")
+    added = b.add_partition(22, snap, [b.partition(snap, "1")], [ref])
+    effects = DECIDERS[EventType.ADD_PARTITION](view, added)
+    assert _kinds(effects) == ["RememberTable", "PublishTogether", "PutPartitions", "SyncGone"]
+    publish, put = effects[1], effects[2]
+    assert isinstance(publish, PublishTogether) and isinstance(put, PutPartitions)
+    where = [f"{WH}/a.db/t/d=1"]
+    assert [c.target_dir for c in publish.copies] == [p.sd.location for p in put.partitions] == where
+    _checked([AddPartitions(put.table, put.partitions)], view.paths)
 
 
 # --- properties ----------------------------------------------------------------------------------
