@@ -337,8 +337,8 @@ def test_the_file_check_sees_a_write_past_the_door() -> None:
 
 _APPLY = "streamer.target.apply."
 DECIDING = tuple(_APPLY + m for m in (  # the modules whose handlers decide (handlers.DECIDERS), and theirs
-    "databases", "tables", "partitions", "data", "catalog_objects", "effects", "view", "function_resources",
-    "locations"))
+    "databases", "tables", "partitions", "data", "transactions", "catalog_objects", "effects", "view",
+    "function_resources", "locations"))
 DOING = frozenset({  # modules that do I/O on the target: a deciding module imports none of them
     *(_APPLY + m for m in ("context", "door", "executor", "files", "swap", "dir_sync", "state_sync", "guard",
                            "external_owners", "journal", "writes")),

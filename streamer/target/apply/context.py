@@ -43,7 +43,7 @@ from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
 from streamer.target.apply.view import table_for
 from streamer.target.state.state_file import TargetState
-from streamer.target.state.visibility import VisibilityStore
+from streamer.target.state.visibility import Txn, VisibilityStore
 
 P = TypeVar("P")
 
@@ -261,6 +261,9 @@ class ApplyContext:
 
     def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
         return self.catalog.get_partition(db, table, values)
+
+    def txn(self, txn_id: int) -> Txn | None:
+        return self.acid.current().txn(self.source_id, txn_id)
 
     def function(self, db: str, name: str) -> FunctionSnapshot | None:
         return self.catalog.get_function(db, name)

@@ -17,7 +17,7 @@ Design: docs/design/apply.md ("The door").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from streamer.events.model import (
@@ -201,27 +201,28 @@ class RemoveTree:
 
 
 @dataclass(frozen=True)
-class PartitionCopy:
-    """One event's files of one partition: ``refs`` into ``target_dir`` as ``PublishFiles`` says;
-    ``partition`` is the target partition they belong to (synced instead when they are gone from
-    the source of a table replicated by state)."""
+class FileCopy:
+    """One event's files of one directory: ``refs`` into ``target_dir`` as ``PublishFiles`` says;
+    ``partition`` is the target partition they belong to, if any (synced instead when they are gone
+    from the source of a table replicated by state)."""
 
     event: Event
     refs: Sequence[FileRef]
     target_dir: str
     source_dir: str | None
     read_location: str | None
-    partition: PartitionSnapshot
+    partition: PartitionSnapshot | None = None
 
 
 @dataclass(frozen=True)
 class PublishTogether:
     """Stage every copy (verified; a failure discards all staged and fails), then publish them all: a
-    partition directory stays invisible until the metastore lists it. A copy whose files are gone
-    from the source of ``table``, replicated by state, is left to the next ``SyncGone``."""
+    partition directory stays invisible until the metastore lists it, a transaction's files until
+    its commit. With ``table`` (replicated by state), a partition's copy whose files are gone from its
+    source is left to the next ``SyncGone``."""
 
-    table: TableSnapshot
-    copies: Sequence[PartitionCopy]
+    table: TableSnapshot | None
+    copies: Sequence[FileCopy]
 
 
 @dataclass(frozen=True)
@@ -356,9 +357,42 @@ class DatabaseDropped:
     name: str
 
 
+@dataclass(frozen=True)
+class OpenTxns:
+    """The source's transactions ``txn_ids`` are open (their writes wait for their commit)."""
+
+    txn_ids: Sequence[int]
+
+
+@dataclass(frozen=True)
+class NoteTxnBytes:
+    """Transaction ``txn_id`` wrote ``size`` bytes (counted should it abort)."""
+
+    txn_id: int
+    size: int
+
+
+@dataclass(frozen=True)
+class CommitTxn:
+    """The one step that makes transaction ``txn_id`` visible across all its tables: its write ids
+    (``visible``: table key -> write ids) added to the source's visibility file in one replace."""
+
+    txn_id: int
+    visible: Mapping[str, Sequence[int]]
+
+
+@dataclass(frozen=True)
+class AbortTxn:
+    """Transaction ``txn_id`` aborted: nothing of it becomes visible (``pending_bytes`` it wrote are
+    counted as never copied)."""
+
+    txn_id: int
+    pending_bytes: int = 0
+
+
 Bookkeeping = (
     ResetWriteIds | CopyWriteIds | RememberTable | ForgetTable | ForgetByState | NoteByState | DatabaseCreated
-    | DatabaseDropped
+    | DatabaseDropped | OpenTxns | NoteTxnBytes | CommitTxn | AbortTxn
 )
 
 Effect = CatalogEffect | PutPartitions | FileEffect | Bookkeeping | Refuse

@@ -9,6 +9,7 @@ docs/design/apply.md ("The door").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from streamer import metrics
@@ -17,9 +18,11 @@ from streamer.target.apply import door
 from streamer.target.apply.by_state import REGISTRY
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import (
+    AbortTxn,
     CatalogEffect,
     ClaimExternal,
     ClearDir,
+    CommitTxn,
     CopyResources,
     CopyWriteIds,
     DatabaseCreated,
@@ -29,6 +32,8 @@ from streamer.target.apply.effects import (
     ForgetTable,
     MoveDir,
     NoteByState,
+    NoteTxnBytes,
+    OpenTxns,
     PublishFiles,
     PublishTogether,
     PutPartitions,
@@ -43,6 +48,8 @@ from streamer.target.apply.effects import (
 )
 from streamer.target.apply.state_sync import sync_by_state
 from streamer.target.apply.writes import publish_together, put_partitions, write_files
+
+log = logging.getLogger(__name__)
 
 
 def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
@@ -105,6 +112,18 @@ def _bookkeeping(ctx: ApplyContext, effect: Effect) -> None:
             REGISTRY.forget(db, name)
         case NoteByState(db=db, name=name, reason=reason):
             REGISTRY.note(db, name, reason)
+        case OpenTxns(txn_ids=ids):
+            ctx.acid.update(lambda v: v.opened(ctx.source_id, ids))
+        case NoteTxnBytes(txn_id=txn_id, size=size):
+            ctx.acid.update(lambda v: v.noted_bytes(ctx.source_id, txn_id, size))
+        case CommitTxn(txn_id=txn_id, visible=visible):
+            ctx.acid.update(lambda v: v.committed(ctx.source_id, txn_id, visible))
+            metrics.TARGET_TXNS_COMMITTED.inc()
+            log.debug("txn %s committed: writes of %s", txn_id, sorted(visible))
+        case AbortTxn(txn_id=txn_id, pending_bytes=pending):
+            ctx.acid.update(lambda v: v.aborted(ctx.source_id, txn_id))
+            metrics.TARGET_TXNS_ABORTED.inc()
+            metrics.TARGET_ABORTED_BYTES_SKIPPED.inc(pending)
         case DatabaseCreated(name=name):
             metrics.database_created(name)
         case DatabaseDropped(name=name):

@@ -1,10 +1,7 @@
-"""Which handler applies each event type: one table instead of a dispatch method, so the applier
-and the bootstrap share the same handlers.
-
-``DECIDERS`` hold the handlers that decide: pure functions of the event and the target's view
-(``view.View``) returning effects (``effects``), which ``executor.run`` does through the door.
-``HANDLERS`` hold the ones that still do their own steps through the door as they go (the
-transactions: a commit's staged writes and the visibility file). Design: docs/design/apply.md.
+"""Which handler decides each event type: one table instead of a dispatch method, so the applier
+and the bootstrap share the same handlers. Each is a pure function of the event and the target's
+view (``view.View``) returning effects (``effects``), which ``executor.run`` does through the door.
+Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from streamer.target.apply.effects import Effect
 from streamer.target.apply.view import View, object_name
 
 Decider = Callable[[View, Event], list[Effect]]
-Handler = Callable[[ApplyContext, Event], None]
 
 DECIDERS: dict[EventType, Decider] = {
     EventType.CREATE_DATABASE: databases.create_database,
@@ -47,16 +43,13 @@ DECIDERS: dict[EventType, Decider] = {
     EventType.ALTER_PARTITIONS: partitions.alter_partitions,
     EventType.DROP_PARTITION: partitions.drop_partition,
     EventType.RELOAD: tables.reload_table,
-    EventType.UNKNOWN: catalog_objects.unknown,
-}
-
-
-HANDLERS: dict[EventType, Handler] = {
     EventType.OPEN_TXN: transactions.open_txn,
     EventType.ACID_WRITE: transactions.acid_write,
     EventType.COMMIT_TXN: transactions.commit_txn,
     EventType.ABORT_TXN: transactions.abort_txn,
+    EventType.UNKNOWN: catalog_objects.unknown,
 }
+
 
 # Events that change nothing on a target (their effect arrives with a later event, or never).
 NO_OPS = frozenset(
@@ -69,15 +62,11 @@ NO_OPS = frozenset(
 
 
 def apply_event(ctx: ApplyContext, event: Event) -> None:
-    """Decide the event's effects and do them, or run its handler; an event type with neither (and not
-    a no-op) is refused."""
+    """Decide the event's effects and do them; an event type with no handler (and not a no-op) is
+    refused."""
     decide = DECIDERS.get(event.event_type)
     if decide is not None:
         executor.run(ctx, decide(ctx, event))
-        return
-    handler = HANDLERS.get(event.event_type)
-    if handler is not None:
-        handler(ctx, event)
     elif event.event_type not in NO_OPS:
         raise ApplyError(
             f"event type {event.event_type} is not supported by this target", obj=object_name(event)

@@ -26,8 +26,8 @@ from streamer.target.apply.effects import (
     ClearDir,
     DropPartitions,
     Effect,
+    FileCopy,
     MoveDir,
-    PartitionCopy,
     PublishTogether,
     PutPartitions,
     Refuse,
@@ -67,7 +67,7 @@ def add_partitions(view: View, events: list[Event]) -> list[Effect]:
     keys = [c.name for c in table.partition_keys]
     effects: list[Effect] = [RememberTable(table)]
     wanted: dict[tuple[str, ...], PartitionSnapshot] = {}
-    copies: list[PartitionCopy] = []
+    copies: list[FileCopy] = []
     for event in events:
         payload = payload_of(event, AddPartitionPayload)
         by_name = {partition_name(keys, p.values): p for p in payload.partitions}
@@ -81,7 +81,7 @@ def add_partitions(view: View, events: list[Event]) -> list[Effect]:
             p = by_name[name]
             target = wanted[tuple(p.values)]
             read_location = p.sd.location or (source.sd.location if source else None)
-            copies.append(PartitionCopy(event, refs, target.sd.location or "", p.sd.location, read_location,
+            copies.append(FileCopy(event, refs, target.sd.location or "", p.sd.location, read_location,
                                         target))
     if copies:
         effects.append(PublishTogether(table, copies))

@@ -14,6 +14,7 @@ from streamer.errors import ApplyError
 from streamer.events.model import DatabaseSnapshot, Event, FunctionSnapshot, PartitionSnapshot, TableSnapshot
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.target.apply.paths import EXTERNAL_TYPES, VIEW_TYPES, TargetPaths
+from streamer.target.state.visibility import Txn
 
 P = TypeVar("P")
 
@@ -45,6 +46,9 @@ class View(Protocol):
         ...
     def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None: ...
     def function(self, db: str, name: str) -> FunctionSnapshot | None: ...
+    def txn(self, txn_id: int) -> Txn | None:
+        """The source's transaction ``txn_id`` as this target's visibility file has it."""
+        ...
     def partitions(self, db: str, table: str) -> list[PartitionSnapshot]: ...
 
 

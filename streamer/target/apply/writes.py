@@ -111,7 +111,7 @@ def publish_together(ctx: ApplyContext, publish: PublishTogether) -> list[tuple[
                 staged.append(ctx.stage_files(c.event.event_id, c.refs, c.target_dir, c.source_dir,
                                               c.read_location))
             except ApplyError as exc:
-                if not gone_to_state(exc, publish.table):
+                if publish.table is None or c.partition is None or not gone_to_state(exc, publish.table):
                     raise
                 log.warning("event %s: %s; %s is replicated by state: syncing partition %s from the "
                             "source instead", c.event.event_id, exc.cause, publish.table.qualified_name,
