@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 
 from streamer.errors import ApplyError
 from streamer.events.model import (
+    AbortTxnPayload,
+    AcidWrite,
+    CommitTxnPayload,
     CreateFunctionPayload,
     DatabaseSnapshot,
     Event,
@@ -30,11 +33,13 @@ from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.target.apply import door
 from streamer.target.apply.by_state import marked
 from streamer.target.apply.effects import (
+    AbortTxn,
     AddPartitions,
     AlterPartitions,
     AlterTable,
     CatalogEffect,
     ClaimExternal,
+    CommitTxn,
     CopyResources,
     CopyWriteIds,
     CreateDatabase,
@@ -54,6 +59,7 @@ from streamer.target.apply.effects import (
 from streamer.target.apply.handlers import DECIDERS
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.tables import alter_table, create_table, drop_table
+from streamer.target.state.visibility import Txn, TxnState
 from tests.unit.target import builders as b
 
 WH, EXT = "file:///target/wh", "file:///target/ext"
@@ -255,6 +261,44 @@ def test_added_partitions_land_with_their_files_before_the_catalog_lists_them() 
     where = [f"{WH}/a.db/t/d=1"]
     assert [c.target_dir for c in publish.copies] == [p.sd.location for p in put.partitions] == where
     _checked([AddPartitions(put.table, put.partitions)], view.paths)
+
+
+class TxnView(DictView):
+    def __init__(self, txns: dict[int, Txn]) -> None:
+        super().__init__()
+        self.txns = txns
+
+    def txn(self, txn_id: int) -> Txn | None:
+        return self.txns.get(txn_id)
+
+
+def test_a_commit_publishes_every_write_before_the_one_flip_that_shows_them() -> None:
+    view = TxnView({8: Txn(1)})
+    snap = b.table("a", "t", ("d",))
+    view.tables[("a", "t")] = _target(view, snap)
+    ref = b.FileRef(uri=f"file://{b.SRC_WH}/a.db/t/d=1/delta_5_5/bucket_0", checksum="00",
+                    checksum_algorithm="sha256", size=3)
+    writes = [AcidWrite("a", "t", 5, [ref], "d=1", snap), AcidWrite("a", "t", 5, [ref], "d=1", snap)]
+    commit = b.event(30, EventType.COMMIT_TXN, CommitTxnPayload(8, writes), db="a")
+    effects = DECIDERS[EventType.COMMIT_TXN](view, commit)
+    assert _kinds(effects) == ["PublishTogether", "CommitTxn"]
+    publish, flip = effects
+    assert isinstance(publish, PublishTogether) and isinstance(flip, CommitTxn)
+    assert [c.target_dir for c in publish.copies] == [f"{WH}/a.db/t/d=1"] * 2
+    assert dict(flip.visible) == {"a.t": [5]}
+    view.txns[8] = Txn(1, TxnState.COMMITTED)
+    assert DECIDERS[EventType.COMMIT_TXN](view, commit) == []  # a replay after the flip
+    view.txns[8] = Txn(1, TxnState.ABORTED)
+    with pytest.raises(ApplyError, match="aborted"):
+        DECIDERS[EventType.COMMIT_TXN](view, commit)
+
+
+def test_an_abort_copies_nothing_and_counts_what_it_wrote() -> None:
+    view = TxnView({8: Txn(1, pending_bytes=9)})
+    abort = b.event(31, EventType.ABORT_TXN, AbortTxnPayload(8))
+    assert DECIDERS[EventType.ABORT_TXN](view, abort) == [AbortTxn(8, 9)]
+    view.txns[8] = Txn(1, TxnState.ABORTED)
+    assert DECIDERS[EventType.ABORT_TXN](view, abort) == []
 
 
 # --- properties ----------------------------------------------------------------------------------
