@@ -104,6 +104,12 @@ class DictView:
         self.reads += 1
         return [p for p in self.parts if (p.db, p.table) == (db, table)]
 
+    def partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+        return next((p for p in self.partitions(db, table) if p.values == values), None)
+
+    def txn(self, txn_id: int) -> Txn | None:
+        return None
+
 
 def _kinds(effects: list[Effect]) -> list[str]:
     return [type(e).__name__ for e in effects]
