@@ -48,6 +48,7 @@ from streamer.metastore.transport import HmsAuth
 from streamer.replay.state import table_meta
 from streamer.source.bootstrap import SourceCatalog, Vanished
 from streamer.source.reader import NotificationReader
+from streamer.target.apply import executor
 from streamer.target.apply import partitions as partition_handlers
 from streamer.target.apply import tables as table_handlers
 from streamer.target.apply.context import ApplyContext
@@ -350,14 +351,15 @@ class _Creator:
         try:
             if not creation.partitions:
                 files = [] if keys else self._source_files(snap.sd.location, None)
-                table_handlers.create_table(ctx, self._event(position, EventType.CREATE_TABLE,
-                                                             CreateTablePayload(snap, files), db, snap))
+                new_table = CreateTablePayload(snap, files)
+                created = self._event(position, EventType.CREATE_TABLE, new_table, db, snap)
+                executor.run(ctx, table_handlers.create_table(ctx, created))
                 made.append(obj)
             if wanted:
                 files = [f for name, p in wanted.items() for f in self._source_files(p.sd.location, name)]
                 payload = AddPartitionPayload(snap, list(wanted.values()), files)
-                partition_handlers.add_partitions(ctx, [self._event(position, EventType.ADD_PARTITION,
-                                                                    payload, db, snap)])
+                added = self._event(position, EventType.ADD_PARTITION, payload, db, snap)
+                executor.run(ctx, partition_handlers.add_partitions(ctx, [added]))
                 if creation.partitions:
                     made.extend(f"{obj}/{name}" for name in wanted)
         except StreamerError as exc:
