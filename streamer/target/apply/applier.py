@@ -1,7 +1,8 @@
 """The applier: executes planned steps on the target, idempotently, and advances ``repl.last.id``.
 
-Each step's events go to the handlers (``handlers.HANDLERS``) with the applier's ``ApplyContext``;
-bootstrap records go to ``bootstrap``. Why the order of changes keeps readers on source states, and
+Each step's events go to the handlers (``handlers.DECIDERS``), which decide its effects with the
+applier as their view, and the executor does them (``executor.run``); bootstrap records go to
+``bootstrap``. Why the order of changes keeps readers on source states, and
 how a crash converges on replay: docs/design/apply.md.
 """
 
