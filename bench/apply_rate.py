@@ -50,7 +50,7 @@ _applier_calls = {"calls": 0, "events": 0}  # metastore calls the applier made, 
 
 
 def _apply(applier: Any, records: list[tuple[int, bytes]], batch: int, *, measured: bool = True) -> float:
-    from streamer.metastore.thrift_calls import CALLS
+    from streamer.metastore.thrift import CALLS
 
     CALLS.reset()
     started = time.perf_counter()
@@ -106,7 +106,7 @@ def _raw_table(catalog: Any, tbl: Any, name: str, root: Path) -> Any:
 
 def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, batch: int) -> dict[str, Any]:
     from streamer.embedded_metastore.server import EmbeddedMetastore
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse

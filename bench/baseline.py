@@ -84,7 +84,7 @@ class StateTransfer:
     """Export changed tables to staging, copy, import: Hive's bootstrap-style replication in a loop."""
 
     def __init__(self, p: Pipeline, interval: float) -> None:
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
 
         self.p = p
         self.interval = interval
@@ -208,7 +208,7 @@ class StateTransfer:
 def run_baseline(
     work: Path, *, events: int, rate: float, interval: float, sample_every: float, readers: int
 ) -> dict[str, Any]:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.testing import History, check
     from streamer.testing.checker import CHECKS, MONOTONIC, PHANTOM, PREFIX
     from streamer.testing.sampler import Sampler

@@ -166,7 +166,7 @@ def run_catchup(
     py_spy: Path | None = None,
     copier: str = "job",
 ) -> dict[str, Any]:
-    from streamer.metastore.thrift_calls import CALLS
+    from streamer.metastore.thrift import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:

@@ -306,7 +306,7 @@ class Pipeline:
     def _start(self) -> None:
         from streamer.embedded_metastore.server import EmbeddedMetastore
         from streamer.kafka.broker import EmbeddedBroker
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
         from streamer.warehouse.warehouse import Warehouse
 
         (self.work / "source").mkdir(parents=True, exist_ok=True)
@@ -417,7 +417,7 @@ class Pipeline:
         **more: Any,
     ) -> None:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
         from streamer.target.apply.files import FileCopier
         from streamer.target.job.executor_copy import executor_copier
         from streamer.target.job.streaming import spark_session, start_query

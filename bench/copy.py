@@ -112,7 +112,7 @@ def copy_once(refs: list[Any], src: Path, dst: Path, workers: int) -> dict[str, 
 
 def aborted_workload(work: Path, events: int, seed: int) -> dict[str, Any]:
     """ACID workload with aborts -> BatchApplier; aborted delta bytes on the target."""
-    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory import MemoryCatalog
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse

@@ -61,7 +61,7 @@ class CanaryPoller:
     """Reads the canary property (and the insert table's files) on the target as fast as it can."""
 
     def __init__(self, hms_uri: str, interval: float) -> None:
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
 
         self.catalog = HmsCatalog(hms_uri)
         self.interval = interval

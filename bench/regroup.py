@@ -58,8 +58,7 @@ def _backlog(work: Path, tables: int, rounds: int) -> tuple[list[tuple[int, byte
 
 def run_regroup(work: Path, *, tables: int, rounds: int, batch: int, repeats: int) -> dict[str, Any]:
     from streamer.embedded_metastore.server import EmbeddedMetastore
-    from streamer.metastore.thrift_calls import CALLS
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import CALLS, HmsCatalog
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import BatchApplier
 

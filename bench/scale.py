@@ -180,7 +180,7 @@ def _backlog(work: Path, databases: int, rounds: int) -> tuple[list[tuple[int, b
 
 def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str], mode: str,
            lanes: int, batch: int, tag: str | None = None) -> dict[str, Any]:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.job.settings import TargetSettings
     from streamer.target.job.streaming import BatchApplier
 

@@ -14,7 +14,7 @@ Kafka (records are encoded, not sent):
 - ``event``: the log named one partitioned table (as a new partition's ADD_PARTITION would): its
   table and partitions read again, then an idle cycle.
 
-Each reports seconds, metastore round trips (``streamer.metastore.thrift_calls.CALLS``) and bytes
+Each reports seconds, metastore round trips (``streamer.metastore.thrift.CALLS``) and bytes
 checksummed; per watched table and per watched directory (unpartitioned table or partition).
 """
 
@@ -62,7 +62,7 @@ def _tables(root: Path, tables: int, partitions: int, files: int, file_kb: int) 
 
 def _cycle(watcher: Any) -> dict[str, Any]:
     from streamer.events.codec import EventSerializer
-    from streamer.metastore.thrift_calls import CALLS
+    from streamer.metastore.thrift import CALLS
     from streamer.source.enrich import FsspecInspector
 
     read: list[int] = []
@@ -91,7 +91,7 @@ def run(work: Path, *, tables: int, partitions: int, files: int, file_kb: int,
     from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.events.model import DatabaseSnapshot
     from streamer.hive.notification import NotificationRow
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.source.enrich import EnrichSettings
     from streamer.source.policy import PolicySet
     from streamer.source.watch import HmsWatchCatalog, Watcher

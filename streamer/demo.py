@@ -175,7 +175,7 @@ def run_demo(
     from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.kafka.broker import EmbeddedBroker
     from streamer.logs import spark_log_level
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.source.agent import AgentConfig, SourceAgent
     from streamer.source.enrich import EnrichSettings
     from streamer.source.reader import SqlNotificationReader

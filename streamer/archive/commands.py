@@ -144,7 +144,7 @@ def _load(**o: Any) -> None:
     from streamer.archive.load import load
     from streamer.archive.reading import read_archive
     from streamer.filesystems import configure
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     archive_dir = o.pop("from_dir")
     configure(fs_settings(o.pop("fs_option"), o.pop("hdfs_driver")))

@@ -1,8 +1,9 @@
 """The target catalog behind a protocol, so the applier does not depend on one metastore client.
 
-The Hive Metastore over Thrift is the production implementation (``thrift_catalog``); an in-memory
-one serves pure tests of the planner and applier. Catalog calls change metadata only: data files
-are the applier's business, so dropping a table here never deletes files.
+The Hive Metastore over Thrift is the production implementation (``streamer.metastore.thrift``); an
+in-memory one (``streamer.metastore.memory``) serves pure tests of the planner and applier. Catalog
+calls change metadata only: data files are the applier's business, so dropping a table here never
+deletes files.
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def snapshot(
     the pinned files at each action, which is consistent only while the target leaves those files in
     place; use :meth:`Snapshot.read`, which checks that and raises :class:`SnapshotExpired` when not.
     """
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     with HmsCatalog(hms_uri, auth=hms_auth) as catalog:
         return snapshot_from(

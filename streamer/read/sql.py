@@ -280,7 +280,7 @@ def session_hms_uri(spark: SparkSession) -> str | None:
 @contextmanager
 def _catalog(spark: SparkSession, hms_uri: str | None, auth: HmsAuth | None) -> Iterator[Catalog]:
     """The target metastore's Thrift catalog for one bracket call."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     uri = hms_uri or session_hms_uri(spark)
     if not uri:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.metastore.thrift import TxnSnapshot
 from streamer.warehouse.acid import AcidDir, parse_dir
 
 

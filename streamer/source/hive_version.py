@@ -24,7 +24,7 @@ from typing import Any
 from thrift.protocol.TProtocol import TProtocolBase
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
-from streamer.metastore.thrift_calls import ThriftConnection
+from streamer.metastore.thrift import ThriftConnection
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def probe(client: Any) -> MetastoreApi:
 
 def ask(conn: ThriftConnection) -> MetastoreApi:
     """``probe`` over a metastore connection (reconnecting once, errors named), logged."""
-    api = conn._call("metastore API version", probe)
+    api = conn.call("metastore API version", probe)
     log.info("the source metastore is %s (getVersion %r; %s answered %s)", api.family, api.version,
              PROBE_METHOD, api.answer)
     return api

@@ -28,8 +28,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.files import partition_name
-from streamer.metastore.thrift_catalog import HmsCatalog
-from streamer.metastore.thrift_txns import ThriftTxns, TxnSnapshot
+from streamer.metastore.thrift import HmsCatalog, ThriftTxns, TxnSnapshot
 from streamer.metastore.transport import HmsAuth
 from streamer.source.acid_dirs import choose
 from streamer.source.bootstrap import VIEW_TYPES, BootstrapError, Vanished
@@ -65,7 +64,7 @@ class HmsSourceCatalog:
         self.hms = catalog
         self.api = api  # the source's ACID API (Hive 2.x or 3+): probed on the first transactional table
         self.open_txns = open_txns or OpenTxnPolicy()
-        self.txns: TxnSource = txns or ThriftTxns(catalog)
+        self.txns: TxnSource = txns or ThriftTxns(catalog.conn)
         self._snapshot: TxnSnapshot | None = None
         self._acid: dict[tuple[str, str], tuple[list[FileRef], list[int]]] = {}
 
@@ -85,7 +84,7 @@ class HmsSourceCatalog:
 
     def metastore_api(self) -> MetastoreApi:
         """Whether the source names ACID directories by write ids (Hive 3+), asked once."""
-        self.api = self.api or ask(self.hms)
+        self.api = self.api or ask(self.hms.conn)
         return self.api
 
     def close(self) -> None:

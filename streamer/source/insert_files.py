@@ -206,7 +206,7 @@ class HmsLocator:
 
     def _hms(self) -> Any:
         if self._catalog is None:
-            from streamer.metastore.thrift_catalog import HmsCatalog
+            from streamer.metastore.thrift import HmsCatalog
 
             self._catalog = HmsCatalog(self.uri, timeout_s=self.timeout_s, auth=self.auth)
         return self._catalog

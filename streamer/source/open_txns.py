@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from streamer.metastore.thrift_calls import CatalogError
-from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.metastore.thrift import CatalogError, TxnSnapshot
 from streamer.source.bootstrap import BootstrapError
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,7 @@ class OpenTxnPolicy:
 
 
 class TxnSource(Protocol):
-    """The metastore's transaction calls a dump needs (``streamer.metastore.thrift_txns.ThriftTxns``)."""
+    """The metastore's transaction calls a dump needs (``streamer.metastore.thrift.ThriftTxns``)."""
 
     def snapshot(self) -> TxnSnapshot: ...
 

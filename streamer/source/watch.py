@@ -71,7 +71,7 @@ TableKey = tuple[str, str]
 
 
 class WatchCatalog(Protocol):
-    """The metastore calls watching needs (``streamer.metastore.thrift_catalog.HmsCatalog`` has them)."""
+    """The metastore calls watching needs (``streamer.metastore.thrift.HmsCatalog`` has them)."""
 
     def list_databases(self) -> list[str]: ...
 
@@ -178,7 +178,7 @@ class HmsWatchCatalog:
 
     def _hms(self) -> Any:
         if self._catalog is None:
-            from streamer.metastore.thrift_catalog import HmsCatalog
+            from streamer.metastore.thrift import HmsCatalog
 
             self._catalog = HmsCatalog(self.uri, timeout_s=self.timeout_s, auth=self.auth)
         return self._catalog

@@ -423,7 +423,7 @@ def reset_chain_cmd(state_dir: Path) -> None:
 
 
 def _check_source_id(hms_uri: str, auth: Any, source_id: str) -> None:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.state.status import check_source_id
 
     catalog = HmsCatalog(hms_uri, auth=auth)
@@ -466,7 +466,7 @@ def status(
     """Per replicated database: last applied event id, source head, lag, halt (like REPL STATUS).
 
     Exits 1 when a database is halted (its row says at which event and why), 0 otherwise."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.dr.failover import read_record
     from streamer.target.job.lanes import GUARANTEES, Consistency
     from streamer.target.state.binding import check_command

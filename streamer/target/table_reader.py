@@ -199,7 +199,7 @@ def _info_from_spark(spark: SparkSession, db: str, table: str) -> _TableInfo:
 
 
 def _info_from_hms(uri: str, db: str, table: str, auth: HmsAuth | None) -> _TableInfo:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     with HmsCatalog(uri, auth=auth) as catalog:
         snap = catalog.get_table(db, table)

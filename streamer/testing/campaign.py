@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from streamer.errors import StreamerError
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.target.state.state_file import TargetState
 from streamer.testing.checker import BATCH_EVENTS, Report, Sample, check
 from streamer.testing.child import STREAMER, Child

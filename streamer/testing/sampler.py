@@ -24,7 +24,7 @@ from streamer.errors import StreamerError
 from streamer.events.model import TableSnapshot
 from streamer.hive.files import is_hidden
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, Catalog
-from streamer.metastore.thrift_catalog import CatalogError
+from streamer.metastore.thrift import CatalogError
 from streamer.replay.machine import table_key
 from streamer.replay.state import UNPARTITIONED, FileKey, TableState, observe
 from streamer.target.state.visibility import is_acid_replica, source_parameters, visible_write_ids

@@ -21,7 +21,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from streamer import metrics
 from streamer.events.model import Event, EventType, OpenTxnPayload
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

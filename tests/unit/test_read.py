@@ -18,7 +18,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.read import (
     DbMark,
     Marks,

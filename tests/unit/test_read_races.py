@@ -18,7 +18,7 @@ from pyspark.sql.group import GroupedData
 
 from streamer.events.model import Column, DatabaseSnapshot, StorageDescriptor, TableSnapshot
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.read import (
     PinnedTable,
     Snapshot,

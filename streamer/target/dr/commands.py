@@ -46,7 +46,7 @@ def failover(
     output: str,
 ) -> None:
     """Stop applying, record the cut, and make the replicated databases writable (idempotent)."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.source.prerequisites import check_reverse_stream
     from streamer.source.thrift_reader import ThriftNotificationReader
     from streamer.target.dr import failover as fo
@@ -225,7 +225,7 @@ def _old_databases(notification_db: str | None, source_hms_uri: str | None, auth
 
     if notification_db:
         return fb.sql_databases(notification_db)
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     catalog = HmsCatalog(str(source_hms_uri), auth=auth)
     try:

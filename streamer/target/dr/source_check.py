@@ -141,7 +141,7 @@ def check_against_source(
     started, clock = time.time(), time.monotonic()
     own = catalog is None
     if catalog is None:
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
 
         catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     try:

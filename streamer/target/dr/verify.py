@@ -97,7 +97,7 @@ def verify(
     clock = time.monotonic()
     own_catalog = catalog is None
     if catalog is None:
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
 
         catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     try:
@@ -348,7 +348,7 @@ class VerifyLoop:
         return report
 
     def _loop(self) -> None:
-        from streamer.metastore.thrift_catalog import HmsCatalog
+        from streamer.metastore.thrift import HmsCatalog
 
         catalog: Catalog | None = None
         while not self._stop.wait(self.every):

@@ -42,7 +42,7 @@ def apply_records(job: BatchApplier, records: Sequence[tuple[int, bytes]], chunk
 def catch_up_from_archive(settings: TargetSettings, low: int | None = None) -> int:
     """Before ``streaming.run``: the target's metastore opened and its state dir claimed as the job
     claims them, then :func:`catch_up`; returns the records applied."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.job.preflight import claim
     from streamer.target.job.streaming import BatchApplier
 

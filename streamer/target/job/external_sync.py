@@ -237,7 +237,7 @@ def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]
     """The target job's hook: a running sync thread, or ``None`` when ``external_sync_seconds`` is 0."""
     if settings.external_sync_seconds <= 0:
         return None
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
     check_external_layout(paths)

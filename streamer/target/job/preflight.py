@@ -129,7 +129,7 @@ def refuse_live_job(state_dir: str | Path) -> None:
 def probe_metastore(settings: TargetSettings, timeout_s: float = PROBE_TIMEOUT_S) -> Catalog:
     """An open catalog on the target metastore, asked once within ``timeout_s``; a wrong address is
     one line here, before the state dir is touched or Spark started."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     try:
         catalog = HmsCatalog(settings.hms_uri, timeout_s=timeout_s, auth=settings.hms_auth)

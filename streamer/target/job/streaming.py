@@ -394,7 +394,7 @@ def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) ->
     """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
     ``settings.until_event``, or the target was failed over); returns why it stopped. The metastore
     first (a wrong one fails before Spark), then the state dir is held and bound (``claim``)."""
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
     try:
@@ -410,7 +410,7 @@ FAILED_OVER = "failed over: this target no longer applies events"
 def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Catalog) -> str:
     from pyspark.errors import StreamingQueryException
 
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
     from streamer.target.job.executor_copy import executor_copier
     from streamer.target.job.external_sync import start_background
 

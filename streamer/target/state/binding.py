@@ -250,7 +250,7 @@ def check_command(
     with ``auth`` only to tell whether another address is the same metastore)."""
     from contextlib import closing
 
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     return check_state_dir(state_dir, Given(source_id, topic, hms_uri),
                            lambda: closing(HmsCatalog(hms_uri, auth=auth)))

@@ -10,7 +10,7 @@ import pytest
 
 from streamer.events.model import BootstrapObjectPayload, Column, FileRef
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.agent import AgentConfig
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.data_scope import DataScope

@@ -48,7 +48,7 @@ from streamer.events.model import (
 )
 from streamer.hive.encode import encode_event
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet

@@ -31,7 +31,7 @@ from streamer.events.model import (
 )
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
-from streamer.metastore.thrift_txns import ThriftTxns
+from streamer.metastore.thrift import ThriftTxns
 from streamer.source.hms_source_catalog import HmsSourceCatalog
 from streamer.source.open_txns import OpenTxnPolicy
 from streamer.warehouse.acid import parse_dir
@@ -63,7 +63,7 @@ def hive_jvm() -> Iterator[Any]:
 def hive_choice(gateway: Any, location: str, hms: HiveSource) -> list[str]:
     """The directories Hive 2.3's reader reads under ``location`` for the metastore's current
     ``get_open_txns`` (as a Hive query builds its ValidReadTxnList from it)."""
-    got = hms.catalog._call("txns", lambda c: c.get_open_txns())
+    got = hms.catalog.conn.call("txns", lambda c: c.get_open_txns())
     exceptions = sorted(int(t) for t in (got.open_txns or ()))
     jvm = gateway.jvm
     array = gateway.new_array(jvm.long, len(exceptions))
@@ -134,7 +134,7 @@ def test_acid_table_over_thrift_dumps_what_hives_reader_reads(
     table = _create_acid_table(hive, db, "events")
     location = table.sd.location
     assert location
-    txns = ThriftTxns(hive.catalog)
+    txns = ThriftTxns(hive.catalog.conn)
     t1, t2, t3, t4, t5, t6 = txns.open(6, user="hive")
     _deltas(location, t1, 1, 0)
     _deltas(location, t2, 1, 100)

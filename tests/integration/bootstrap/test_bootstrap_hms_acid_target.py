@@ -23,7 +23,7 @@ import pytest
 
 from streamer.events.model import Column, EventType, FileRef, InsertPayload
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_txns import ThriftTxns
+from streamer.metastore.thrift import ThriftTxns
 from streamer.target.state.visibility import ACID_PARAM, load_visibility, table_key
 from streamer.target.table_reader import read_table
 from tests.integration.bootstrap.test_bootstrap_hms import (
@@ -90,7 +90,7 @@ def test_target_applies_a_thrift_acid_bootstrap_with_only_committed_data(
         assert location
         parts[day] = location
 
-    txns = ThriftTxns(hive.catalog)
+    txns = ThriftTxns(hive.catalog.conn)
     t1, t2, t3, t4, t5, t6, t7 = txns.open(7, user="hive")
     _deltas(str(events.sd.location), t1, 1, 0)
     _deltas(str(events.sd.location), t2, 1, 100)

@@ -16,7 +16,7 @@ from streamer.events.model import BootstrapMarkerPayload, BootstrapObjectPayload
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.enrich import EnrichSettings

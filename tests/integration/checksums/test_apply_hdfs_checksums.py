@@ -13,7 +13,7 @@ from streamer import checksums
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import FileRef
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

@@ -31,7 +31,7 @@ import pytest
 from streamer.embedded_metastore.server import EmbeddedMetastore, free_port
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.metastore.thrift_catalog import CatalogUnavailableError, HmsCatalog
+from streamer.metastore.thrift import CatalogUnavailableError, HmsCatalog
 from streamer.metastore.transport import CLIENT_KEYTAB_ENV, HmsAuth
 from streamer.source.thrift_reader import ThriftNotificationReader
 

@@ -36,7 +36,7 @@ from streamer.events.model import (
 )
 from streamer.hive.decode import decode_row
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.metastore.transport import open_client
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.thrift_reader import ThriftNotificationReader

@@ -12,7 +12,7 @@ import pytest
 
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import Column, DatabaseSnapshot, PartitionSnapshot, TableSnapshot
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

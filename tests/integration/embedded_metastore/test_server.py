@@ -16,7 +16,7 @@ from streamer.embedded_metastore.launch import ServerOptions, server_properties
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.embedded_metastore.site import MetastoreSettings, derby_url, render_site_xml, site_properties
 from streamer.events.model import Column, DatabaseSnapshot, PartitionSnapshot, TableSnapshot
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -30,7 +30,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 

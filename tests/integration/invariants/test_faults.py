@@ -21,7 +21,7 @@ from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.errors import EventGapError
 from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.reader import SqlNotificationReader
@@ -159,7 +159,7 @@ def test_broker_restart_halts_the_target_with_data_loss(
 
 
 def _last_id(hms: EmbeddedMetastore, db: str) -> int:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     with HmsCatalog(hms.uri) as catalog:
         snap = catalog.get_database(db)

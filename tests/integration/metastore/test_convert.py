@@ -22,7 +22,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.files import DEFAULT_PARTITION_NAME, partition_name
-from streamer.metastore import convert
+from streamer.metastore.thrift import convert
 
 pytestmark = pytest.mark.integration
 

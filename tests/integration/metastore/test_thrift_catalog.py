@@ -28,7 +28,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
-from streamer.metastore.thrift_catalog import (
+from streamer.metastore.thrift import (
     CatalogError,
     CatalogUnavailableError,
     CatalogUnsupportedError,
@@ -435,7 +435,7 @@ def test_column_statistics(hms_catalog: HmsCatalog, db: str) -> None:
 
 def test_reconnects_once_after_a_broken_connection(hms_catalog: HmsCatalog) -> None:
     assert "default" in hms_catalog.list_databases()
-    client = hms_catalog._client
+    client = hms_catalog.conn._client
     assert client is not None
     client._oprot.trans.close()  # the socket goes away under the catalog
     assert "default" in hms_catalog.list_databases()

@@ -29,8 +29,8 @@ from streamer.events.model import (
 )
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.topics import read_tail
-from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.memory import MemoryCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.bootstrap_commands import run_bootstrap
 from streamer.source.hms_source_catalog import HmsSourceCatalog

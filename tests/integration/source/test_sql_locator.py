@@ -23,7 +23,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.insert_files import locator_for
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.source_db import SourceDatabaseError

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streamer.embedded_metastore.server import EmbeddedMetastore, free_port
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.reader import SqlNotificationReader

@@ -16,7 +16,7 @@ import pytest
 from streamer.events.model import Column
 from streamer.hive.decode import decode_row
 from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.enrich import Enricher, EnrichSettings
 from streamer.source.reader import SqlNotificationReader
 from streamer.target import read_table
@@ -170,7 +170,7 @@ def test_read_table_returns_exactly_the_committed_rows(spark: SparkSession, tmp_
 def test_acid_replica_on_the_hive_2_3_metastore(
     spark: SparkSession, hms: EmbeddedMetastore, tmp_path: Path
 ) -> None:
-    from streamer.metastore.thrift_catalog import HmsCatalog
+    from streamer.metastore.thrift import HmsCatalog
 
     tag = uuid.uuid4().hex[:8]
     db1, db2 = f"hacid_a_{tag}", f"hacid_b_{tag}"

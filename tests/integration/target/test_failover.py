@@ -52,7 +52,7 @@ from streamer.events.model import (
 )
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.metastore.catalog import FAILOVER_CUT_PARAM, LAST_ID_PARAM, REPL_TARGET_PARAM
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.metastore.transport import open_client
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.thrift_reader import ThriftNotificationReader

@@ -22,7 +22,7 @@ from streamer.events.model import Column, Event, EventType, InsertPayload
 from streamer.events.model import Source as EventSource
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.client_log import with_client_log
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.target.apply import writes
 from streamer.target.apply.files import TMP_PREFIX
 from streamer.warehouse.files import path_of

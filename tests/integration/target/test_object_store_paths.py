@@ -26,7 +26,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref
 from streamer.source.hms_source_catalog import list_files
 from streamer.target.apply.applier import Applier

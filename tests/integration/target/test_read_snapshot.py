@@ -21,7 +21,7 @@ from fsspec.core import url_to_fs
 
 from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.read import PinnedTable, Snapshot, SnapshotTimeout, TableNotFound, resolve, snapshot
 from streamer.replay.state import TableState, observe
 from streamer.target.job.watermark import default_watermark_db, from_parameters

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from tests.integration.target.helpers import (
     STREAMER,
     Source,

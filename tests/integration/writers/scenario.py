@@ -31,7 +31,7 @@ from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import EventType, InsertPayload, Payload
 from streamer.hive.decode import decode_row
 from streamer.hive.files import is_hidden
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet

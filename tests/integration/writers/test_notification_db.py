@@ -19,7 +19,7 @@ import pytest
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import EventType, InsertPayload
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.agent import AgentConfig, SourceAgent
 from streamer.source.policy import PolicySet
 from streamer.source.reader import SqlNotificationReader

@@ -20,7 +20,7 @@ import pytest
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import EventType, InsertPayload
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.watch import WATCH_SECONDS
 from tests.integration.source.test_agent import topic_events
 from tests.integration.target.helpers import TargetProcess, TargetStack

@@ -28,7 +28,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.kafka.broker import EmbeddedBroker
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from tests.integration.source.test_agent import topic_events
 from tests.integration.writers.scenario import thrift_agent
 

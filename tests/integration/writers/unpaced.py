@@ -30,7 +30,7 @@ from typing import Any
 from streamer.embedded_metastore.cm import cmroot_uri
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.events.model import EventType
-from streamer.metastore.thrift_catalog import HmsCatalog
+from streamer.metastore.thrift import HmsCatalog
 from streamer.source.enrich import EnrichSettings
 from streamer.target.state.state_file import Halt
 from tests.integration.source.test_agent import topic_events

@@ -160,7 +160,7 @@ def test_profile_table_puts_batch_samples_in_the_first_matching_category() -> No
     batch = "thread (1): Thread-5 (run);start_query.<locals>.on_batch (streamer/target/job/streaming.py:341)"
     text = "\n".join([
         f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);run_plan (x);"
-        "HmsCatalog.add_partitions (streamer/metastore/thrift_catalog.py:9);copy (shutil.py:1) 30",
+        "HmsCatalog.add_partitions (streamer/metastore/thrift/catalog.py:9);copy (shutil.py:1) 30",
         f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);copy (shutil.py:1) 10",
         f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);"
         "EventDeserializer.__call__ (streamer/events/codec.py:140) 5",

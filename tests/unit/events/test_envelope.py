@@ -150,7 +150,7 @@ def test_a_write_must_name_the_table_its_snapshot_is() -> None:
 
 
 def test_the_applier_halts_the_envelopes_database(tmp_path: Any) -> None:
-    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory import MemoryCatalog
     from streamer.target.apply.applier import Applier
     from streamer.target.apply.files import FileCopier
     from streamer.target.apply.paths import TargetPaths

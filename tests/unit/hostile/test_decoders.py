@@ -31,7 +31,7 @@ from streamer.events.model import Event, EventType, OpenTxnPayload, Source
 from streamer.events.schemas import load_event_schema
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamer.events.model import Event, FileRef, PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

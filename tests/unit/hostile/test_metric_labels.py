@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamer import metrics
 from streamer.events.codec import tracked_db
 from streamer.events.model import EventType
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events.model import Event, TableSnapshot
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

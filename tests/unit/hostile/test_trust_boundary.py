@@ -87,7 +87,7 @@ from streamer.events.model import (
 )
 from streamer.hive.files import is_hidden
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply import dir_sync
 from streamer.target.apply import files as files_module
 from streamer.target.apply.applier import Applier

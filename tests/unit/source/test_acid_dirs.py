@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.metastore.thrift import TxnSnapshot
 from streamer.source.acid_dirs import choose, range_validity
 from streamer.target.table_reader import visible_dirs
 from streamer.warehouse.acid import parse_dir

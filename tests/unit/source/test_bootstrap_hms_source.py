@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from streamer.cli import cli
 from streamer.events.model import Column, PartitionSnapshot, StorageDescriptor, TableSnapshot
-from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.metastore.thrift import TxnSnapshot
 from streamer.source.hms_source_catalog import HmsSourceCatalog, UnsupportedSourceObjectError, list_files
 from tests.unit.source.test_hive_version import _Client, _hive2_answer, _hive3_answer
 
@@ -76,8 +76,9 @@ class _Metastore:
         self.table, self.parts = table, parts
         self.answer = _hive3_answer() if hive3 else _hive2_answer()
         self.probes = 0
+        self.conn = self  # the catalog's connection: the probe goes through ``conn.call``
 
-    def _call(self, obj: str, fn: Callable[[Any], T]) -> T:
+    def call(self, obj: str, fn: Callable[[Any], T]) -> T:
         self.probes += 1
         return fn(_Client(self.answer, "3.1.3" if self.answer == _hive3_answer() else "3.0"))
 

@@ -22,7 +22,7 @@ from streamer.events.model import (
 )
 from streamer.events.schemas import WriterSchema, schemas_dir
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamer.events.model import BootstrapKind, BootstrapObjectPayload, BootstrapScope, Column
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.bootstrap import records, snapshot
 from streamer.source.policy import PolicySet
 from streamer.source.policy_record import parse_policy_record, policy_record

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from streamer.metastore.thrift_txns import TxnSnapshot
+from streamer.metastore.thrift import TxnSnapshot
 from streamer.source.open_txns import OpenTransactionsError, OpenTxnPolicy, settled_snapshot
 
 

@@ -21,7 +21,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.notification import NotificationRow
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector
 from streamer.source.policy import PolicySet
 from streamer.source.watch import WATCH_SECONDS, Watcher, watch_reason

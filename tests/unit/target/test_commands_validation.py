@@ -43,16 +43,16 @@ def test_retry_in_a_missing_state_dir_does_not_say_not_halted(
 
 
 def _catalog(monkeypatch: pytest.MonkeyPatch) -> None:
-    import streamer.metastore.thrift_catalog as thrift_catalog
+    import streamer.metastore.thrift as metastore_thrift
     from streamer.events.model import DatabaseSnapshot
     from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory import MemoryCatalog
 
     catalog = MemoryCatalog()
     for name, owner in {"a1": "a", "b1": "b"}.items():
         catalog.create_database(DatabaseSnapshot(name=name, parameters={REPL_SOURCE_PARAM: owner,
                                                                         LAST_ID_PARAM: "5"}))
-    monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: catalog)
+    monkeypatch.setattr(metastore_thrift, "HmsCatalog", lambda uri, **_: catalog)
 
 
 def _never(*_: Any, **__: Any) -> Any:
@@ -142,7 +142,7 @@ def test_target_run_takes_the_source_check_only_with_verify_every(
 
 def _bound_to_a(state_dir: Path) -> None:
     """The state dir of source a's job (topic t.a) on thrift://target:9083, a1 applied through 5."""
-    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory import MemoryCatalog
     from streamer.target.state.binding import bind
     from streamer.target.state.status import write_progress
 
@@ -165,9 +165,9 @@ def test_a_state_dir_of_another_source_is_one_line_before_any_work(
     command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`failover` with another target's state dir would fence no job and record a cut of nothing."""
-    import streamer.metastore.thrift_catalog as thrift_catalog
+    import streamer.metastore.thrift as metastore_thrift
 
-    monkeypatch.setattr(thrift_catalog, "HmsCatalog", _never)  # refused before the metastore is asked
+    monkeypatch.setattr(metastore_thrift, "HmsCatalog", _never)  # refused before the metastore is asked
     _bound_to_a(tmp_path)
     code, lines = _run(capsys, *command, "--state-dir", str(tmp_path))
     assert code == 2

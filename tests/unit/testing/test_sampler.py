@@ -6,8 +6,8 @@ import time
 
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.catalog import FENCE_PARAM, LAST_ID_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
-from streamer.metastore.thrift_catalog import CatalogError
+from streamer.metastore.memory import MemoryCatalog
+from streamer.metastore.thrift import CatalogError
 from streamer.testing.sampler import Sampler, TargetReader
 from tests.unit.target import builders as b
 

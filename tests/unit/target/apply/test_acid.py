@@ -22,7 +22,7 @@ from streamer.events.model import (
     OpenTxnPayload,
     TableSnapshot,
 )
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier, Staged
 from streamer.target.apply.paths import TargetPaths

@@ -18,7 +18,7 @@ import pytest
 
 from streamer.events.envelope import Event
 from streamer.events.model import AcidWrite, CommitTxnPayload, EventType, OpenTxnPayload, TableSnapshot
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.read.resolve import resolve
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier

@@ -22,7 +22,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import DEFER_MIN_EVENTS, Applier
 from streamer.target.apply.files import TMP_PREFIX, FileCopier
 from streamer.target.apply.journal import JOURNAL_FILE

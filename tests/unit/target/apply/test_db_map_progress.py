@@ -21,7 +21,7 @@ from streamer.errors import ApplyError
 from streamer.events.codec import encode_event
 from streamer.events.model import DatabaseSnapshot, Event, TableSnapshot
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, REPL_TARGET_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target import db_map as names
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier

@@ -22,7 +22,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply import door
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext

@@ -19,7 +19,7 @@ from streamer.events.model import (
     FunctionSnapshot,
     ResourceUri,
 )
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext

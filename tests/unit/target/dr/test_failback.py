@@ -117,7 +117,7 @@ from streamer.metastore.catalog import (  # noqa: E402
     REPL_SOURCE_PARAM,
     REPL_TARGET_PARAM,
 )
-from streamer.metastore.memory_catalog import MemoryCatalog  # noqa: E402
+from streamer.metastore.memory import MemoryCatalog  # noqa: E402
 
 OLD, NEW = "thrift://old-hms:9083", "thrift://new-hms:9083"
 
@@ -166,14 +166,14 @@ class _ThriftClient:
 @pytest.fixture
 def metastores(monkeypatch: pytest.MonkeyPatch) -> dict[str, _Metastore]:
     """``--source-hms-uri`` -> a metastore in memory (reader, catalog and raw client)."""
-    import streamer.metastore.thrift_catalog as thrift_catalog
+    import streamer.metastore.thrift as metastore_thrift
     import streamer.metastore.transport as transport
     import streamer.source.thrift_reader as thrift_reader
 
     found = {OLD: _Metastore(), NEW: _Metastore()}
     monkeypatch.setattr(thrift_reader, "ThriftNotificationReader", lambda uri, **_: _Reader(found[uri]))
     monkeypatch.setattr(transport, "open_client", lambda uri, **_: _ThriftClient(found[uri]))
-    monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: found[uri].catalog)
+    monkeypatch.setattr(metastore_thrift, "HmsCatalog", lambda uri, **_: found[uri].catalog)
     return found
 
 

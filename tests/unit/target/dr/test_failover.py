@@ -19,7 +19,7 @@ from streamer.metastore.catalog import (
     REPL_SOURCE_PARAM,
     REPL_TARGET_PARAM,
 )
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from streamer.errors import ConfigError
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
 from streamer.target.dr.verify import Guard, VerifyLoop, VerifyReport, VerifySettings

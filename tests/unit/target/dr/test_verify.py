@@ -13,7 +13,7 @@ import pytest
 
 from streamer import metrics
 from streamer.events.model import DropPartitionPayload, DropTablePayload, Event, FileRef, InsertPayload
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.source.enrich import EnrichSettings, FsspecInspector, enrich_ref, map_refs
 from streamer.target.apply.applier import Applier
 from streamer.target.apply.files import FileCopier

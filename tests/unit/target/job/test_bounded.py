@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload, Source
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier

@@ -17,7 +17,7 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules

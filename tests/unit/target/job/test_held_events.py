@@ -11,7 +11,7 @@ import pytest
 
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.tables import target_table
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier

@@ -22,7 +22,7 @@ from streamer.events.model import (
     OpenTxnPayload,
 )
 from streamer.metastore.catalog import FENCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streamer.errors import ConfigError
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.dr.failover import JobLock, JobRunningError
 from streamer.target.job.preflight import (
     Waiting,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events.model import Event, FileRef
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.streaming import BatchApplier, replay_held
 from tests.unit.target import builders as b
 

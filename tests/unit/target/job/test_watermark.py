@@ -11,7 +11,7 @@ from streamer import metrics
 from streamer.errors import StreamerError
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.plan import GLOBAL_DB
 from streamer.target.job.watermark import (
     EVENT_ID_PARAM,

@@ -12,7 +12,7 @@ import pytest
 from streamer.errors import ConfigError
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.state.binding import (
     BINDING_FILE,
     Binding,

@@ -13,7 +13,7 @@ from streamer import metrics
 from streamer.errors import DataLossError, EventChainError
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload, Source
-from streamer.metastore.memory_catalog import MemoryCatalog
+from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.settings import TargetSettings
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.chain import Anchor, check_chain, read_anchor, reset_anchor, write_anchor

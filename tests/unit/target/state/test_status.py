@@ -70,11 +70,11 @@ def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
     and one streamer does not replicate."""
     from click.testing import CliRunner
 
-    import streamer.metastore.thrift_catalog as thrift_catalog
+    import streamer.metastore.thrift as metastore_thrift
     from streamer.cli import cli
     from streamer.events.model import DatabaseSnapshot
     from streamer.metastore.catalog import FAILOVER_CUT_PARAM, FENCE_PARAM, LAST_ID_PARAM, REPL_SOURCE_PARAM
-    from streamer.metastore.memory_catalog import MemoryCatalog
+    from streamer.metastore.memory import MemoryCatalog
 
     catalog = MemoryCatalog()
     for name, params in {"a1": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "5"},
@@ -83,7 +83,7 @@ def _status(tmp_path: Path, monkeypatch: Any, *args: str) -> Any:
                          "mine": {},
                          "a_mid": {REPL_SOURCE_PARAM: "a", LAST_ID_PARAM: "4", FENCE_PARAM: "5"}}.items():
         catalog.create_database(DatabaseSnapshot(name=name, parameters=params))
-    monkeypatch.setattr(thrift_catalog, "HmsCatalog", lambda uri, **_: catalog)
+    monkeypatch.setattr(metastore_thrift, "HmsCatalog", lambda uri, **_: catalog)
     if not (tmp_path / "job-mode.json").exists():
         write_mode(tmp_path, "global", 4)  # a state dir a job wrote
     return CliRunner().invoke(cli, ["status", "--hms-uri", "thrift://target:9083", "--state-dir",

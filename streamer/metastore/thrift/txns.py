@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
-from streamer.metastore.thrift_calls import ThriftConnection
+from streamer.metastore.thrift.connection import ThriftConnection
 
 TXNS = "metastore transactions"
 
@@ -45,7 +45,7 @@ class ThriftTxns:
 
     def snapshot(self) -> TxnSnapshot:
         """Open and aborted transactions with the high water mark, from one ``get_open_txns_info``."""
-        info = self.conn._call(TXNS, lambda c: c.get_open_txns_info())
+        info = self.conn.call(TXNS, lambda c: c.get_open_txns_info())
         txns = list(info.open_txns or [])
         return TxnSnapshot(
             int(info.txn_high_water_mark),
@@ -56,18 +56,18 @@ class ThriftTxns:
     def open_and_aborted(self) -> tuple[int, frozenset[int]]:
         """``get_open_txns``: the high water mark and the ids a reader must skip (open or aborted),
         as Hive's readers build their ``ValidReadTxnList`` from it."""
-        got = self.conn._call(TXNS, lambda c: c.get_open_txns())
+        got = self.conn.call(TXNS, lambda c: c.get_open_txns())
         return int(got.txn_high_water_mark), frozenset(int(t) for t in (got.open_txns or ()))
 
     def abort(self, txn_ids: Iterable[int]) -> None:
         for txn in txn_ids:
             request = tt.AbortTxnRequest(txnid=txn)
-            self.conn._call(f"transaction {txn}", lambda c, r=request: c.abort_txn(r))  # type: ignore[misc]
+            self.conn.call(f"transaction {txn}", lambda c, r=request: c.abort_txn(r))  # type: ignore[misc]
 
     def open(self, count: int = 1, user: str = "streamer") -> list[int]:
         request = tt.OpenTxnRequest(num_txns=count, user=user, hostname=socket.gethostname())
-        got = self.conn._call(TXNS, lambda c: c.open_txns(request))
+        got = self.conn.call(TXNS, lambda c: c.open_txns(request))
         return [int(t) for t in got.txn_ids]
 
     def commit(self, txn: int) -> None:
-        self.conn._call(f"transaction {txn}", lambda c: c.commit_txn(tt.CommitTxnRequest(txnid=txn)))
+        self.conn.call(f"transaction {txn}", lambda c: c.commit_txn(tt.CommitTxnRequest(txnid=txn)))

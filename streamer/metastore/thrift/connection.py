@@ -84,7 +84,9 @@ def parse_uri(uri: str) -> tuple[str, int]:
 
 
 class ThriftConnection:
-    """A metastore client at ``uri`` (``thrift://host:port``), connected on creation, and its calls.
+    """A metastore client at ``uri`` (``thrift://host:port``), connected on creation, and its calls:
+    ``call`` (errors mapped), ``get`` (missing -> ``None``), ``drop`` (missing ignored), ``must`` (missing
+    is a ``CatalogError``).
 
     ``auth`` chooses plain Thrift (default) or SASL/GSSAPI (Kerberos), see ``streamer.metastore.transport``.
     """
@@ -115,7 +117,7 @@ class ThriftConnection:
             with contextlib.suppress(*_BROKEN):
                 client.close()
 
-    def _call(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
+    def call(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
         """Run one Thrift call, reconnecting once if the connection broke; map Thrift errors."""
         for attempt in (1, 2):
             client = self._client or self._connect()
@@ -141,21 +143,21 @@ class ThriftConnection:
                 CALLS.seconds += time.perf_counter() - started
         raise AssertionError("unreachable")
 
-    def _get(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T | None:
+    def get(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T | None:
         try:
-            return self._call(obj, fn)
+            return self.call(obj, fn)
         except ObjectMissing:
             return None
 
-    def _drop(self, obj: str, fn: Callable[[hmsclient.HMSClient], Any]) -> None:
+    def drop(self, obj: str, fn: Callable[[hmsclient.HMSClient], Any]) -> None:
         try:
-            self._call(obj, fn)
+            self.call(obj, fn)
         except ObjectMissing:
             log.debug("%s is already gone", obj)
 
-    def _must(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
+    def must(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
         try:
-            return self._call(obj, fn)
+            return self.call(obj, fn)
         except ObjectMissing as exc:
             raise CatalogError("does not exist on the target", obj=obj) from exc
 
