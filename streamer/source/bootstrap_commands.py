@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -34,6 +35,9 @@ from streamer.source.publish_bootstrap import (
 )
 from streamer.source.reader import NotificationReader
 from streamer.source.withheld_catalog import WithheldFiles
+
+if TYPE_CHECKING:
+    from streamer.source.open_txns import OpenTxnPolicy
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +107,9 @@ def bootstrap(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from streamer.source.hms_source_catalog import HmsSourceCatalog
     from streamer.source.open_txns import DEFAULT_TIMEOUT_S, OpenTxnPolicy
     from streamer.source.prerequisites import check_prerequisites
-    from streamer.source.reader import SqlNotificationReader
     from streamer.source.thrift_reader import ThriftNotificationReader
-    from streamer.source.warehouse_catalog import WarehouseCatalog
-    from streamer.warehouse import Warehouse
 
     if bool(warehouse_url) == bool(hms_uri):
         raise click.UsageError("give exactly one source: --warehouse URL (the bundled warehouse) or "
@@ -133,27 +133,8 @@ def bootstrap(
         finally:
             checker.close()
     with contextlib.ExitStack() as resources:
-        reader: NotificationReader
-        source_catalog: SourceCatalog
-        if warehouse_url:
-            reader = SqlNotificationReader(warehouse_url)
-            resources.callback(reader.close)
-            reader.check()  # a typo'd path is refused here, not created as an empty warehouse
-            wh = Warehouse.open(warehouse_url, source_id=opts.source_id)
-            resources.callback(wh.close)
-            source_catalog = WarehouseCatalog(wh)
-        else:
-            if notification_db:
-                sql_reader = SqlNotificationReader(notification_db)  # read-only: the metastore's own
-                resources.callback(sql_reader.close)
-                sql_reader.check()
-                reader = sql_reader
-            else:
-                reader = ThriftNotificationReader(str(hms_uri), auth=auth)
-                resources.callback(reader.close)
-            hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth, open_txns=txn_policy)
-            resources.callback(hms.close)
-            source_catalog = hms
+        reader, source_catalog = open_source(resources, opts, warehouse_url=warehouse_url, hms_uri=hms_uri,
+                                             notification_db=notification_db, open_txns=txn_policy)
         from streamer.kafka.reachability import check_reachable
 
         check_reachable(config.kafka, opts.kafka_connect_timeout)  # one line, before anything is dumped
@@ -177,6 +158,41 @@ def bootstrap(
                 on_publishing=publishing, on_published=lambda n: bars.advance(sending, n),
             )
     click.echo(summary)
+
+
+def open_source(
+    resources: contextlib.ExitStack, opts: SourceOptions, *, warehouse_url: str | None, hms_uri: str | None,
+    notification_db: str | None, open_txns: OpenTxnPolicy | None = None,
+) -> tuple[NotificationReader, SourceCatalog]:
+    """The notification log and catalog of the source the flags name (the bundled warehouse at
+    ``warehouse_url``, or the metastore at ``hms_uri``, its log read from ``notification_db`` when
+    given), closed with ``resources``; ``streamer bootstrap`` and ``streamer dump`` read through it."""
+    from streamer.source.hms_source_catalog import HmsSourceCatalog
+    from streamer.source.reader import SqlNotificationReader
+    from streamer.source.thrift_reader import ThriftNotificationReader
+    from streamer.source.warehouse_catalog import WarehouseCatalog
+    from streamer.warehouse import Warehouse
+
+    if warehouse_url:
+        wh_reader = SqlNotificationReader(warehouse_url)
+        resources.callback(wh_reader.close)
+        wh_reader.check()  # a typo'd path is refused here, not created as an empty warehouse
+        wh = Warehouse.open(warehouse_url, source_id=opts.source_id)
+        resources.callback(wh.close)
+        return wh_reader, WarehouseCatalog(wh)
+    auth = opts.auth()
+    reader: NotificationReader
+    if notification_db:
+        sql_reader = SqlNotificationReader(notification_db)  # read-only: the metastore's own
+        resources.callback(sql_reader.close)
+        sql_reader.check()
+        reader = sql_reader
+    else:
+        reader = ThriftNotificationReader(str(hms_uri), auth=auth)
+        resources.callback(reader.close)
+    hms = HmsSourceCatalog.connect(str(hms_uri), auth=auth, open_txns=open_txns)
+    resources.callback(hms.close)
+    return reader, hms
 
 
 def run_bootstrap(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -26,6 +26,8 @@ class Prepared:
     passed: str | None = None  # "policy", "catalog" (another metastore catalog), "unknown" (no database)
     opaque_db: str | None = None  # published as UNKNOWN: the database it halts on targets
     obj: str | None = None  # db or db.table, for error messages
+    # the event ``value`` encodes (None: passed over), for a writer that re-encodes it (``streamer dump``)
+    event: Event | None = field(default=None, compare=False, repr=False)
 
 
 class Preparer:
@@ -74,7 +76,8 @@ class Preparer:
                 continue
             key = selected.db.encode() if selected.db else None
             opaque_db = selected.db if selected.event_type is EventType.UNKNOWN else None
-            out.append(Prepared(row.event_id, row.event_type, key, value, opaque_db=opaque_db, obj=_obj(row)))
+            out.append(Prepared(row.event_id, row.event_type, key, value, opaque_db=opaque_db, obj=_obj(row),
+                                event=selected))
             prev = row.event_id
         return out, None
 
