@@ -42,7 +42,15 @@ from streamer.archive.ocf import ArchivedRecord
 from streamer.archive.store import ArchiveStore
 from streamer.errors import StreamerError
 from streamer.events.codec import EventSerializer
-from streamer.events.model import Event, EventType, FileRef, ProgressPayload, Source
+from streamer.events.model import (
+    BootstrapObjectPayload,
+    CreateFunctionPayload,
+    Event,
+    EventType,
+    FileRef,
+    ProgressPayload,
+    Source,
+)
 from streamer.hive.notification import DEFAULT_CATALOG
 from streamer.kafka.naming import topic_or_default
 from streamer.kafka.record_size import DEFAULT_MAX_RECORD_BYTES
@@ -150,8 +158,15 @@ def data_copy_path(uri: str, checksum: str) -> str:
     return f"{DATA_DIR}/{digest}/{posixpath.basename(uri.rstrip('/'))}"
 
 
+def resource_copy_path(uri: str) -> str:
+    """Where ``--with-data`` keeps the function resource ``uri``: ``data/<sha256 of uri>/<name>``."""
+    digest = hashlib.sha256(uri.encode()).hexdigest()
+    return f"{DATA_DIR}/{digest}/{posixpath.basename(uri.rstrip('/'))}"
+
+
 class DataCopier:
-    """``--with-data``: each data file an event names copied into ``dump_dir``/data once, verified."""
+    """``--with-data``: each data file an event names copied into ``dump_dir``/data once, verified, and
+    each function resource once."""
 
     def __init__(self, dump_dir: Path) -> None:
         self.dump_dir = dump_dir
@@ -161,11 +176,48 @@ class DataCopier:
     def __call__(self, event: Event) -> Event:
         """``event`` naming the copies of its files (``file://`` URIs, no ``cm_uri``), each copied and
         verified against its checksum while it is copied (its change-manager copy read when the file
-        is gone). A file without a checksum, unreadable, or whose bytes do not match is an error naming
-        the event and the file."""
+        is gone), and of its function's resources. A file without a checksum, unreadable, or whose
+        bytes do not match, or a resource that is gone, is an error naming the event and the file."""
         from streamer.source.enrich import map_refs
 
-        return map_refs(event, lambda ref: self._copy(event, ref))
+        event = map_refs(event, lambda ref: self._copy(event, ref))
+        payload = event.payload
+        if not isinstance(payload, CreateFunctionPayload | BootstrapObjectPayload):
+            return event
+        fn = payload.function
+        if fn is None or not fn.resource_uris:
+            return event
+        uris = [dataclasses.replace(r, uri=self._copy_resource(event, r.uri)) for r in fn.resource_uris]
+        changed: CreateFunctionPayload | BootstrapObjectPayload = dataclasses.replace(
+            payload, function=dataclasses.replace(fn, resource_uris=uris))
+        return dataclasses.replace(event, payload=changed)
+
+    def _copy_resource(self, event: Event, uri: str) -> str:
+        """A function resource (JAR, FILE, ARCHIVE) copied to ``data/<sha256 of its URI>/<name>`` as it
+        is read: Hive records no checksum for them, so there is none to verify against."""
+        from streamer.filesystems import url_to_fs
+
+        done = self.copied.get((uri, ""))
+        if done is not None:
+            return done
+        target = self.dump_dir / resource_copy_path(uri)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.part")
+        fs, path = url_to_fs(uri)
+        try:
+            with fs.open(path, "rb") as src, open(tmp, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+                    self.bytes += len(chunk)
+        except FileNotFoundError as exc:
+            tmp.unlink(missing_ok=True)
+            obj = ".".join(n for n in (event.db, event.table) if n)
+            raise StreamerError(f"event {event.event_id} ({event.event_type.value} {obj}): function resource "
+                                f"{uri} is not found on the source; nothing copied") from exc
+        tmp.replace(target)
+        copy = target.resolve().as_uri()
+        self.copied[(uri, "")] = copy
+        return copy
 
     def _copy(self, event: Event, ref: FileRef) -> FileRef:
         from streamer.filesystems import url_to_fs

@@ -20,6 +20,7 @@ from streamer.archive.dump import (
     data_copy_path,
     dump_cmd,
     dump_records,
+    resource_copy_path,
     run_dump,
 )
 from streamer.archive.manifest import ArchiveError
@@ -30,11 +31,14 @@ from streamer.events.model import (
     BootstrapKind,
     BootstrapMarkerPayload,
     BootstrapObjectPayload,
+    CreateFunctionPayload,
     DropTablePayload,
     Event,
     EventType,
     FileRef,
+    FunctionSnapshot,
     ProgressPayload,
+    ResourceUri,
     Source,
 )
 from streamer.source.bootstrap import RecordLimits, enrich_records, records, snapshot
@@ -246,3 +250,21 @@ def test_with_data_copies_verified_files_and_names_the_copies(tmp_path: Path) ->
         copy_data([_file_record(src.as_uri(), None)], tmp_path / "dump4")
     with pytest.raises(StreamerError, match="not found on the source"):
         copy_data([_file_record(gone, good)], tmp_path / "dump5")
+
+
+def test_with_data_copies_a_function_s_resources(tmp_path: Path) -> None:
+    jar = tmp_path / "lib" / "udfs.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"PK\x03\x04 a jar")
+    uri = f"file:{jar}"  # as Hive writes it: one slash
+    fn = FunctionSnapshot("f", "db", "com.example.F", resource_uris=[ResourceUri("JAR", uri)])
+    create = Event(Source(SOURCE, 12, 0), EventType.CREATE_FUNCTION, CreateFunctionPayload(fn), db="db")
+    [copied] = copy_data([create], tmp_path / "dump")
+    assert isinstance(copied.payload, CreateFunctionPayload)
+    [resource] = copied.payload.function.resource_uris
+    assert resource.uri == (tmp_path / "dump" / resource_copy_path(uri)).as_uri()
+    assert resource.uri.endswith("/udfs.jar")
+    assert Path(resource.uri.removeprefix("file://")).read_bytes() == jar.read_bytes()
+    jar.unlink()
+    with pytest.raises(StreamerError, match=r"event 12 \(CREATE_FUNCTION db\): function resource .*udfs.jar"):
+        copy_data([create], tmp_path / "dump2")
