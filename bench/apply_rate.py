@@ -107,7 +107,13 @@ def _raw_table(catalog: Any, tbl: Any, name: str, root: Path) -> Any:
 def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, batch: int) -> dict[str, Any]:
     from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.metastore.thrift import HmsCatalog
-    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.settings import (
+        KafkaSettings,
+        LayoutSettings,
+        MetastoreSettings,
+        ScaleSettings,
+        TargetSettings,
+    )
     from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse
 
@@ -137,15 +143,14 @@ def run_apply_rate(work: Path, *, n: int, bursts: int, k: int, repeats: int, bat
             )
         )
         settings = TargetSettings(
-            bootstrap_servers="-",
-            topic="-",
-            hms_uri=hms.uri,
-            warehouse_root=root.as_uri(),
-            state_dir=str(work / "state"),
-            checkpoint_dir=str(work / "ckpt"),
             source_id="bench",
-            max_events_per_trigger=batch,
-            markers_per_batch=True,  # a DR target's catch-up setting (issue 26)
+            kafka=KafkaSettings(bootstrap_servers="-", topic="-"),
+            metastore=MetastoreSettings(uri=hms.uri),
+            layout=LayoutSettings(
+                warehouse_root=root.as_uri(), state_dir=str(work / "state"),
+                checkpoint_dir=str(work / "ckpt"),
+            ),
+            scale=ScaleSettings(max_events_per_trigger=batch, markers_per_batch=True),
         )
         applier = BatchApplier(settings, target)
         setup = [records[i] for i in range(1, phases[0][0].start)]

@@ -391,21 +391,29 @@ class Pipeline:
     def target_settings(
         self, trigger_seconds: float = 0.1, max_events_per_trigger: int = 5000, **more: Any
     ) -> Any:
-        from streamer.target.job.settings import TargetSettings
+        from streamer.target.job.settings import (
+            KafkaSettings,
+            LayoutSettings,
+            MetastoreSettings,
+            ScaleSettings,
+            TargetSettings,
+        )
 
         more.setdefault("markers_per_batch", True)  # a DR target's catch-up setting (issue 26)
         return TargetSettings(
-            bootstrap_servers=self.broker.bootstrap_servers,
-            topic=self.agent.config.topic_name,
-            hms_uri=self.hms.uri,
-            warehouse_root=self.target_root.as_uri(),
-            external_base_dir=(self.work / "target" / "external").as_uri(),
-            state_dir=str(self.work / "target" / "state"),
-            checkpoint_dir=str(self.work / "target" / "checkpoint"),
             source_id=SOURCE_ID,
-            trigger_seconds=trigger_seconds,
-            max_events_per_trigger=max_events_per_trigger,
-            **more,  # other TargetSettings fields (e.g. kafka_reader), for A/B runs
+            kafka=KafkaSettings(bootstrap_servers=self.broker.bootstrap_servers,
+                                topic=self.agent.config.topic_name),
+            metastore=MetastoreSettings(uri=self.hms.uri),
+            layout=LayoutSettings(
+                warehouse_root=self.target_root.as_uri(),
+                external_base_dir=(self.work / "target" / "external").as_uri(),
+                state_dir=str(self.work / "target" / "state"),
+                checkpoint_dir=str(self.work / "target" / "checkpoint"),
+            ),
+            # other ScaleSettings fields (e.g. kafka_reader), for A/B runs
+            scale=ScaleSettings(trigger_seconds=trigger_seconds,
+                                max_events_per_trigger=max_events_per_trigger, **more),
         )
 
     def start_target(

@@ -113,7 +113,12 @@ def copy_once(refs: list[Any], src: Path, dst: Path, workers: int) -> dict[str, 
 def aborted_workload(work: Path, events: int, seed: int) -> dict[str, Any]:
     """ACID workload with aborts -> BatchApplier; aborted delta bytes on the target."""
     from streamer.metastore.memory import MemoryCatalog
-    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.settings import (
+        KafkaSettings,
+        LayoutSettings,
+        MetastoreSettings,
+        TargetSettings,
+    )
     from streamer.target.job.streaming import BatchApplier
     from streamer.warehouse.warehouse import Warehouse
     from streamer.warehouse.workload import Workload
@@ -142,14 +147,13 @@ def aborted_workload(work: Path, events: int, seed: int) -> dict[str, Any]:
     changed = {(r.uri, r.checksum): ref_size(r) for e in prepared for r in file_refs(e.payload)}
     root = work / "target" / "warehouse"
     settings = TargetSettings(
-        bootstrap_servers="-",
-        topic="-",
-        hms_uri="-",
-        warehouse_root=root.as_uri(),
-        state_dir=str(work / "state"),
-        checkpoint_dir=str(work / "ckpt"),
         source_id="bench",
-        external_base_dir=(work / "target" / "external").as_uri(),
+        kafka=KafkaSettings(bootstrap_servers="-", topic="-"),
+        metastore=MetastoreSettings(uri="-"),
+        layout=LayoutSettings(
+            warehouse_root=root.as_uri(), state_dir=str(work / "state"), checkpoint_dir=str(work / "ckpt"),
+            external_base_dir=(work / "target" / "external").as_uri(),
+        ),
     )
     applier = BatchApplier(settings, MemoryCatalog())
     records = encode_events(prepared)

@@ -59,7 +59,13 @@ def _backlog(work: Path, tables: int, rounds: int) -> tuple[list[tuple[int, byte
 def run_regroup(work: Path, *, tables: int, rounds: int, batch: int, repeats: int) -> dict[str, Any]:
     from streamer.embedded_metastore.server import EmbeddedMetastore
     from streamer.metastore.thrift import CALLS, HmsCatalog
-    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.settings import (
+        KafkaSettings,
+        LayoutSettings,
+        MetastoreSettings,
+        ScaleSettings,
+        TargetSettings,
+    )
     from streamer.target.job.streaming import BatchApplier
 
     records, setup_end = _backlog(work, tables, rounds)
@@ -71,11 +77,17 @@ def run_regroup(work: Path, *, tables: int, rounds: int, batch: int, repeats: in
             for coalesce in (False, True):
                 tag = f"{'on' if coalesce else 'off'}{r}"
                 settings = TargetSettings(
-                    bootstrap_servers="-", topic="-", hms_uri=hms.uri,
-                    warehouse_root=(work / f"target-{tag}").as_uri(), state_dir=str(work / f"state-{tag}"),
-                    checkpoint_dir=str(work / f"checkpoint-{tag}"), source_id=SOURCE_ID,
-                    max_events_per_trigger=batch, markers_per_batch=True, coalesce_backlog=coalesce,
-                    db_map={"hot": f"hot_{tag}"},
+                    source_id=SOURCE_ID,
+                    kafka=KafkaSettings(bootstrap_servers="-", topic="-"),
+                    metastore=MetastoreSettings(uri=hms.uri),
+                    layout=LayoutSettings(
+                        warehouse_root=(work / f"target-{tag}").as_uri(),
+                        state_dir=str(work / f"state-{tag}"), checkpoint_dir=str(work / f"checkpoint-{tag}"),
+                        db_map={"hot": f"hot_{tag}"},
+                    ),
+                    scale=ScaleSettings(
+                        max_events_per_trigger=batch, markers_per_batch=True, coalesce_backlog=coalesce,
+                    ),
                 )
                 with HmsCatalog(hms.uri) as catalog:
                     applier = BatchApplier(settings, catalog)

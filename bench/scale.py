@@ -181,15 +181,25 @@ def _backlog(work: Path, databases: int, rounds: int) -> tuple[list[tuple[int, b
 def _apply(work: Path, hms: Any, records: list[tuple[int, bytes]], dbs: list[str], mode: str,
            lanes: int, batch: int, tag: str | None = None) -> dict[str, Any]:
     from streamer.metastore.thrift import HmsCatalog
-    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.settings import (
+        KafkaSettings,
+        LayoutSettings,
+        MetastoreSettings,
+        ScaleSettings,
+        TargetSettings,
+    )
     from streamer.target.job.streaming import BatchApplier
 
     tag = tag or mode[0]
     settings = TargetSettings(
-        bootstrap_servers="unused:9092", topic="unused", hms_uri=hms.uri,
-        warehouse_root=(work / f"target-{tag}").as_uri(), state_dir=str(work / f"state-{tag}"),
-        checkpoint_dir=str(work / f"checkpoint-{tag}"), source_id=SOURCE_ID,
-        db_map={db: f"{tag}_{db}" for db in dbs}, consistency=mode, apply_lanes=lanes,
+        source_id=SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic="unused"),
+        metastore=MetastoreSettings(uri=hms.uri),
+        layout=LayoutSettings(
+            warehouse_root=(work / f"target-{tag}").as_uri(), state_dir=str(work / f"state-{tag}"),
+            checkpoint_dir=str(work / f"checkpoint-{tag}"), db_map={db: f"{tag}_{db}" for db in dbs},
+        ),
+        scale=ScaleSettings(consistency=mode, apply_lanes=lanes),
     )
     catalog = TimedCatalog(HmsCatalog(hms.uri))
     applier = BatchApplier(settings, catalog,  # type: ignore[arg-type]

@@ -180,7 +180,13 @@ def run_demo(
     from streamer.source.enrich import EnrichSettings
     from streamer.source.reader import SqlNotificationReader
     from streamer.target.job.preflight import claim
-    from streamer.target.job.settings import TargetSettings
+    from streamer.target.job.settings import (
+        KafkaSettings,
+        LayoutSettings,
+        MetastoreSettings,
+        ScaleSettings,
+        TargetSettings,
+    )
     from streamer.target.job.streaming import BatchApplier, replay_held, spark_session, start_query
     from streamer.warehouse.files import CHECKSUM_ALGORITHM
     from streamer.warehouse.warehouse import Warehouse
@@ -239,15 +245,15 @@ def run_demo(
         if not hms.running:
             raise click.ClickException(f"the target metastore did not start; see {hms.log_path}")
         settings = TargetSettings(
-            bootstrap_servers=broker.bootstrap_servers,
-            topic=agent.config.topic_name,
-            hms_uri=hms.uri,
-            warehouse_root=target_root.as_uri(),
-            external_base_dir=(work / "target" / "external").as_uri(),
-            state_dir=str(work / "target" / "state"),
-            checkpoint_dir=str(work / "target" / "checkpoint"),
             source_id=SOURCE_ID,
-            trigger_seconds=0.1,
+            kafka=KafkaSettings(bootstrap_servers=broker.bootstrap_servers, topic=agent.config.topic_name),
+            metastore=MetastoreSettings(uri=hms.uri),
+            layout=LayoutSettings(
+                warehouse_root=target_root.as_uri(),
+                external_base_dir=(work / "target" / "external").as_uri(),
+                state_dir=str(work / "target" / "state"), checkpoint_dir=str(work / "target" / "checkpoint"),
+            ),
+            scale=ScaleSettings(trigger_seconds=0.1),
         )
         say("starting Spark and the target job")
         # Spark's own lines only when they are errors (all of its detail under --log-level DEBUG)
@@ -285,7 +291,7 @@ def run_demo(
             """The comparison and figures as things stand now (again after Ctrl-C under ``--keep``:
             whatever was written meanwhile counts)."""
             applied, head = timeline.newest_applied(), max(last_id, warehouse.current_event_id())
-            tables = compare_tables(warehouse, spark, settings.warehouse_root)
+            tables = compare_tables(warehouse, spark, settings.layout.warehouse_root)
             lags = timeline.lags()
             halts = batch_applier.state.halts()
             return {
@@ -311,7 +317,7 @@ def run_demo(
         if keep:
             if not quiet:
                 render(summary)
-            _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.state_dir,
+            _print_connection(broker.bootstrap_servers, hms.uri, str(target_root), settings.layout.state_dir,
                               metrics_urls, source_db_url, str(work / "source" / "warehouse"), err=quiet)
             # what `target run` does between micro-batches: a `streamer target retry` on the idle stream
             _wait_for_interrupt(tick=lambda: replay_held(batch_applier))

@@ -137,7 +137,8 @@ def load_settings(options: dict[str, Any], topic: str, source_id: str) -> Any:
     import dataclasses
 
     merged = {**_NOT_FOR_LOAD, **options, "topic": topic, "source_id": source_id}
-    return dataclasses.replace(run_settings(merged), bootstrap_servers="")
+    settings = run_settings(merged)
+    return dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=""))
 
 
 def _load(**o: Any) -> None:
@@ -150,7 +151,7 @@ def _load(**o: Any) -> None:
     configure(fs_settings(o.pop("fs_option"), o.pop("hdfs_driver")))
     _, manifest = read_archive(archive_dir)
     settings = load_settings(o, manifest.topic, manifest.source_id)
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    catalog = HmsCatalog(settings.metastore.uri, auth=settings.metastore.auth)
     try:
         report = load(settings, archive_dir, catalog)
     finally:

@@ -47,8 +47,8 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
     from streamer.target.job.streaming import BatchApplier
 
     store, manifest = read_archive(url)
-    if manifest.topic != settings.topic:
-        raise ArchiveError(f"{url} archives topic {manifest.topic!r}, not {settings.topic!r}")
+    if manifest.topic != settings.kafka.topic:
+        raise ArchiveError(f"{url} archives topic {manifest.topic!r}, not {settings.kafka.topic!r}")
     decode = EventDeserializer(check_envelope=False)
     report = LoadReport()
     with claim(settings, catalog):
@@ -58,7 +58,7 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
                 if stop is not None and stop():
                     break
                 if job.reached_until:
-                    report.stopped = f"reached --until-event {settings.until_event}"
+                    report.stopped = f"reached --until-event {settings.kafka.until_event}"
                     break
                 anchor = job.anchor if job.anchor is not None and job.anchor.topic == manifest.topic else None
                 if anchor is not None and entry.last_offset < anchor.offset:
@@ -68,7 +68,7 @@ def load(settings: TargetSettings, url: str, catalog: Catalog,
                 new = sum(1 for r in records if anchor is None or r.offset > anchor.offset)
                 whole = [(r.offset, r.value) for r in records]  # what was consumed before is passed over,
                 try:  # as in a batch the topic delivers again (a bound may have stopped inside the file)
-                    apply_records(job, whole, settings.max_events_per_trigger)
+                    apply_records(job, whole, settings.scale.max_events_per_trigger)
                 except UntilReached as reached:  # the events up to the bound are applied
                     report.stopped = str(reached)
                     break

@@ -10,24 +10,26 @@ from typing import Any
 import click
 
 from streamer.kafka.naming import DEFAULT_TOPIC_HELP
-from streamer.metastore.auth_options import auth_from_options, hms_auth_options
+from streamer.metastore.auth_options import auth_from_options
+from streamer.target.options import kafka_options, layout_options, metastore_options
 from streamer.target.state.dir_option import state_dir_option
 
 
 @click.command("failover")
 @state_dir_option("State dir of the target job being failed over (the cut is recorded there): a path or "
                   "file:// URL.")
-@click.option("--hms-uri", required=True, help="The target (new primary) metastore's Thrift URI.")
-@hms_auth_options()
-@click.option("--bootstrap-servers", default=None,
-              help="Kafka, to record the source head (the topic's last PROGRESS record) in the cut.")
-@click.option("--kafka-setting", "-X", multiple=True, metavar="KEY=VALUE",
-              help="librdkafka setting; repeatable.")
-@click.option("--source-id", default=None,
-              help="Source whose replicated databases are failed over. [default: the source of the state "
-              "dir's job (its target.json); 'source' for a state dir of an earlier release]")
-@click.option("--topic", default=None,
-              help=f"Topic. [default: the state dir's job's topic; else {DEFAULT_TOPIC_HELP}]")
+@metastore_options(hms_uri={"help": "The target (new primary) metastore's Thrift URI."})
+@kafka_options(
+    "bootstrap_servers", "kafka_setting", "source_id", "topic",
+    bootstrap_servers={
+        "required": False, "default": None,
+        "help": "Kafka, to record the source head (the topic's last PROGRESS record) in the cut.",
+    },
+    source_id={"default": None, "show_default": None,
+               "help": "Source whose replicated databases are failed over. [default: the source of the state "
+               "dir's job (its target.json); 'source' for a state dir of an earlier release]"},
+    topic={"help": f"Topic. [default: the state dir's job's topic; else {DEFAULT_TOPIC_HELP}]"},
+)
 @click.option("--wait-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="How long to wait for a running target job of this state dir to stop.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -109,11 +111,11 @@ def failover(
 @click.option("--notification-db", default=None,
               help="The old source's metastore database URL (as for `streamer source run`).")
 @click.option("--source-hms-uri", default=None, help="Or the old source's metastore Thrift URI.")
-@hms_auth_options()
-@click.option("--db-map", multiple=True, metavar="SRC:DST",
-              help="As given to the forward `target run` (SRC on the old source, DST the failed-over "
-                   "database); repeatable. Not recorded by the failover: without it a renamed database's "
-                   "changes cannot be attributed and the command refuses.")
+@metastore_options("hms_auth")
+@layout_options("db_map", db_map={
+    "help": "As given to the forward `target run` (SRC on the old source, DST the failed-over database); "
+    "repeatable. Not recorded by the failover: without it a renamed database's changes cannot be "
+    "attributed and the command refuses."})
 @click.option("--discard-unreplicated", is_flag=True,
               help="Accept that the rebase overwrites the old source's changes after the cut "
                    "(they are listed and recorded in failback.json).")
@@ -257,42 +259,7 @@ def _read_all(reader: Any, after: int, batch: int = 1000) -> list[Any]:
         last = got[-1].event_id
 
 
-# --- the check against the live source: options of `streamer verify` and `streamer target run` ------------
-
-_SOURCE_HMS_HELP = ("The source metastore's Thrift URI (read-only; its Kerberos settings are the --hms-auth "
-                    "ones).")
-_SOURCE_DB_HELP = "Or the bundled warehouse's database URL, when the source is streamer's bundled warehouse."
-
-
-def against_source_options(f: Any) -> Any:
-    """``--against-source`` and where the source is read (``streamer verify``)."""
-    f = click.option("--source-notification-db", default=None, help=_SOURCE_DB_HELP)(f)
-    f = click.option("--source-hms-uri", default=None, help=_SOURCE_HMS_HELP)(f)
-    return click.option(
-        "--against-source", is_flag=True,
-        help="Compare with the source's metastore and storage now (file lists, sizes, sha256), for objects "
-             "the source has not changed since the replica's position: finds what the events themselves "
-             "carry. With --repair, diverged files are re-synced from the source and tables and "
-             "partitions the replica lacks are created from it (objects only the replica has are "
-             "reported, never removed).",
-    )(f)
-
-
-def verify_source_options(f: Any) -> Any:
-    """``--verify-source-hms-uri`` / ``--verify-source-notification-db`` / ``--verify-repair``
-    (``streamer target run``)."""
-    f = click.option("--verify-repair/--no-verify-repair", default=True, show_default=True,
-                     help="With --verify-source-*: repair what the check against the live source finds "
-                          "(files re-copied verified, missing tables and partitions created, stray files "
-                          "removed; only objects no event named since they were checked, within the "
-                          "target roots and --source-prefix). What cannot be repaired is logged as an "
-                          "ERROR and stays in streamer_verify_source_drift_objects.")(f)
-    f = click.option("--verify-source-notification-db", default=None,
-                     help="With --verify-every: " + _SOURCE_DB_HELP[3:])(f)
-    return click.option("--verify-source-hms-uri", default=None,
-                        help="With --verify-every, also check against the live source: "
-                             + _SOURCE_HMS_HELP)(f)
-
+# --- the check against the live source (its flags: streamer.target.options) ------------------------------
 
 def source_connection(hms_uri: str | None, notification_db: str | None, auth: Any) -> Any:
     """The :class:`~streamer.target.dr.source_check.SourceConnection` the flags name (None: none)."""

@@ -46,10 +46,10 @@ def catch_up_from_archive(settings: TargetSettings, low: int | None = None) -> i
     from streamer.target.job.preflight import claim
     from streamer.target.job.streaming import BatchApplier
 
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    catalog = HmsCatalog(settings.metastore.uri, auth=settings.metastore.auth)
     try:
         with claim(settings, catalog):
-            store = ArchiveStore(settings.archive_dir or "")
+            store = ArchiveStore(settings.kafka.archive_dir or "")
             manifest = store.read_manifest()
             decode = EventDeserializer(check_envelope=False)
             replay = archive_replay(store, manifest, decode) if manifest is not None else None
@@ -65,25 +65,26 @@ def catch_up_from_archive(settings: TargetSettings, low: int | None = None) -> i
 def catch_up(settings: TargetSettings, job: BatchApplier, low: int | None = None) -> int:
     """Apply what the archive holds between the target's position and the topic's first offset
     (``low``: read from the topic when not given) through ``job``; returns the records applied."""
-    assert settings.archive_dir is not None
+    archive_dir = settings.kafka.archive_dir
+    assert archive_dir is not None
     if low is None:
         low = topic_start(settings)
-    resume = resume_offset(settings.checkpoint_dir)
-    ours = resume is not None and resume.get("topic") == settings.topic
+    resume = resume_offset(settings.layout.checkpoint_dir)
+    ours = resume is not None and resume.get("topic") == settings.kafka.topic
     resume_at = int(resume["offset"]) if resume is not None and ours else None
-    anchor = job.anchor if job.anchor is not None and job.anchor.topic == settings.topic else None
+    anchor = job.anchor if job.anchor is not None and job.anchor.topic == settings.kafka.topic else None
     position = position_of(resume_at, anchor.offset if anchor is not None else None)
-    store = ArchiveStore(settings.archive_dir)
+    store = ArchiveStore(archive_dir)
     manifest = store.read_manifest() if position < low else None
-    plan = plan_catch_up(manifest, settings.topic, settings.source_id, position, low, settings.archive_dir)
+    plan = plan_catch_up(manifest, settings.kafka.topic, settings.source_id, position, low, archive_dir)
     if position >= low:
         log.info("target position %d is on topic %s (first offset %d): no catch-up from the archive",
-                 position, settings.topic, low)
+                 position, settings.kafka.topic, low)
         return 0
     assert manifest is not None
     if not plan.needed:
         log.warning("archive %s ends at offset %d, before the target's position %d: nothing to catch up "
-                    "from it", settings.archive_dir, manifest.files[-1].last_offset, position)
+                    "from it", settings.kafka.archive_dir, manifest.files[-1].last_offset, position)
     decode = EventDeserializer(check_envelope=False)
     applied = 0
     for before, entry in plan.files:
@@ -93,13 +94,13 @@ def catch_up(settings: TargetSettings, job: BatchApplier, low: int | None = None
         before_anchor = job.anchor.offset if job.anchor is not None else -1
         applied += sum(1 for r in records if r.offset > before_anchor)
         try:
-            apply_records(job, [(r.offset, r.value) for r in records], settings.max_events_per_trigger)
+            apply_records(job, [(r.offset, r.value) for r in records], settings.scale.max_events_per_trigger)
         except UntilReached as reached:  # up to the bound: the job then stops there at once
             log.info("catch-up from the archive %s", reached)
             break
         log.info("caught up from the archive: %s", entry.describe())
     if resume_at is not None and resume_at < low:
-        _move_aside(settings.checkpoint_dir)
+        _move_aside(settings.layout.checkpoint_dir)
     return applied
 
 
@@ -110,12 +111,12 @@ def topic_start(settings: TargetSettings) -> int:
     from streamer.kafka.client_log import with_client_log
     from streamer.kafka.topics import watermarks
 
-    config = {"bootstrap.servers": settings.bootstrap_servers,
+    config = {"bootstrap.servers": settings.kafka.bootstrap_servers,
               "group.id": f"streamer-check-{settings.source_id}", "enable.auto.commit": False,
-              **settings.kafka_settings}
+              **settings.kafka.config}
     consumer = Consumer(with_client_log(config))
     try:
-        marks = watermarks(consumer, settings.topic, 0)
+        marks = watermarks(consumer, settings.kafka.topic, 0)
     finally:
         consumer.close()
     return 0 if marks is None else marks[0]

@@ -235,18 +235,20 @@ class SyncThread:
 
 def start_background(settings: TargetSettings, lock: AbstractContextManager[Any]) -> SyncThread | None:
     """The target job's hook: a running sync thread, or ``None`` when ``external_sync_seconds`` is 0."""
-    if settings.external_sync_seconds <= 0:
+    if settings.external_sync.seconds <= 0:
         return None
     from streamer.metastore.thrift import HmsCatalog
 
-    paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
+    layout = settings.layout
+    paths = TargetPaths(layout.warehouse_root, layout.external_base_dir, layout.external_layout)
     check_external_layout(paths)
     # its own connection: the batch thread has the other
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    catalog = HmsCatalog(settings.metastore.uri, auth=settings.metastore.auth)
     # reads pass the source rules, writes the guard, as the applier's do (docs/security.md)
-    copier = FileCopier(max_workers=settings.copy_workers, roots=paths.roots, sources=settings.source_rules())
+    copier = FileCopier(max_workers=settings.scale.copy_workers, roots=paths.roots,
+                        sources=settings.trust.source_rules())
     sync = ExternalSync(
-        catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_source_prefix,
-        db_map=settings.db_map, allow_existing_db=settings.allow_existing_db,
+        catalog, paths, settings.source_id, copier=copier, source_prefix=settings.external_sync.source_prefix,
+        db_map=settings.layout.db_map, allow_existing_db=settings.trust.allow_existing_db,
     )
-    return SyncThread(sync, settings.external_sync_seconds, lock, catalog.close).start()
+    return SyncThread(sync, settings.external_sync.seconds, lock, catalog.close).start()

@@ -72,18 +72,18 @@ def kafka_replay(settings: TargetSettings) -> Replay:
         from streamer.kafka.record_limit import check_message, consumer_settings
         from streamer.kafka.topics import iter_range
 
-        limit = settings.max_record_bytes
+        limit = settings.trust.max_record_bytes
         config = {
-            "bootstrap.servers": settings.bootstrap_servers,
+            "bootstrap.servers": settings.kafka.bootstrap_servers,
             "group.id": f"streamer-replay-{settings.source_id}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "error",
-            **settings.kafka_settings,
+            **settings.kafka.config,
         }
         consumer = Consumer(with_client_log({**config, **consumer_settings(limit, config)}))
         try:
-            for msg in iter_range(consumer, settings.topic, 0, start, end,
+            for msg in iter_range(consumer, settings.kafka.topic, 0, start, end,
                                   check=lambda msg: check_message(msg, limit)):
                 yield int(msg.offset() or 0), bytes(msg.value() or b"")
         finally:

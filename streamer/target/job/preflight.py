@@ -132,15 +132,15 @@ def probe_metastore(settings: TargetSettings, timeout_s: float = PROBE_TIMEOUT_S
     from streamer.metastore.thrift import HmsCatalog
 
     try:
-        catalog = HmsCatalog(settings.hms_uri, timeout_s=timeout_s, auth=settings.hms_auth)
+        catalog = HmsCatalog(settings.metastore.uri, timeout_s=timeout_s, auth=settings.metastore.auth)
     except StreamerError as exc:
-        raise StreamerError(f"--hms-uri {settings.hms_uri}: {exc}; check the address and that the "
+        raise StreamerError(f"--hms-uri {settings.metastore.uri}: {exc}; check the address and that the "
                             "metastore runs") from exc
     try:
         catalog.list_databases()
     except StreamerError as exc:
         catalog.close()
-        raise StreamerError(f"--hms-uri {settings.hms_uri}: no metastore answers there ({exc}); check "
+        raise StreamerError(f"--hms-uri {settings.metastore.uri}: no metastore answers there ({exc}); check "
                             "the address") from exc
     return catalog
 
@@ -150,13 +150,13 @@ def check_checkpoint(settings: TargetSettings) -> None:
     the query after its start with a stack of Java lines)."""
     from streamer.target.job.checkpoint import resume_offset
 
-    offset = resume_offset(settings.checkpoint_dir)
+    offset = resume_offset(settings.layout.checkpoint_dir)
     other = None if offset is None else offset.get("topic")
-    if other is not None and other != settings.topic:
+    if other is not None and other != settings.kafka.topic:
         raise ConfigError(
-            f"--topic {settings.topic}: the checkpoint {settings.checkpoint_dir} holds offsets of topic "
-            f"{other}: it is another target's; give this target's own --state-dir (and --checkpoint-dir), "
-            f"or --topic {other}"
+            f"--topic {settings.kafka.topic}: the checkpoint {settings.layout.checkpoint_dir} holds offsets "
+            f"of topic {other}: it is another target's; give this target's own --state-dir (and "
+            f"--checkpoint-dir), or --topic {other}"
         )
 
 
@@ -166,26 +166,27 @@ def check_topic(settings: TargetSettings, config: Mapping[str, Any]) -> None:
     from streamer.events.model import ProgressPayload
     from streamer.kafka.topics import read_tail
 
-    tail = read_tail(config, settings.topic, n=1)
+    tail = read_tail(config, settings.kafka.topic, n=1)
     if not tail or tail[0].value is None:
         topics = _topics(config)
-        log.warning("%s", nothing_yet_message(settings.topic, settings.source_id, settings.topic in topics,
-                                              topics, settings.until_event))
+        kafka = settings.kafka
+        log.warning("%s", nothing_yet_message(kafka.topic, settings.source_id, kafka.topic in topics, topics,
+                                              kafka.until_event))
         return
     try:
         event = EventDeserializer(check_envelope=False)(tail[0].value)
     except CodecError as exc:  # the job's own decoding names it, at its offset
-        log.warning("topic %s: its last record (offset %d) is not a streamer event: %s", settings.topic,
+        log.warning("topic %s: its last record (offset %d) is not a streamer event: %s", settings.kafka.topic,
                     tail[0].offset, exc)
         return
     if event.source.source_id != settings.source_id:
-        raise ConfigError(other_source_message(settings.source_id, settings.topic, event.source.source_id,
-                                               event.event_id))
+        raise ConfigError(other_source_message(settings.source_id, settings.kafka.topic,
+                                               event.source.source_id, event.event_id))
     head = event.event_id
     if isinstance(event.payload, ProgressPayload):
         head = max(head, event.payload.source_head_event_id)
-    if settings.until_event is not None and settings.until_event > head:
-        log.warning("%s", beyond_head_message(settings.until_event, head, settings.topic))
+    if settings.kafka.until_event is not None and settings.kafka.until_event > head:
+        log.warning("%s", beyond_head_message(settings.kafka.until_event, head, settings.kafka.topic))
 
 
 def _topics(config: Mapping[str, Any]) -> list[str]:
@@ -204,16 +205,17 @@ def preflight(settings: TargetSettings) -> None:
     """Every start-up check of ``target run``, cheapest first; raises on the first wrong setting."""
     from streamer.kafka.reachability import check_reachable
 
-    refuse_live_job(settings.state_dir)
-    if Path(settings.state_dir).is_dir():
-        check_state_dir(settings.state_dir, Given(settings.source_id, settings.topic))  # names: no I/O
-    config = {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_settings}
+    refuse_live_job(settings.layout.state_dir)
+    if Path(settings.layout.state_dir).is_dir():
+        # names: no I/O
+        check_state_dir(settings.layout.state_dir, Given(settings.source_id, settings.kafka.topic))
+    config = {"bootstrap.servers": settings.kafka.bootstrap_servers, **settings.kafka.config}
     check_reachable(config)  # one line
     catalog = probe_metastore(settings)
     try:
-        if Path(settings.state_dir).is_dir():
+        if Path(settings.layout.state_dir).is_dir():
             lent = contextlib.nullcontext(catalog)
-            check_state_dir(settings.state_dir, Given(hms_uri=settings.hms_uri), lambda: lent)
+            check_state_dir(settings.layout.state_dir, Given(hms_uri=settings.metastore.uri), lambda: lent)
     finally:
         catalog.close()
     check_checkpoint(settings)
@@ -225,10 +227,11 @@ def claim(settings: TargetSettings, catalog: Catalog) -> Iterator[None]:
     """Hold the state dir for a job: refuse a failed-over target, take the job lock (refusing a
     second job), check the checkpoint's topic and bind the state dir to this target
     (``streamer.target.state.binding.bind``, ``catalog`` being the job's metastore)."""
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
-    refuse_if_failed_over(settings.state_dir)
-    with JobLock(settings.state_dir).held(what=" (two target jobs must not share a state dir)"):
+    Path(settings.layout.state_dir).mkdir(parents=True, exist_ok=True)
+    refuse_if_failed_over(settings.layout.state_dir)
+    with JobLock(settings.layout.state_dir).held(what=" (two target jobs must not share a state dir)"):
         check_checkpoint(settings)
-        bind(settings.state_dir, settings.source_id, settings.topic, settings.hms_uri, catalog)
+        bind(settings.layout.state_dir, settings.source_id, settings.kafka.topic, settings.metastore.uri,
+             catalog)
         yield
 

@@ -36,14 +36,14 @@ class JobProgress:
     ) -> None:
         self.settings = settings
         self.target_db = target_db
-        known, self.consumed = read_progress(settings.state_dir)  # the newest event id consumed
+        known, self.consumed = read_progress(settings.layout.state_dir)  # the newest event id consumed
         # db -> (event id, source time) of its last applied event; kept across restarts
         self.applied_times: dict[str, tuple[int, int]] = {
             db: (int(p.get("event_id", 0)), int(p.get("event_time", 0))) for db, p in known.items()
         }
-        self.anchor: Anchor | None = read_anchor(settings.state_dir)  # the last record consumed
+        self.anchor: Anchor | None = read_anchor(settings.layout.state_dir)  # the last record consumed
         self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
-        name = settings.watermark_db
+        name = settings.layout.watermark_db
         if name is None:
             name = default_watermark_db(settings.source_id)
         self.watermark = WatermarkPublisher(
@@ -56,7 +56,7 @@ class JobProgress:
         every later batch (``EventChainError``) once this one's intact records are applied."""
         if self.chain_error is not None:
             raise self.chain_error
-        chain = check_chain(self.settings.topic, decoded, self.anchor)
+        chain = check_chain(self.settings.kafka.topic, decoded, self.anchor)
         if chain.error is not None:
             self.chain_error = chain.error
             metrics.TARGET_DATA_LOSS.set(1)
@@ -70,7 +70,7 @@ class JobProgress:
         later step (failing to publish a halt stops the batch)."""
         mark = compute(
             progress, self.consumed if consumed is None else consumed, stuck, self.target_db,
-            self.settings.source_id, consistency=self.settings.consistency,
+            self.settings.source_id, consistency=self.settings.scale.consistency,
         )
         self.watermark.publish(mark, required=halt)
 
@@ -90,13 +90,13 @@ class JobProgress:
     ) -> None:
         """After every step of a batch: the consumed id and applied times (``progress.json``), then the
         watermark, the lag, and the chain's anchor, in that order."""
-        consumed = consumed_through(bounded, newest, self.settings.until_event)
+        consumed = consumed_through(bounded, newest, self.settings.kafka.until_event)
         if any_applied or consumed > self.consumed:
             self.consumed = max(self.consumed, consumed)
-            write_progress(self.settings.state_dir, self.applied_times, self.consumed)
+            write_progress(self.settings.layout.state_dir, self.applied_times, self.consumed)
         self.publish(progress, stuck)  # after every step of the batch (DESIGN invariant 2)
         if the_plan.source_head is not None and progress:
             metrics.TARGET_LAG_EVENTS.set(lag_events(the_plan.source_head, progress, self.consumed, stuck))
         if chain.anchor is not None and chain.anchor != self.anchor:
-            write_anchor(self.settings.state_dir, chain.anchor)
+            write_anchor(self.settings.layout.state_dir, chain.anchor)
             self.anchor = chain.anchor

@@ -80,12 +80,13 @@ class BatchApplier:
         catalogs: Callable[[], Catalog] | None = None,
     ) -> None:
         self.settings = settings
-        self.state = TargetState(settings.state_dir, label=_target_name(settings))
-        paths = TargetPaths(settings.warehouse_root, settings.external_base_dir, settings.external_layout)
+        self.state = TargetState(settings.layout.state_dir, label=_target_name(settings))
+        layout, scale = settings.layout, settings.scale
+        paths = TargetPaths(layout.warehouse_root, layout.external_base_dir, layout.external_layout)
         check_external_layout(paths)  # never re-points external tables of another layout
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
-        self.runner = LaneRunner(settings.consistency, catalogs, settings.apply_lanes)
-        write_mode(settings.state_dir, settings.consistency, settings.apply_lanes, settings.db_map)
+        self.runner = LaneRunner(scale.consistency, catalogs, scale.apply_lanes)
+        write_mode(layout.state_dir, scale.consistency, scale.apply_lanes, layout.db_map)
         self.applier = _applier(settings, catalog, paths, self.state, copier)
         self.applier.load_progress()
         self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt
@@ -108,7 +109,7 @@ class BatchApplier:
         if self.progress.chain_error is not None:
             raise self.progress.chain_error
         started = time.monotonic()
-        refuse_if_failed_over(self.settings.state_dir)  # a failover fences the job before any change
+        refuse_if_failed_over(self.settings.layout.state_dir)  # a failover fences the job before any change
         self.reload_state()
         decoded = [(offset, self.deserialize(value)) for offset, value in records]
         chain = self.progress.check_chain(decoded)
@@ -126,7 +127,7 @@ class BatchApplier:
         first_offset = min((offset for offset, _ in decoded[: chain.intact]), default=bound)
         replayed, released = self.held.take(self.state, self.applier.load_progress, first_offset, offsets)
         events.extend(replayed)
-        bounded = split_at(events, self.settings.until_event)
+        bounded = split_at(events, self.settings.kafka.until_event)
         planned = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         the_plan = regrouped(self.applier, planned)  # --coalesce-backlog: per table, fenced
         before = self.progress.consumed
@@ -153,9 +154,9 @@ class BatchApplier:
         if chain.error is not None:
             raise chain.error
         if bounded.straddles:
-            assert self.settings.until_event is not None and bounded.first_held is not None
+            assert self.settings.kafka.until_event is not None and bounded.first_held is not None
             # the prefix is applied; raising keeps Spark from committing the batch (see bounded.py)
-            self.stopped_at_until = UntilReached(self.settings.until_event, bounded.first_held)
+            self.stopped_at_until = UntilReached(self.settings.kafka.until_event, bounded.first_held)
             log.info("%s", self.stopped_at_until)
             raise self.stopped_at_until
         return the_plan
@@ -174,7 +175,7 @@ class BatchApplier:
     @property
     def reached_until(self) -> bool:
         """A bounded job consumed everything up to its bound (or stopped inside a batch past it)."""
-        until = self.settings.until_event
+        until = self.settings.kafka.until_event
         return self.stopped_at_until is not None or reached(self.progress.consumed, until)
 
     def _stuck(self) -> set[str]:
@@ -187,7 +188,7 @@ class BatchApplier:
     def reload_state(self) -> None:
         """Operators retry/skip from another process (``streamer target retry``): read their changes."""
         before = set(self.state.halts())
-        self.state = TargetState(self.settings.state_dir, label=self.applier.target_db)
+        self.state = TargetState(self.settings.layout.state_dir, label=self.applier.target_db)
         self.applier.state = self.state
         for db in before - set(self.state.halts()):
             metrics.TARGET_HALTED.labels(db=self.applier.target_db(db)).set(0)
@@ -199,7 +200,7 @@ def replay_held(job: BatchApplier) -> bool:
     with job.lock:
         job.reload_state()
         released = set(job.state.pending_replays()) - set(job.state.halts())
-        if not released or job.anchor is None or job.anchor.topic != job.settings.topic:
+        if not released or job.anchor is None or job.anchor.topic != job.settings.kafka.topic:
             return False
         job.process([], bound=job.anchor.offset + 1)
         return True
@@ -214,16 +215,16 @@ def _applier(
 ) -> Applier:
     return Applier(
         catalog,
-        copier or FileCopier(max_workers=settings.copy_workers, roots=paths.roots),
+        copier or FileCopier(max_workers=settings.scale.copy_workers, roots=paths.roots),
         paths,
         settings.source_id,
-        db_map=dict(settings.db_map),
-        allow_existing_db=settings.allow_existing_db,
+        db_map=dict(settings.layout.db_map),
+        allow_existing_db=settings.trust.allow_existing_db,
         state=state,
-        mark_readonly=settings.mark_readonly,
-        sources=settings.source_rules(),
-        markers_per_batch=settings.markers_per_batch,
-        coalesce_backlog=settings.coalesce_backlog,
+        mark_readonly=settings.layout.mark_readonly,
+        sources=settings.trust.source_rules(),
+        markers_per_batch=settings.scale.markers_per_batch,
+        coalesce_backlog=settings.scale.coalesce_backlog,
     )
 
 
@@ -244,20 +245,20 @@ def spark_session(
     from streamer.target.job.executor_copy import executor_conf
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    kerberos = spark_kerberos_conf(settings.hms_auth)
+    kerberos = spark_kerberos_conf(settings.metastore.auth)
     conf = {
         "spark.app.name": app_name,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
-        "spark.hadoop.hive.metastore.uris": settings.hms_uri,
-        "spark.sql.warehouse.dir": settings.warehouse_root,
+        "spark.hadoop.hive.metastore.uris": settings.metastore.uri,
+        "spark.sql.warehouse.dir": settings.layout.warehouse_root,
         "spark.sql.catalogImplementation": "hive",
         **kerberos,
     }
     # spark-submit (which sets PYSPARK_GATEWAY_PORT) or SPARK_MASTER chooses the master; else local
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        master = settings.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
+        master = settings.scale.spark_master or os.environ.get("SPARK_MASTER", "local[2]")
         conf["spark.master"] = master
         conf.update(executor_conf(master))
         driver_jvm.start(conf, master, log_level or spark_log_level())
@@ -266,7 +267,7 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if kerberos:
-        jvm_kerberos_login(spark, settings.hms_auth)
+        jvm_kerberos_login(spark, settings.metastore.auth)
     return spark
 
 
@@ -274,9 +275,10 @@ def consumer_group(settings: TargetSettings) -> str:
     """The consumer group the job commits its consumed offset to, for Kafka lag tools ("": none)."""
     from streamer.kafka.naming import target_group
 
-    if settings.consumer_group is not None:
-        return settings.consumer_group
-    return target_group(settings.source_id, settings.hms_uri, os.path.abspath(settings.state_dir))
+    if settings.kafka.consumer_group is not None:
+        return settings.kafka.consumer_group
+    state_dir = os.path.abspath(settings.layout.state_dir)
+    return target_group(settings.source_id, settings.metastore.uri, state_dir)
 
 
 def start_query(
@@ -286,19 +288,19 @@ def start_query(
     from streamer.kafka.spark_source import register
 
     register(spark)
-    _choose_checkpoint_manager(spark, settings.checkpoint_dir)
+    _choose_checkpoint_manager(spark, settings.layout.checkpoint_dir)
     reader = (
         spark.readStream.format("streamer_kafka")
-        .option("bootstrap.servers", settings.bootstrap_servers)
-        .option("topic", settings.topic)
+        .option("bootstrap.servers", settings.kafka.bootstrap_servers)
+        .option("topic", settings.kafka.topic)
         .option("startingOffsets", "earliest")
-        .option("maxEventsPerTrigger", str(settings.max_events_per_trigger))
-        .option("maxRecordBytes", str(settings.max_record_bytes))
-        .option("reader", settings.kafka_reader)
-        .option("waitMs", str(round(settings.trigger_seconds * 1000)))
+        .option("maxEventsPerTrigger", str(settings.scale.max_events_per_trigger))
+        .option("maxRecordBytes", str(settings.trust.max_record_bytes))
+        .option("reader", settings.scale.kafka_reader)
+        .option("waitMs", str(round(settings.scale.trigger_seconds * 1000)))
         .option("commitGroup", consumer_group(settings))
     )
-    for key, value in settings.kafka_settings.items():
+    for key, value in settings.kafka.config.items():
         reader = reader.option(f"kafka.{key}", value)
     stream = reader.load()
 
@@ -317,7 +319,7 @@ def start_query(
 
     return (
         stream.writeStream.foreachBatch(on_batch)
-        .option("checkpointLocation", settings.checkpoint_dir)
+        .option("checkpointLocation", settings.layout.checkpoint_dir)
         .trigger(processingTime=f"{trigger_interval(settings)} seconds")
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
@@ -387,16 +389,16 @@ def trigger_interval(settings: TargetSettings) -> float:
     """Spark's trigger interval. The driver reader waits up to ``trigger_seconds`` for records
     inside a trigger and returns as soon as one arrives, so triggers run back to back (interval 0):
     a record never waits for the next interval. The task reader polls every ``trigger_seconds``."""
-    return 0.0 if settings.kafka_reader == "driver" else settings.trigger_seconds
+    return 0.0 if settings.scale.kafka_reader == "driver" else settings.scale.trigger_seconds
 
 
 def run(settings: TargetSettings, *, until: Callable[[], bool] | None = None) -> str:
     """Run the target job in the foreground until stopped (or ``until()`` is true, or it reached
-    ``settings.until_event``, or the target was failed over); returns why it stopped. The metastore
+    ``settings.kafka.until_event``, or the target was failed over); returns why it stopped. The metastore
     first (a wrong one fails before Spark), then the state dir is held and bound (``claim``)."""
     from streamer.metastore.thrift import HmsCatalog
 
-    catalog = HmsCatalog(settings.hms_uri, auth=settings.hms_auth)
+    catalog = HmsCatalog(settings.metastore.uri, auth=settings.metastore.auth)
     try:
         with claim(settings, catalog):
             return _run(settings, until, catalog)
@@ -415,24 +417,25 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
     from streamer.target.job.external_sync import start_background
 
     spark = spark_session(settings)
-    for py_file in settings.py_files:
+    scale = settings.scale
+    for py_file in scale.py_files:
         spark.sparkContext.addPyFile(py_file)
     batch_applier = BatchApplier(
         settings, catalog,
-        copier=executor_copier(spark, settings.executor_copy_min_bytes, settings.executor_copy_min_files,
-                               settings.copy_workers),
-        catalogs=lambda: HmsCatalog(settings.hms_uri, auth=settings.hms_auth),
+        copier=executor_copier(spark, scale.executor_copy_min_bytes, scale.executor_copy_min_files,
+                               scale.copy_workers),
+        catalogs=lambda: HmsCatalog(settings.metastore.uri, auth=settings.metastore.auth),
     )
     query = start_query(spark, settings, batch_applier)
-    log.info("target job started: topic %s -> %s, consistency %s", settings.topic, settings.hms_uri,
-             settings.consistency)
+    log.info("target job started: topic %s -> %s, consistency %s", settings.kafka.topic,
+             settings.metastore.uri, scale.consistency)
     if consumer_group(settings):
         log.info("consumer group %s hears of each applied micro-batch's offset (Kafka lag tools only)",
                  consumer_group(settings))
     external_sync = start_background(settings, batch_applier.lock)
-    verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify_every > 0 else None
+    verifier = start_verify_loop(settings, batch_applier.lock) if settings.verify.every > 0 else None
     stopped = "stopped"
-    waiting = Waiting(settings.topic, settings.source_id, settings.until_event, time.monotonic())
+    waiting = Waiting(settings.kafka.topic, settings.source_id, settings.kafka.until_event, time.monotonic())
     try:
         failure: str | None = None
         try:
@@ -440,9 +443,9 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
                 if until is not None and until():
                     break
                 if batch_applier.reached_until:
-                    stopped = f"reached --until-event {settings.until_event}"
+                    stopped = f"reached --until-event {settings.kafka.until_event}"
                     break
-                if read_record(settings.state_dir) is not None:
+                if read_record(settings.layout.state_dir) is not None:
                     stopped = FAILED_OVER
                     break
                 if not query.awaitTermination(1):
@@ -458,7 +461,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
             _halt_on_data_loss(batch_applier.progress.chain_error, until)
         if failure is not None and batch_applier.stopped_at_until is not None:
             stopped = str(batch_applier.stopped_at_until)  # the bound, not a failure
-        elif failure is not None and read_record(settings.state_dir) is not None:
+        elif failure is not None and read_record(settings.layout.state_dir) is not None:
             stopped = FAILED_OVER
         elif failure is not None:
             raise query_failure(settings, failure)
@@ -475,7 +478,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
 
 def _target_name(settings: TargetSettings) -> Callable[[str], str]:
     """A source database's name on this target (``--db-map``), as the applier names it."""
-    mapping = {k.lower(): v.lower() for k, v in settings.db_map.items()}
+    mapping = {k.lower(): v.lower() for k, v in settings.layout.db_map.items()}
     return lambda db: mapping.get(db.lower(), db.lower())
 
 
@@ -484,27 +487,27 @@ def start_verify_loop(settings: TargetSettings, lock: threading.Lock) -> VerifyL
     from streamer.target.dr.verify import VerifyLoop, VerifySettings
 
     verify_settings = VerifySettings(
-        hms_uri=settings.hms_uri,
-        state_dir=settings.state_dir,
-        bootstrap_servers=settings.bootstrap_servers,
-        topic=settings.topic,
+        hms_uri=settings.metastore.uri,
+        state_dir=settings.layout.state_dir,
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        topic=settings.kafka.topic,
         source_id=settings.source_id,
-        kafka_settings=dict(settings.kafka_settings),
-        db_map=dict(settings.db_map),
-        warehouse_root=settings.warehouse_root,
-        external_base_dir=settings.external_base_dir,
-        hms_auth=settings.hms_auth,
-        source_rules=settings.source_rules(),
-        max_record_bytes=settings.max_record_bytes,
+        kafka_settings=dict(settings.kafka.config),
+        db_map=dict(settings.layout.db_map),
+        warehouse_root=settings.layout.warehouse_root,
+        external_base_dir=settings.layout.external_base_dir,
+        hms_auth=settings.metastore.auth,
+        source_rules=settings.trust.source_rules(),
+        max_record_bytes=settings.trust.max_record_bytes,
     )
     also = None
-    if settings.verify_source_hms_uri or settings.verify_source_notification_db:
+    if settings.verify.source_hms_uri or settings.verify.source_notification_db:
         from streamer.target.dr.source_check import SourceConnection, loop_check
 
-        source = SourceConnection(settings.verify_source_hms_uri, settings.verify_source_notification_db,
-                                  settings.verify_source_auth)
-        also = loop_check(verify_settings, source, repair=settings.verify_repair)
-    return VerifyLoop(verify_settings, settings.verify_every, lock, also=also).start()
+        source = SourceConnection(settings.verify.source_hms_uri, settings.verify.source_notification_db,
+                                  settings.verify.source_auth)
+        also = loop_check(verify_settings, source, repair=settings.verify.repair)
+    return VerifyLoop(verify_settings, settings.verify.every, lock, also=also).start()
 
 
 def _halt_on_data_loss(error: EventChainError, until: Callable[[], bool] | None) -> None:
@@ -530,13 +533,14 @@ def query_failure(settings: TargetSettings, failure: str) -> StreamerError:
     ``streamer_target_data_loss`` stays 0."""
     from streamer.target.job.checkpoint import resume_offset
 
-    offset = resume_offset(settings.checkpoint_dir)
-    if offset is not None and offset.get("topic") == settings.topic:
+    offset = resume_offset(settings.layout.checkpoint_dir)
+    if offset is not None and offset.get("topic") == settings.kafka.topic:
         needed: tuple[int, int] | None = (int(offset.get("partition", 0)), int(offset["offset"]))
     else:
-        needed = reported_offset(failure, settings.topic)
+        needed = reported_offset(failure, settings.kafka.topic)
     recheck = Recheck(Outcome.UNCHECKED) if needed is None else _recheck(settings, *needed)
-    error = failure_error(failure, recheck, f"{settings.topic!r} partition {needed[0] if needed else 0}")
+    where = f"{settings.kafka.topic!r} partition {needed[0] if needed else 0}"
+    error = failure_error(failure, recheck, where)
     if recheck.outcome is Outcome.UNREACHABLE:
         log.warning("could not check the topic after the query failed: %s", recheck.detail)
     if isinstance(error, DataLossError):
@@ -555,13 +559,15 @@ def _recheck(settings: TargetSettings, partition: int, start: int) -> Recheck:
     from streamer.kafka.spark_source_options import check_start
 
     config = {
-        "bootstrap.servers": settings.bootstrap_servers, "group.id": f"streamer-check-{settings.source_id}",
-        "enable.auto.commit": False, **settings.kafka_settings,
+        "bootstrap.servers": settings.kafka.bootstrap_servers,
+        "group.id": f"streamer-check-{settings.source_id}",
+        "enable.auto.commit": False, **settings.kafka.config,
     }
-    consumer = Consumer(with_client_log({**config, **consumer_settings(settings.max_record_bytes, config)}))
+    limits = consumer_settings(settings.trust.max_record_bytes, config)
+    consumer = Consumer(with_client_log({**config, **limits}))
     try:
-        marks = checked_watermarks(consumer, settings.topic, partition, start, RECHECK_UNREACHABLE_S)
-        check_start(settings.topic, partition, start, marks, fail_on_data_loss=True)
+        marks = checked_watermarks(consumer, settings.kafka.topic, partition, start, RECHECK_UNREACHABLE_S)
+        check_start(settings.kafka.topic, partition, start, marks, fail_on_data_loss=True)
     except DataLossError as loss:
         return Recheck(Outcome.LOST, str(loss), start)
     except KafkaClientError as unreachable:

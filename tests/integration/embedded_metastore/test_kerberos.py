@@ -298,13 +298,17 @@ def test_spark_session_reads_the_kerberos_metastore(
         catalog.create_database(DatabaseSnapshot(name=name))
     script = textwrap.dedent(f"""\
         from streamer.metastore.transport import HmsAuth
-        from streamer.target.job.settings import TargetSettings
+        from streamer.target.job.settings import (
+            KafkaSettings, LayoutSettings, MetastoreSettings, TargetSettings)
         from streamer.target.job.streaming import spark_session
         settings = TargetSettings(
-            bootstrap_servers="unused:9092", topic="t", hms_uri={_uri(secure_hms)!r},
-            warehouse_root={str(secure_hms.warehouse_dir)!r}, state_dir={str(tmp_path)!r},
-            checkpoint_dir={str(tmp_path / "cp")!r},
-            hms_auth=HmsAuth("kerberos", {CLIENT_TEMPLATE!r}, {SERVICE_USER!r}, {str(kdc.client_keytab)!r}),
+            kafka=KafkaSettings(bootstrap_servers="unused:9092", topic="t"),
+            metastore=MetastoreSettings(
+                uri={_uri(secure_hms)!r},
+                auth=HmsAuth("kerberos", {CLIENT_TEMPLATE!r}, {SERVICE_USER!r}, {str(kdc.client_keytab)!r}),
+            ),
+            layout=LayoutSettings(warehouse_root={str(secure_hms.warehouse_dir)!r},
+                                  state_dir={str(tmp_path)!r}, checkpoint_dir={str(tmp_path / "cp")!r}),
         )
         spark = spark_session(settings)
         print("DATABASES", sorted(r[0] for r in spark.sql("SHOW DATABASES").collect()))

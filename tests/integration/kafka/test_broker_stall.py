@@ -35,7 +35,12 @@ from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import KafkaClientError
 from streamer.kafka.topics import ensure_topic
 from streamer.target.job import streaming
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 
 # the CI tier: a stall must outlast librdkafka's timeouts (40 s per reader), too long for make test
 pytestmark = [pytest.mark.integration, pytest.mark.ci, pytest.mark.timeout(300)]
@@ -149,9 +154,12 @@ def test_a_query_failure_saying_data_loss_needs_a_reachable_broker_to_confirm_it
         _produce(own.client_settings(), [b"1", b"2", b"3"])
         _committed(tmp_path / "ckpt", 3)
         settings = TargetSettings(
-            bootstrap_servers=own.bootstrap_servers, topic=TOPIC, hms_uri="thrift://127.0.0.1:1",
-            warehouse_root=tmp_path.as_uri(), state_dir=str(tmp_path / "state"),
-            checkpoint_dir=str(tmp_path / "ckpt"),
+            kafka=KafkaSettings(bootstrap_servers=own.bootstrap_servers, topic=TOPIC),
+            metastore=MetastoreSettings(uri="thrift://127.0.0.1:1"),
+            layout=LayoutSettings(
+                warehouse_root=tmp_path.as_uri(), state_dir=str(tmp_path / "state"),
+                checkpoint_dir=str(tmp_path / "ckpt"),
+            ),
         )
         metrics.TARGET_DATA_LOSS.set(0)
         try:

@@ -25,6 +25,7 @@ from streamer.kafka.topics import ensure_topic, watermarks
 from streamer.source.agent import SourceAgent
 from streamer.source.reader import SqlNotificationReader
 from streamer.target.job import streaming as job
+from streamer.target.job.settings import KafkaSettings, LayoutSettings, MetastoreSettings, ScaleSettings
 from streamer.target.state.chain import read_anchor
 from streamer.warehouse.workload import COLUMNS
 from tests.integration.target.helpers import Source, TargetStack, seed_databases
@@ -35,10 +36,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 def _settings(broker: EmbeddedBroker, source: Source, stack: TargetStack, hms: EmbeddedMetastore,
               checkpoint: Path) -> job.TargetSettings:
     return job.TargetSettings(
-        bootstrap_servers=broker.bootstrap_servers, topic=source.topic, hms_uri=hms.uri,
-        warehouse_root=stack.warehouse_root.as_uri(), state_dir=str(stack.state_dir),
-        checkpoint_dir=str(checkpoint), source_id=source.source_id, trigger_seconds=0.1,
-        external_base_dir=stack.external_base.as_uri(),
+        source_id=source.source_id,
+        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap_servers, topic=source.topic),
+        metastore=MetastoreSettings(uri=hms.uri),
+        layout=LayoutSettings(
+            warehouse_root=stack.warehouse_root.as_uri(), state_dir=str(stack.state_dir),
+            checkpoint_dir=str(checkpoint), external_base_dir=stack.external_base.as_uri(),
+        ),
+        scale=ScaleSettings(trigger_seconds=0.1),
     )
 
 

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from streamer.kafka.group_commit import REFRESH_S, GroupCommitter, commit_due
 from streamer.kafka.naming import target_group
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 from streamer.target.job.streaming import consumer_group
 
 
@@ -56,11 +61,13 @@ def test_the_default_group_names_source_and_metastore_and_tells_targets_apart() 
     assert all(c.isalnum() or c in "._-" for c in odd), odd
 
 
-def _settings(**kw: object) -> TargetSettings:
-    base: dict[str, object] = dict(bootstrap_servers="h:1", topic="t", hms_uri="thrift://hms:9083",
-                                   warehouse_root="/wh", state_dir="state", checkpoint_dir="ckpt",
-                                   source_id="s1")
-    return TargetSettings(**{**base, **kw})  # type: ignore[arg-type]
+def _settings(state_dir: str = "state", consumer_group: str | None = None) -> TargetSettings:
+    return TargetSettings(
+        source_id="s1",
+        kafka=KafkaSettings(bootstrap_servers="h:1", topic="t", consumer_group=consumer_group),
+        metastore=MetastoreSettings(uri="thrift://hms:9083"),
+        layout=LayoutSettings(warehouse_root="/wh", state_dir=state_dir, checkpoint_dir="ckpt"),
+    )
 
 
 def test_the_job_commits_to_its_default_group_unless_told_another_or_none() -> None:

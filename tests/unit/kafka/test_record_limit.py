@@ -143,9 +143,9 @@ def test_target_run_takes_the_flag_into_its_settings_and_refuses_what_librdkafka
     from streamer.target.commands import run_cmd, run_settings
 
     with run_cmd.make_context("run", _run_flags()) as ctx:
-        assert run_settings(ctx.params).max_record_bytes == DEFAULT_TARGET_MAX_RECORD_BYTES
+        assert run_settings(ctx.params).trust.max_record_bytes == DEFAULT_TARGET_MAX_RECORD_BYTES
     with run_cmd.make_context("run", _run_flags("--max-record-bytes", str(LIMIT))) as ctx:
-        assert run_settings(ctx.params).max_record_bytes == LIMIT
+        assert run_settings(ctx.params).trust.max_record_bytes == LIMIT
     for bad in (MIN_TARGET_MAX_RECORD_BYTES - 1, MAX_TARGET_MAX_RECORD_BYTES + 1):
         with pytest.raises(click.BadParameter) as info:
             run_cmd.make_context("run", _run_flags("--max-record-bytes", str(bad)))

@@ -8,17 +8,27 @@ from typing import Any
 
 from streamer.metastore.transport import HmsAuth
 
-# every setting by the name it had as a flat TargetSettings field -> where it lives now
-PATHS = {name: name for name in (
-    "bootstrap_servers", "topic", "hms_uri", "warehouse_root", "state_dir", "checkpoint_dir", "source_id",
-    "external_base_dir", "external_layout", "kafka_settings", "db_map", "allow_existing_db",
-    "max_events_per_trigger", "max_record_bytes", "trigger_seconds", "kafka_reader", "consumer_group",
-    "copy_workers", "external_sync_seconds", "external_source_prefix", "hms_auth", "verify_every",
-    "verify_source_hms_uri", "verify_source_notification_db", "verify_source_auth", "verify_repair",
-    "until_event", "mark_readonly", "markers_per_batch", "coalesce_backlog", "watermark_db", "consistency",
-    "apply_lanes", "executor_copy_min_bytes", "executor_copy_min_files", "spark_master", "py_files",
-    "source_prefixes", "source_cmroots", "allow_unverified_files", "archive_dir",
-)}
+# every setting by the name it had as a flat TargetSettings field -> where it lives now (the values the
+# tests below expect were written against the flat settings, before they were grouped)
+PATHS = {
+    "source_id": "source_id",
+    **{k: f"kafka.{k}" for k in ("bootstrap_servers", "topic", "consumer_group", "archive_dir",
+                                 "until_event")},
+    "kafka_settings": "kafka.config", "hms_uri": "metastore.uri", "hms_auth": "metastore.auth",
+    **{k: f"layout.{k}" for k in ("warehouse_root", "state_dir", "checkpoint_dir", "external_base_dir",
+                                  "external_layout", "db_map", "watermark_db", "mark_readonly")},
+    **{k: f"trust.{k}" for k in ("source_prefixes", "source_cmroots", "allow_unverified_files",
+                                 "allow_existing_db", "max_record_bytes")},
+    **{k: f"scale.{k}" for k in ("max_events_per_trigger", "trigger_seconds", "kafka_reader", "consistency",
+                                 "apply_lanes", "copy_workers", "executor_copy_min_bytes",
+                                 "executor_copy_min_files", "markers_per_batch", "coalesce_backlog",
+                                 "spark_master", "py_files")},
+    "verify_every": "verify.every", "verify_source_hms_uri": "verify.source_hms_uri",
+    "verify_source_notification_db": "verify.source_notification_db",
+    "verify_source_auth": "verify.source_auth",
+    "verify_repair": "verify.repair", "external_sync_seconds": "external_sync.seconds",
+    "external_source_prefix": "external_sync.source_prefix",
+}
 
 
 def flat(settings: Any) -> dict[str, Any]:

@@ -28,7 +28,12 @@ from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.dr.verify import VerifySettings, _Verifier
 from streamer.target.job.bounded import UntilReached
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 from streamer.target.job.streaming import BatchApplier
 from tests.unit.target import builders as b
 from tests.unit.target.apply.test_apply import Env, make_env
@@ -175,10 +180,13 @@ def test_the_bounded_job_with_db_maps_replicates_hr_into_hr7_not_past_it(tmp_pat
     before = stale_hr(catalog, 40)
     events = workload(tmp_path / "src")
     job_settings = TargetSettings(
-        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused:1",
-        warehouse_root=f"file://{tmp_path}/wh", state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, until_event=37,
-        db_map={"hr": "hr7", "sales": "sales7"},
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic="t", until_event=37),
+        metastore=MetastoreSettings(uri="thrift://unused:1"),
+        layout=LayoutSettings(
+            warehouse_root=f"file://{tmp_path}/wh", state_dir=str(tmp_path / "state"),
+            checkpoint_dir=str(tmp_path / "ckpt"), db_map={"hr": "hr7", "sales": "sales7"},
+        ),
     )
     job = BatchApplier(job_settings, catalog)
     past = b.create_db(38, "late")

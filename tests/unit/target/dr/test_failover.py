@@ -35,7 +35,7 @@ from streamer.target.dr.failover import (
     read_record,
     refuse_if_failed_over,
 )
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import KafkaSettings, LayoutSettings, MetastoreSettings, TargetSettings
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.status import write_progress
@@ -173,15 +173,20 @@ def test_failover_waits_for_the_job_lock(tmp_path: Path) -> None:
 
 def test_a_failed_over_target_applies_nothing(tmp_path: Path) -> None:
     catalog = MemoryCatalog()
-    settings = TargetSettings("unused:1", "t", "thrift://unused:1", f"file://{tmp_path}/wh",
-                              str(tmp_path / "state"), str(tmp_path / "ckpt"), source_id=b.SOURCE_ID)
+    settings = TargetSettings(
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:1", topic="t"),
+        metastore=MetastoreSettings(uri="thrift://unused:1"),
+        layout=LayoutSettings(warehouse_root=f"file://{tmp_path}/wh", state_dir=str(tmp_path / "state"),
+                              checkpoint_dir=str(tmp_path / "ckpt")),
+    )
     job = BatchApplier(settings, catalog)
     from streamer.events.codec import encode_event
 
     job.process([(0, encode_event(b.create_db(1, "a")))])
     params = catalog.get_database("a").parameters  # type: ignore[union-attr]
     assert params[REPL_TARGET_PARAM] == b.SOURCE_ID  # a replica is marked as one
-    failover(settings.state_dir, catalog)
+    failover(settings.layout.state_dir, catalog)
     with pytest.raises(FailedOverError):
         job.process([(1, encode_event(b.create_db(2, "c")))])
     assert catalog.get_database("c") is None

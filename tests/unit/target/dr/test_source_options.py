@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from streamer.errors import ConfigError
 from streamer.metastore.memory import MemoryCatalog
 from streamer.metastore.transport import HmsAuth
-from streamer.target.dr.commands import against_source_options, source_connection, verify_source_options
+from streamer.target.dr.commands import source_connection
 from streamer.target.dr.verify import Guard, VerifyLoop, VerifyReport, VerifySettings
+from streamer.target.options import against_source_options, verify_source_options
 
 
 def test_the_options_parse_into_a_source_connection_and_one_source_is_required() -> None:

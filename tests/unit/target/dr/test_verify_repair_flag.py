@@ -12,6 +12,6 @@ def test_target_run_repairs_against_the_source_by_default(tmp_path: Path) -> Non
             str(tmp_path / "wh"), "--state-dir", str(tmp_path / "state"), "--verify-every", "60",
             "--verify-source-hms-uri", "thrift://h:1"]
     with run_cmd.make_context("run", list(base)) as ctx:  # click consumes the list it is given
-        assert run_settings(ctx.params).verify_repair is True
+        assert run_settings(ctx.params).verify.repair is True
     with run_cmd.make_context("run", [*base, "--no-verify-repair"]) as ctx:
-        assert run_settings(ctx.params).verify_repair is False
+        assert run_settings(ctx.params).verify.repair is False

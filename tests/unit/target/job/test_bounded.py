@@ -13,7 +13,12 @@ from streamer.events.model import Event, EventType, ProgressPayload, Source
 from streamer.metastore.catalog import LAST_ID_PARAM
 from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.bounded import UntilReached, consumed_through, reached, split_at
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.status import read_progress
 from tests.unit.target import builders as b
@@ -58,9 +63,13 @@ def test_progress_records_past_the_bound_are_not_a_straddle() -> None:
 
 def settings(tmp_path: Path, until: int | None) -> TargetSettings:
     return TargetSettings(
-        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused:1",
-        warehouse_root=f"file://{tmp_path}/wh", state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, until_event=until,
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic="t", until_event=until),
+        metastore=MetastoreSettings(uri="thrift://unused:1"),
+        layout=LayoutSettings(
+            warehouse_root=f"file://{tmp_path}/wh", state_dir=str(tmp_path / "state"),
+            checkpoint_dir=str(tmp_path / "ckpt"),
+        ),
     )
 
 

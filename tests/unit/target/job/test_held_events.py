@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,7 +12,13 @@ from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload
 from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.tables import target_table
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+    TrustSettings,
+)
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.state_file import TargetState
 from tests.unit.target import builders as b
@@ -37,15 +42,18 @@ class Topic:
 
 
 def _job(
-    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch, **extra: Any
+    tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch,
+    trust: TrustSettings | None = None,
 ) -> BatchApplier:
-    """The job as every caller builds it (the demo passes no replay): it reads its own topic;
-    ``extra`` are further ``TargetSettings``."""
+    """The job as every caller builds it (the demo passes no replay): it reads its own topic."""
     monkeypatch.setattr("streamer.target.job.streaming.kafka_replay", lambda settings: topic.replay)
     settings = TargetSettings(
-        bootstrap_servers="unused:9092", topic="t", hms_uri="thrift://unused",
-        warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID, watermark_db="", **extra,
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic="t"),
+        metastore=MetastoreSettings(uri="thrift://unused"),
+        layout=LayoutSettings(warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
+                              checkpoint_dir=str(tmp_path / "ckpt"), watermark_db=""),
+        trust=trust or TrustSettings(),
     )
     return BatchApplier(settings, catalog)
 

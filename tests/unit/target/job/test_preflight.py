@@ -26,14 +26,23 @@ from streamer.target.job.preflight import (
     refuse_live_job,
     sources_of,
 )
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 from streamer.target.state.binding import read_binding
 
 
-def _settings(tmp_path: Path, topic: str = "t.prod", **kw: object) -> TargetSettings:
-    return TargetSettings(bootstrap_servers="k:9092", topic=topic, hms_uri="thrift://h:9083",
-                          warehouse_root="/wh", state_dir=str(tmp_path),
-                          checkpoint_dir=str(tmp_path / "checkpoint"), source_id="prod", **kw)  # type: ignore[arg-type]
+def _settings(tmp_path: Path, topic: str = "t.prod") -> TargetSettings:
+    return TargetSettings(
+        source_id="prod",
+        kafka=KafkaSettings(bootstrap_servers="k:9092", topic=topic),
+        metastore=MetastoreSettings(uri="thrift://h:9083"),
+        layout=LayoutSettings(warehouse_root="/wh", state_dir=str(tmp_path),
+                              checkpoint_dir=str(tmp_path / "checkpoint")),
+    )
 
 
 def _checkpoint(root: Path, topic: str) -> None:

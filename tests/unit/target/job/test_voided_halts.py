@@ -11,6 +11,7 @@ import pytest
 
 from streamer.events.model import Event, FileRef
 from streamer.metastore.memory import MemoryCatalog
+from streamer.target.job.settings import TrustSettings
 from streamer.target.job.streaming import BatchApplier, replay_held
 from tests.unit.target import builders as b
 
@@ -22,7 +23,8 @@ def _job(
     tmp_path: Path, catalog: MemoryCatalog, topic: Topic, monkeypatch: pytest.MonkeyPatch
 ) -> BatchApplier:
     """The job of ``test_held_events``, reading the source files below ``tmp_path/src``."""
-    return held_job(tmp_path, catalog, topic, monkeypatch, source_prefixes=((tmp_path / "src").as_uri(),))
+    return held_job(tmp_path, catalog, topic, monkeypatch,
+                    trust=TrustSettings(source_prefixes=((tmp_path / "src").as_uri(),)))
 
 
 def _events(tmp_path: Path) -> tuple[list[Event], FileRef, FileRef]:

@@ -14,7 +14,12 @@ from streamer.errors import DataLossError, EventChainError
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload, Source
 from streamer.metastore.memory import MemoryCatalog
-from streamer.target.job.settings import TargetSettings
+from streamer.target.job.settings import (
+    KafkaSettings,
+    LayoutSettings,
+    MetastoreSettings,
+    TargetSettings,
+)
 from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.chain import Anchor, check_chain, read_anchor, reset_anchor, write_anchor
 from tests.unit.target import builders as b
@@ -101,9 +106,13 @@ def test_anchor_file_round_trip_and_reset(tmp_path: Path) -> None:
 
 def _batch_applier(tmp_path: Path, catalog: MemoryCatalog) -> BatchApplier:
     settings = TargetSettings(
-        bootstrap_servers="unused:9092", topic=TOPIC, hms_uri="thrift://unused",
-        warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
-        checkpoint_dir=str(tmp_path / "ckpt"), source_id=b.SOURCE_ID,
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic=TOPIC),
+        metastore=MetastoreSettings(uri="thrift://unused"),
+        layout=LayoutSettings(
+            warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
+            checkpoint_dir=str(tmp_path / "ckpt"),
+        ),
     )
     return BatchApplier(settings, catalog)
 
