@@ -443,9 +443,9 @@ class Pipeline:
             self.spark.sparkContext.setLogLevel("ERROR")
         self._target_catalog = HmsCatalog(self.hms.uri)
         hms_uri = self.hms.uri
-        s = self.settings
+        s = self.settings.scale
         self.applier = TimedBatchApplier(
-            s,
+            self.settings,
             self._target_catalog,
             on_applied=self._on_applied,
             # the copier `streamer target run` gives its job; "per-copy": a thread pool per copy (before
