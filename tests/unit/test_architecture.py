@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("streamer.target.table_reader",),
     ("streamer.target.dr",),
     ("streamer.target.job",),
-    ("streamer.target.commands",),
+    # the command line: the commands, and the flags they share (declared once per settings group)
+    ("streamer.target.commands", "streamer.target.dr.commands", "streamer.target.options"),
     ("streamer.archive.load", "streamer.archive.commands"),
     ("streamer.read", "streamer.demo", "streamer.cli"),
     ("streamer.testing",),
