@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "failback": ("streamer.target.dr.commands:failback", "Check the old source before it rejoins."),
     "archive": ("streamer.archive.commands:archive", "Keep the topic as Avro files (REPL DUMP)."),
     "load": ("streamer.archive.commands:load_cmd", "Apply an event archive with no broker (REPL LOAD)."),
-    "dump": ("streamer.archive.dump:dump_cmd", "Dump a bootstrap into an archive directory (REPL DUMP)."),
+    "dump": ("streamer.archive.dump:dump_cmd", "A bootstrap and the log after it as an archive (REPL DUMP)."),
 }
 
 

@@ -55,6 +55,7 @@ from streamer.hive.notification import DEFAULT_CATALOG
 from streamer.kafka.naming import topic_or_default
 from streamer.kafka.record_size import DEFAULT_MAX_RECORD_BYTES
 from streamer.source import options
+from streamer.source.bootstrap_commands import source_flags
 from streamer.source.options import SourceOptions, env
 
 if TYPE_CHECKING:
@@ -371,17 +372,7 @@ def run_dump(
 
 @click.command("dump")
 @options.source_id_option("Name of the source; names the dump's topic, as `source bootstrap` names it.")
-@click.option("--warehouse", "warehouse_url", **env("WAREHOUSE"),
-              help="The bundled source warehouse's metastore URL (sqlite path or postgresql://...); its "
-                   "notification log is read too. Or give --hms-uri.")
-@options.hms_uri_option(
-    "A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files by listing each "
-    "location; its notification log through the Thrift API too, unless --notification-db is given. Or "
-    "give --warehouse.")
-@options.notification_db_option(
-    "With --hms-uri: read the notification log from the metastore's database instead (sqlite path, "
-    "postgresql://... or mysql://...), as `streamer source run` can; INSERTs without files are then "
-    "located over --hms-uri, as the agent does.")
+@source_flags("; INSERTs without files are then located over --hms-uri, as the agent does")
 @options.scope_options("Replication policy in Hive's syntax; repeatable. Default: every database.")
 @options.kafka_options("Unused by dump (no broker is contacted); accepted so the source's flags carry over.",
                        servers_required=False)
@@ -413,15 +404,10 @@ def dump_cmd(opts: SourceOptions, warehouse_url: str | None, hms_uri: str | None
     import contextlib
 
     from streamer.kafka.record_size import check_limit
-    from streamer.source.bootstrap_commands import open_source
+    from streamer.source.bootstrap_commands import check_source_flags, open_source
     from streamer.source.enrich import EnrichSettings
 
-    if bool(warehouse_url) == bool(hms_uri):
-        raise click.UsageError("give exactly one source: --warehouse URL (the bundled warehouse) or "
-                               "--hms-uri thrift://host:port (a Hive Metastore)")
-    if notification_db and not hms_uri:
-        raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
-                               "notification log is read from --warehouse)")
+    check_source_flags(warehouse_url, hms_uri, notification_db)
     if with_data and "://" in to_dir and not to_dir.startswith("file://"):
         raise click.UsageError("--with-data needs a local --to directory")
     settings = DumpSettings(

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -40,20 +40,39 @@ if TYPE_CHECKING:
     from streamer.source.open_txns import OpenTxnPolicy
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_flags(notification_db_more: str) -> Callable[[F], F]:
+    """``--warehouse``, ``--hms-uri`` and ``--notification-db``: the source a dump reads
+    (``open_source``); ``notification_db_more`` ends the last one's help."""
+    return options.stacked(
+        click.option("--warehouse", "warehouse_url", **env("WAREHOUSE"),
+                     help="The bundled source warehouse's metastore URL (sqlite path or postgresql://...); "
+                          "its notification log is read too. Or give --hms-uri."),
+        options.hms_uri_option(
+            "A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files by "
+            "listing each location; its notification log through the Thrift API too, unless "
+            "--notification-db is given. Or give --warehouse."),
+        options.notification_db_option(
+            "With --hms-uri: read the notification log from the metastore's database instead (sqlite path, "
+            f"postgresql://... or mysql://...), as `streamer source run` can{notification_db_more}."),
+    )
+
+
+def check_source_flags(warehouse_url: str | None, hms_uri: str | None, notification_db: str | None) -> None:
+    """Exactly one source, and ``--notification-db`` only with ``--hms-uri``."""
+    if bool(warehouse_url) == bool(hms_uri):
+        raise click.UsageError("give exactly one source: --warehouse URL (the bundled warehouse) or "
+                               "--hms-uri thrift://host:port (a Hive Metastore)")
+    if notification_db and not hms_uri:
+        raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
+                               "notification log is read from --warehouse)")
 
 
 @click.command("bootstrap")
 @options.source_id_option("Name of the source; names the topic and the agent's transactional id.")
-@click.option("--warehouse", "warehouse_url", **env("WAREHOUSE"),
-              help="The bundled source warehouse's metastore URL (sqlite path or postgresql://...); "
-                   "its notification log is read too. Or give --hms-uri.")
-@options.hms_uri_option(
-    "A Hive Metastore to dump (thrift://host:port): metadata through its Thrift API, files by listing each "
-    "location; its notification log through the Thrift API too, unless --notification-db is given. Or "
-    "give --warehouse.")
-@options.notification_db_option(
-    "With --hms-uri: read the notification log from the metastore's database instead (sqlite path, "
-    "postgresql://... or mysql://...), as `streamer source run` can.")
+@source_flags("")
 @options.scope_options("Replication policy in Hive's syntax; repeatable. Default: every database. "
                        "Give the agent the same policies.")
 @options.kafka_options("librdkafka property passed through; repeatable.")
@@ -111,12 +130,7 @@ def bootstrap(
     from streamer.source.prerequisites import check_prerequisites
     from streamer.source.thrift_reader import ThriftNotificationReader
 
-    if bool(warehouse_url) == bool(hms_uri):
-        raise click.UsageError("give exactly one source: --warehouse URL (the bundled warehouse) or "
-                               "--hms-uri thrift://host:port (a Hive Metastore)")
-    if notification_db and not hms_uri:
-        raise click.UsageError("--notification-db goes with --hms-uri (the bundled warehouse's own "
-                               "notification log is read from --warehouse)")
+    check_source_flags(warehouse_url, hms_uri, notification_db)
     if (open_txn_timeout is not None or abort_open_txns) and not hms_uri:
         raise click.UsageError("--open-txn-timeout and --abort-open-txns go with --hms-uri (a dump of the "
                                "bundled warehouse copies the write ids committed at its event id and never "

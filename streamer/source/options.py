@@ -35,7 +35,7 @@ def env(name: str) -> dict[str, Any]:
     return {"envvar": f"STREAMER_{name}", "show_envvar": True}
 
 
-def _stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """The decorators as if written one above the other in this order (the first is first in --help)."""
 
     def apply(func: F) -> F:
@@ -60,7 +60,7 @@ def notification_db_option(help_text: str) -> Callable[[F], F]:
 
 def scope_options(policy_help: str) -> Callable[[F], F]:
     """Metastore access (Kerberos, filesystems), then what to replicate: ``--policy`` and ``--catalog``."""
-    return _stacked(
+    return stacked(
         hms_auth_options("STREAMER_"),
         fs_options("STREAMER_"),
         click.option("--policy", "policies", multiple=True, **env("POLICY"), help=policy_help),
@@ -74,7 +74,7 @@ def scope_options(policy_help: str) -> Callable[[F], F]:
 def kafka_options(kafka_setting_help: str, *, servers_required: bool = True) -> Callable[[F], F]:
     """``--bootstrap-servers``, ``--kafka-setting`` (``-X``), ``--topic``, and how records are sent;
     ``servers_required=False`` for a command that takes the topic's flags but contacts no broker."""
-    return _stacked(
+    return stacked(
         click.option("--bootstrap-servers", required=servers_required,
                      default=None if servers_required else "", **env("BOOTSTRAP_SERVERS"),
                      help="Kafka bootstrap servers, host:port[,host:port]."),
@@ -98,7 +98,7 @@ def kafka_options(kafka_setting_help: str, *, servers_required: bool = True) -> 
 
 def file_options(cmroot_help: str) -> Callable[[F], F]:
     """What the source's file checksums are (``--checksum-algorithm``) and its ``--cmroot``."""
-    return _stacked(
+    return stacked(
         click.option("--checksum-algorithm", default="sha256", show_default=True,
                      type=click.Choice(checksums.ALGORITHMS, case_sensitive=False),
                      **env("CHECKSUM_ALGORITHM"),

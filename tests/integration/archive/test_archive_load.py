@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from streamer.archive.manifest import MANIFEST_NAME, Entry, Manifest, from_json
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.warehouse.workload import COLUMNS
+from tests.integration.archive.helpers import load
 from tests.integration.target.helpers import (
     Source,
     TargetError,
@@ -31,36 +30,12 @@ from tests.integration.target.in_process import TargetInProcess
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-@pytest.fixture
-def prefix() -> str:
-    return f"x{uuid.uuid4().hex[:6]}_"
-
-
-@pytest.fixture
-def source(broker: EmbeddedBroker, topic: str, tmp_path: Path, prefix: str) -> Iterator[Source]:
-    src = Source.open(tmp_path / "source", broker.client_settings(), topic, f"src-{prefix.rstrip('_')}")
-    try:
-        yield src
-    finally:
-        src.close()
-
-
 def _archive(stack: TargetStack, broker: EmbeddedBroker, source: Source, archive: Path) -> str:
     return stack.cli(
         "archive", "run", "--bootstrap-servers", broker.bootstrap_servers, "--topic", source.topic,
         "--source-id", source.source_id, "--dir", str(archive), "--once", "--max-records-per-file", "15",
         "--metrics-port", "0",
     ).stdout
-
-
-def _load(stack: TargetStack, archive: Path, ok: tuple[int, ...] = (0,), extra: tuple[str, ...] = ()) -> str:
-    done = stack.cli(
-        "load", "--from", str(archive), "--hms-uri", stack.hms.uri,
-        "--warehouse-root", stack.warehouse_root.as_uri(),
-        "--external-base-dir", stack.external_base.as_uri(),
-        "--state-dir", str(stack.state_dir), *extra, ok=ok,
-    )
-    return done.stdout + done.stderr
 
 
 def _manifest(archive: Path) -> Manifest:
@@ -96,7 +71,7 @@ def test_an_archived_topic_loads_with_no_broker_and_equals_the_source(
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
     other = TargetStack(hms, tmp_path / "other")
-    out = _load(other, tampered, ok=(1,))
+    out = load(other, tampered, ok=(1,))
     e = manifest.files[0]
     assert (f"archive file {e.file} (events {e.first_event_id}..{e.last_event_id}, offsets "
             f"{e.first_offset}..{e.last_offset}) was altered") in out
@@ -109,14 +84,14 @@ def test_an_archived_topic_loads_with_no_broker_and_equals_the_source(
     middle = manifest.files[1]
     bound = middle.first_event_id + 1
     assert bound < middle.last_event_id
-    out = _load(stack, archive, extra=("--until-event", str(bound)))
+    out = load(stack, archive, "--until-event", str(bound))
     assert f"stopped at --until-event {bound}" in out, out
     assert max(stack.applied_ids(source.last_ids()).values()) <= bound
-    out = _load(stack, archive)
+    out = load(stack, archive)
     end = manifest.files[-1]
     assert f"the target is at offset {end.last_offset}, event {end.last_event_id}" in out, out
     assert_target_equals_source(source, stack, None)
-    assert "loaded 0 files (0 records)" in _load(stack, archive)  # resumable: nothing twice
+    assert "loaded 0 files (0 records)" in load(stack, archive)  # resumable: nothing twice
     status = json.loads(stack.cli("archive", "status", "--dir", str(archive), "--state-dir",
                                   str(stack.state_dir), "--json").stdout)
     assert status["target"]["files_left"] == 0 and status["target"]["event_id"] == last

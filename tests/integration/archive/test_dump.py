@@ -8,7 +8,6 @@ from the dump alone, its data copied by ``--with-data``."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -18,13 +17,13 @@ import pytest
 from streamer.archive.dump import DumpSettings, run_dump
 from streamer.archive.manifest import MANIFEST_NAME, from_json
 from streamer.archive.reading import read_archive
-from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.source.enrich import EnrichSettings
 from streamer.source.policy import PolicySet
 from streamer.source.reader import SqlNotificationReader
 from streamer.source.warehouse_catalog import WarehouseCatalog
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
+from tests.integration.archive.helpers import load
 from tests.integration.target.helpers import Source, TargetStack, assert_target_equals_source, mixed_workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -38,12 +37,7 @@ class _DumpedSource:
 
 
 @pytest.fixture
-def prefix() -> str:
-    return f"d{uuid.uuid4().hex[:6]}_"
-
-
-@pytest.fixture
-def source(tmp_path: Path, prefix: str) -> Iterator[tuple[Warehouse, str]]:
+def bundled(tmp_path: Path, prefix: str) -> Iterator[tuple[Warehouse, str]]:
     """A fresh bundled warehouse (and its URL) with a change-manager root, and no agent."""
     work = tmp_path / "source"
     url = str(work / "metastore.sqlite")
@@ -69,24 +63,13 @@ def _out_of_reach(work: Path, moved: Path) -> Iterator[None]:
                 (moved / name).rename(work / name)
 
 
-def _load(stack: TargetStack, dump: Path, with_data: bool) -> str:
-    done = stack.cli(
-        "load", "--from", str(dump), "--hms-uri", stack.hms.uri,
-        "--warehouse-root", stack.warehouse_root.as_uri(),
-        "--external-base-dir", stack.external_base.as_uri(), "--state-dir", str(stack.state_dir),
-        *(["--source-prefix", (dump / "data").resolve().as_uri()] if with_data else []),
-    )
-    return done.stdout + done.stderr
-
-
 @pytest.mark.parametrize("with_data", [False, True], ids=["references", "with-data"])
 def test_a_dump_loads_with_no_broker_and_equals_the_source(
-    hms: EmbeddedMetastore, tmp_path: Path, prefix: str, source: tuple[Warehouse, str], with_data: bool
+    target_stack: TargetStack, tmp_path: Path, prefix: str, bundled: tuple[Warehouse, str], with_data: bool
 ) -> None:
-    wh, url = source
+    (wh, url), stack = bundled, target_stack
     work = tmp_path / "source"
     mixed_workload(wh, prefix, 30, seed=7)
-    stack = TargetStack(hms, tmp_path / "target")
     dump = tmp_path / "dump"
     out = stack.cli(
         "dump", "--source-id", wh.source_id, "--warehouse", url, "--policy", f"`{prefix}.*`",
@@ -99,19 +82,19 @@ def test_a_dump_loads_with_no_broker_and_equals_the_source(
     if with_data:
         assert any((dump / "data").rglob("*"))
         with _out_of_reach(work, tmp_path / "moved"):
-            done = _load(stack, dump, with_data)
+            done = load(stack, dump, "--source-prefix", (dump / "data").resolve().as_uri())
     else:
-        done = _load(stack, dump, with_data)
+        done = load(stack, dump)
     assert f"event {manifest.last_event_id}" in done
     assert_target_equals_source(cast(Source, cast(Any, _DumpedSource(wh))), stack, None)
 
 
 def test_the_events_after_a_dump_s_bootstrap_load_from_it_with_their_data(
-    hms: EmbeddedMetastore, tmp_path: Path, prefix: str, source: tuple[Warehouse, str]
+    target_stack: TargetStack, tmp_path: Path, prefix: str, bundled: tuple[Warehouse, str]
 ) -> None:
     """DDL and inserts written after the bootstrap's event id E, before the dump reads the log's head,
     reach the target from the dump alone (data copied by ``--with-data``; no broker, no source files)."""
-    wh, url = source
+    wh, url = bundled
     work = tmp_path / "source"
     mixed_workload(wh, prefix, 20, seed=3)
     later: list[int] = []
@@ -135,8 +118,7 @@ def test_the_events_after_a_dump_s_bootstrap_load_from_it_with_their_data(
     events_after = sum(e.records for e in manifest.files if e.last_event_id > summary.bootstrap_id)
     assert manifest.last_event_id == summary.last_event_id and events_after >= 20
 
-    stack = TargetStack(hms, tmp_path / "target")
     with _out_of_reach(work, tmp_path / "moved"):
-        done = _load(stack, dump, True)
+        done = load(target_stack, dump, "--source-prefix", (dump / "data").resolve().as_uri())
     assert f"event {summary.last_event_id}" in done
-    assert_target_equals_source(cast(Source, cast(Any, _DumpedSource(wh))), stack, None)
+    assert_target_equals_source(cast(Source, cast(Any, _DumpedSource(wh))), target_stack, None)

@@ -268,3 +268,13 @@ def test_with_data_copies_a_function_s_resources(tmp_path: Path) -> None:
     jar.unlink()
     with pytest.raises(StreamerError, match=r"event 12 \(CREATE_FUNCTION db\): function resource .*udfs.jar"):
         copy_data([create], tmp_path / "dump2")
+
+
+@pytest.mark.parametrize("flags, says", [
+    ([], "give exactly one source"),
+    (["--warehouse", "w.sqlite", "--hms-uri", "thrift://h:9083"], "give exactly one source"),
+    (["--warehouse", "w.sqlite", "--notification-db", "n.sqlite"], "--notification-db goes with --hms-uri"),
+])
+def test_dump_takes_one_source(tmp_path: Path, flags: list[str], says: str) -> None:
+    result = CliRunner().invoke(dump_cmd, ["--source-id", SOURCE, "--to", str(tmp_path / "d"), *flags])
+    assert result.exit_code == 2 and says in result.output
