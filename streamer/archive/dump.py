@@ -15,9 +15,10 @@ these are the "offsets" of its manifest. The agent's watch of tables whose write
 
 ``--with-data`` (``DataCopier``) copies each data file the records name (bootstrap and events) into
 ``DIR/data/<sha256 of its URI and checksum>/<name>``, verified against the record's checksum while
-copying (its change-manager copy read when the file is gone), once per URI and checksum, and names
-the copies (``file://`` URIs) in the records, so the dump loads with ``--source-prefix
-file://DIR/data`` and nothing of the source.
+copying (its change-manager copy read when the file is gone), once per URI and checksum, and each
+function resource into ``DIR/data/<sha256 of its URI>/<name>`` (Hive records no checksum for them),
+and names the copies (``file://`` URIs) in the records, so the dump loads with ``--source-prefix
+file://DIR/data`` and nothing of the source. Runbook: docs/dr.md, "A dump".
 """
 
 from __future__ import annotations
