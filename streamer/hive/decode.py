@@ -318,7 +318,7 @@ def _drop_function(m: Fields) -> Decoded:
 
 
 def _add_constraints(kind: str) -> Callable[[Fields], Decoded]:
-    key = objects.CONSTRAINT_KINDS[kind][0]
+    key = objects.CONSTRAINT_KEYS[kind]
 
     def decode(m: Fields) -> Decoded:
         constraints = [objects.constraint_from_tjson(kind, t) for t in m.list_(key, str, required=True) or []]

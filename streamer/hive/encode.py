@@ -252,7 +252,7 @@ def _drop_function(p: ev.DropFunctionPayload, ts: int, e: Event) -> dict[str, An
 
 
 def _add_constraints(p: ev.AddConstraintsPayload, ts: int, e: Event) -> dict[str, Any]:
-    key = objects.CONSTRAINT_KINDS[_constraint_kind(e.event_type)][0]
+    key = objects.CONSTRAINT_KEYS[_constraint_kind(e.event_type)]
     return _head(**{key: [objects.constraint_to_tjson(c) for c in p.constraints]}, timestamp=ts)
 
 

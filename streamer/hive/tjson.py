@@ -3,7 +3,7 @@
 Hive embeds metastore objects (Table, Partition, ...) in its messages as TJSONProtocol text: structs
 keyed by field id, every value tagged with its wire type. Decoding is driven by small struct specs
 (field id -> name, type) so that unknown ids, which newer Hive versions add, are skipped. The readers
-return plain dicts keyed by field name; :mod:`streamer.hive.objects` turns them into snapshots.
+return plain dicts keyed by field name; :mod:`streamer.hive.fields` turns them into snapshots.
 """
 
 from __future__ import annotations
@@ -210,125 +210,9 @@ def _write_bare(t: TType, v: Any) -> Any:
     return v
 
 
-# --- Hive metastore struct specs (hive_metastore.thrift field ids) -----------------------------
-
-FIELD_SCHEMA = Struct("FieldSchema", {1: ("name", STR), 2: ("type", STR), 3: ("comment", STR)})
-SERDE_INFO = Struct(
-    "SerDeInfo", {1: ("name", STR), 2: ("serializationLib", STR), 3: ("parameters", MapOf(STR, STR))}
-)
-ORDER = Struct("Order", {1: ("col", STR), 2: ("order", I32)})
-STORAGE_DESCRIPTOR = Struct(
-    "StorageDescriptor",
-    {
-        1: ("cols", ListOf(FIELD_SCHEMA)),
-        2: ("location", STR),
-        3: ("inputFormat", STR),
-        4: ("outputFormat", STR),
-        5: ("compressed", BOOL),
-        6: ("numBuckets", I32),
-        7: ("serdeInfo", SERDE_INFO),
-        8: ("bucketCols", ListOf(STR)),
-        9: ("sortCols", ListOf(ORDER)),
-        10: ("parameters", MapOf(STR, STR)),
-        12: ("storedAsSubDirectories", BOOL),
-    },
-)
-TABLE = Struct(
-    "Table",
-    {
-        1: ("tableName", STR),
-        2: ("dbName", STR),
-        3: ("owner", STR),
-        4: ("createTime", I32),
-        5: ("lastAccessTime", I32),
-        6: ("retention", I32),
-        7: ("sd", STORAGE_DESCRIPTOR),
-        8: ("partitionKeys", ListOf(FIELD_SCHEMA)),
-        9: ("parameters", MapOf(STR, STR)),
-        10: ("viewOriginalText", STR),
-        11: ("viewExpandedText", STR),
-        12: ("tableType", STR),
-        14: ("temporary", BOOL),
-        15: ("rewriteEnabled", BOOL),
-        17: ("catName", STR),
-        18: ("ownerType", I32),
-        19: ("writeId", I64),
-    },
-)
-PARTITION = Struct(
-    "Partition",
-    {
-        1: ("values", ListOf(STR)),
-        2: ("dbName", STR),
-        3: ("tableName", STR),
-        4: ("createTime", I32),
-        5: ("lastAccessTime", I32),
-        6: ("sd", STORAGE_DESCRIPTOR),
-        7: ("parameters", MapOf(STR, STR)),
-        9: ("catName", STR),
-        10: ("writeId", I64),
-    },
-)
-DATABASE = Struct(
-    "Database",
-    {
-        1: ("name", STR),
-        2: ("description", STR),
-        3: ("locationUri", STR),
-        4: ("parameters", MapOf(STR, STR)),
-        6: ("ownerName", STR),
-        7: ("ownerType", I32),
-        8: ("catalogName", STR),
-        9: ("createTime", I32),
-        10: ("managedLocationUri", STR),
-    },
-)
-RESOURCE_URI = Struct("ResourceUri", {1: ("resourceType", I32), 2: ("uri", STR)})
-FUNCTION = Struct(
-    "Function",
-    {
-        1: ("functionName", STR),
-        2: ("dbName", STR),
-        3: ("className", STR),
-        4: ("ownerName", STR),
-        5: ("ownerType", I32),
-        6: ("createTime", I32),
-        7: ("functionType", I32),
-        8: ("resourceUris", ListOf(RESOURCE_URI)),
-        9: ("catName", STR),
-    },
-)
-
-_PRIMS = {p.tag: p for p in (BOOL, I16, I32, I64, DBL, STR, BIN)}
-_FLAGS = "enable_cstr:tf validate_cstr:tf rely_cstr:tf"
-
-
-def _constraint(name: str, fields: str) -> Struct:
-    """A constraint struct from ``"name[:type] ..."`` in field-id order (type defaults to str)."""
-    specs = [f.partition(":") for f in fields.split()]
-    return Struct(name, {i + 1: (n, _PRIMS[t or "str"]) for i, (n, _, t) in enumerate(specs)})
-
-
-SQL_PRIMARY_KEY = _constraint(
-    "SQLPrimaryKey", f"table_db table_name column_name key_seq:i32 pk_name {_FLAGS} catName"
-)
-SQL_FOREIGN_KEY = _constraint(
-    "SQLForeignKey",
-    "pktable_db pktable_name pkcolumn_name fktable_db fktable_name fkcolumn_name key_seq:i32"
-    f" update_rule:i32 delete_rule:i32 fk_name pk_name {_FLAGS} catName",
-)
-SQL_UNIQUE = _constraint(
-    "SQLUniqueConstraint", f"catName table_db table_name column_name key_seq:i32 uk_name {_FLAGS}"
-)
-SQL_NOT_NULL = _constraint(
-    "SQLNotNullConstraint", f"catName table_db table_name column_name nn_name {_FLAGS}"
-)
-SQL_DEFAULT = _constraint(
-    "SQLDefaultConstraint", f"catName table_db table_name column_name default_value dc_name {_FLAGS}"
-)
-SQL_CHECK = _constraint(
-    "SQLCheckConstraint", f"catName table_db table_name column_name check_expression dc_name {_FLAGS}"
-)
+# --- column statistics struct specs (hive_metastore.thrift field ids) ----------------------------
+# The objects snapshots mirror (tables, partitions, ...) are specified with their mapping in
+# ``streamer.hive.fields``; statistics keep their own table in ``streamer.hive.objects``.
 
 _DECIMAL = Struct("Decimal", {1: ("unscaled", BIN), 3: ("scale", I16)})
 _DATE = Struct("Date", {1: ("daysSinceEpoch", I64)})

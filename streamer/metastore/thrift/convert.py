@@ -1,23 +1,26 @@
 """Conversion between streamer's snapshots and the Hive 2.3 metastore's Thrift objects.
 
-Pure code, no I/O, so every field's mapping can be checked without a server. Fields Hive 2.3's API
-lacks are not sent and come back as ``None``; column statistics keep bounds as text, as
-``streamer.hive.objects`` writes them. See docs/design/metastore.md.
+Pure code, no I/O, so every field's mapping can be checked without a server. Databases, tables,
+partitions, functions and keys follow the field table of ``streamer.hive.fields`` (shared with the
+TJSON of Hive's messages): fields Hive 2.3's generated classes lack are not sent and come back as
+``None``. Column statistics keep bounds as text, as ``streamer.hive.objects`` writes them. See
+docs/design/metastore.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
 from streamer.errors import StreamerError
 from streamer.events import model as ev
+from streamer.hive import fields
 
-# Hive's FileUtils.escapePathName: characters written as %XX in partition names and paths.
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -25,261 +28,96 @@ class UnsupportedStatisticError(StreamerError, ValueError):
     """A statistic kind that Hive 2.3's Thrift API cannot carry."""
 
 
-# --- names ----------------------------------------------------------------------------------
+# --- objects: driven by the field table of streamer.hive.fields ------------------------------
 
 
-# --- small pieces ---------------------------------------------------------------------------
+def _get(obj: Any, name: str) -> Any:
+    return getattr(obj, name, None)  # a field Hive 2.3's class lacks reads as missing
 
 
-def _dict(d: dict[str, str] | None) -> dict[str, str]:
-    return dict(d) if d else {}
+def _make(obj: fields.HiveObject, values: dict[str, Any]) -> Any:
+    """The generated class of ``obj`` with the fields it has (Hive 2.3 lacks catalogs, write ids, ...)."""
+    cls = getattr(tt, obj.name)
+    known = {spec[2] for spec in cls.thrift_spec if spec}
+    if obj is fields.STORAGE_DESCRIPTOR:  # Hive 2.3's server expects skew information, even empty
+        values = {**values, "skewedInfo": tt.SkewedInfo(skewedColNames=[], skewedColValues=[],
+                                                         skewedColValueLocationMaps={})}
+    return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def _to(obj: fields.HiveObject, snapshot: Any) -> Any:
+    return fields.dump(obj, snapshot, _make)
+
+
+def _from(obj: fields.HiveObject, thrift: Any) -> Any:
+    return fields.load(obj, thrift, _get, strict=False)
 
 
 def to_field(col: ev.Column) -> tt.FieldSchema:
-    return tt.FieldSchema(name=col.name, type=col.type, comment=col.comment)
+    return _to(fields.FIELD_SCHEMA, col)
 
 
 def from_field(fs: tt.FieldSchema) -> ev.Column:
-    return ev.Column(name=fs.name, type=fs.type, comment=fs.comment)
+    return cast(ev.Column, _from(fields.FIELD_SCHEMA, fs))
 
 
 def to_sd(sd: ev.StorageDescriptor) -> tt.StorageDescriptor:
-    return tt.StorageDescriptor(
-        cols=[to_field(c) for c in sd.columns],
-        location=sd.location,
-        inputFormat=sd.input_format,
-        outputFormat=sd.output_format,
-        compressed=sd.compressed,
-        numBuckets=sd.num_buckets,
-        serdeInfo=tt.SerDeInfo(
-            name=sd.serde.name,
-            serializationLib=sd.serde.serialization_lib,
-            parameters=_dict(sd.serde.parameters),
-        ),
-        bucketCols=list(sd.bucket_columns),
-        sortCols=[tt.Order(col=s.column, order=s.order) for s in sd.sort_columns],
-        parameters=_dict(sd.parameters),
-        skewedInfo=tt.SkewedInfo(skewedColNames=[], skewedColValues=[], skewedColValueLocationMaps={}),
-        storedAsSubDirectories=sd.stored_as_subdirectories,
-    )
+    return _to(fields.STORAGE_DESCRIPTOR, sd)
 
 
 def from_sd(sd: tt.StorageDescriptor | None) -> ev.StorageDescriptor:
-    if sd is None:
-        return ev.StorageDescriptor()
-    serde = sd.serdeInfo or tt.SerDeInfo()
-    return ev.StorageDescriptor(
-        location=sd.location,
-        columns=[from_field(c) for c in sd.cols or []],
-        input_format=sd.inputFormat,
-        output_format=sd.outputFormat,
-        compressed=bool(sd.compressed),
-        num_buckets=sd.numBuckets if sd.numBuckets is not None else -1,
-        serde=ev.SerDe(
-            name=serde.name, serialization_lib=serde.serializationLib, parameters=_dict(serde.parameters)
-        ),
-        bucket_columns=list(sd.bucketCols or []),
-        sort_columns=[ev.SortColumn(column=o.col, order=o.order) for o in sd.sortCols or []],
-        parameters=_dict(sd.parameters),
-        stored_as_subdirectories=bool(sd.storedAsSubDirectories),
-    )
-
-
-# --- databases, tables, partitions ----------------------------------------------------------
+    return cast(ev.StorageDescriptor, _from(fields.STORAGE_DESCRIPTOR, sd))
 
 
 def to_database(db: ev.DatabaseSnapshot) -> tt.Database:
-    return tt.Database(
-        name=db.name,
-        description=db.description,
-        locationUri=db.location,
-        parameters=_dict(db.parameters),
-        ownerName=db.owner_name,
-        ownerType=db.owner_type,
-    )
+    return _to(fields.DATABASE, db)
 
 
 def from_database(db: tt.Database) -> ev.DatabaseSnapshot:
-    return ev.DatabaseSnapshot(
-        name=db.name,
-        description=db.description,
-        location=db.locationUri,
-        parameters=_dict(db.parameters),
-        owner_name=db.ownerName,
-        owner_type=db.ownerType,
-    )
+    return cast(ev.DatabaseSnapshot, _from(fields.DATABASE, db))
 
 
 def to_table(t: ev.TableSnapshot) -> tt.Table:
-    return tt.Table(
-        tableName=t.name,
-        dbName=t.db,
-        owner=t.owner,
-        createTime=t.create_time or 0,
-        lastAccessTime=t.last_access_time or 0,
-        retention=t.retention or 0,
-        sd=to_sd(t.sd),
-        partitionKeys=[to_field(c) for c in t.partition_keys],
-        parameters=_dict(t.parameters),
-        viewOriginalText=t.view_original_text,
-        viewExpandedText=t.view_expanded_text,
-        tableType=t.table_type,
-        temporary=t.temporary,
-        rewriteEnabled=t.rewrite_enabled,
-    )
+    return _to(fields.TABLE, t)
 
 
 def from_table(t: tt.Table) -> ev.TableSnapshot:
-    return ev.TableSnapshot(
-        name=t.tableName,
-        db=t.dbName,
-        table_type=t.tableType or "MANAGED_TABLE",
-        sd=from_sd(t.sd),
-        partition_keys=[from_field(c) for c in t.partitionKeys or []],
-        parameters=_dict(t.parameters),
-        owner=t.owner,
-        owner_type=None,  # Hive 2.3's Table has no owner type
-        create_time=t.createTime,
-        last_access_time=t.lastAccessTime,
-        retention=t.retention,
-        view_original_text=t.viewOriginalText,
-        view_expanded_text=t.viewExpandedText,
-        temporary=bool(t.temporary),
-        rewrite_enabled=bool(t.rewriteEnabled),
-    )
+    return cast(ev.TableSnapshot, _from(fields.TABLE, t))
 
 
 def to_partition(p: ev.PartitionSnapshot, db: str, table: str) -> tt.Partition:
-    return tt.Partition(
-        values=list(p.values),
-        dbName=db,
-        tableName=table,
-        createTime=p.create_time or 0,
-        lastAccessTime=p.last_access_time or 0,
-        sd=to_sd(p.sd),
-        parameters=_dict(p.parameters),
-    )
+    return _to(fields.PARTITION, dataclasses.replace(p, db=db, table=table))
 
 
 def from_partition(p: tt.Partition) -> ev.PartitionSnapshot:
-    return ev.PartitionSnapshot(
-        values=list(p.values or []),
-        db=p.dbName,
-        table=p.tableName,
-        sd=from_sd(p.sd),
-        parameters=_dict(p.parameters),
-        create_time=p.createTime,
-        last_access_time=p.lastAccessTime,
-    )
-
-
-# --- functions ------------------------------------------------------------------------------
+    return cast(ev.PartitionSnapshot, _from(fields.PARTITION, p))
 
 
 def to_function(f: ev.FunctionSnapshot) -> tt.Function:
-    resources = []
-    for r in f.resource_uris:
-        kind = tt.ResourceType._NAMES_TO_VALUES.get(r.resource_type.upper())
-        if kind is None:
-            raise ValueError(f"unknown resource type {r.resource_type!r} (JAR, FILE or ARCHIVE)")
-        resources.append(tt.ResourceUri(resourceType=kind, uri=r.uri))
-    return tt.Function(
-        functionName=f.name,
-        dbName=f.db,
-        className=f.class_name,
-        ownerName=f.owner_name,
-        ownerType=f.owner_type if f.owner_type is not None else tt.PrincipalType.USER,
-        createTime=f.create_time or 0,
-        functionType=f.function_type,
-        resourceUris=resources,
-    )
+    """Raises ``ValueError`` naming a resource type Hive does not know (JAR, FILE or ARCHIVE)."""
+    return _to(fields.FUNCTION, f)
 
 
 def from_function(f: tt.Function) -> ev.FunctionSnapshot:
-    return ev.FunctionSnapshot(
-        name=f.functionName,
-        db=f.dbName,
-        class_name=f.className,
-        owner_name=f.ownerName,
-        owner_type=f.ownerType,
-        create_time=f.createTime,
-        function_type=f.functionType if f.functionType is not None else 1,
-        resource_uris=[
-            ev.ResourceUri(resource_type=tt.ResourceType._VALUES_TO_NAMES[r.resourceType], uri=r.uri)
-            for r in f.resourceUris or []
-        ],
-    )
-
-
-# --- constraints ----------------------------------------------------------------------------
+    return cast(ev.FunctionSnapshot, _from(fields.FUNCTION, f))
 
 
 def to_primary_key(c: ev.Constraint) -> tt.SQLPrimaryKey:
-    return tt.SQLPrimaryKey(
-        table_db=c.db,
-        table_name=c.table,
-        column_name=c.column,
-        key_seq=c.position,
-        pk_name=c.name,
-        enable_cstr=c.enabled,
-        validate_cstr=c.validated,
-        rely_cstr=c.rely,
-    )
+    return _to(fields.SQL_PRIMARY_KEY, c)
 
 
 def from_primary_key(k: tt.SQLPrimaryKey) -> ev.Constraint:
-    return ev.Constraint(
-        kind="PRIMARY_KEY",
-        name=k.pk_name,
-        db=k.table_db,
-        table=k.table_name,
-        column=k.column_name,
-        position=k.key_seq,
-        enabled=bool(k.enable_cstr),
-        validated=bool(k.validate_cstr),
-        rely=bool(k.rely_cstr),
-    )
+    return cast(ev.Constraint, _from(fields.SQL_PRIMARY_KEY, k))
 
 
 def to_foreign_key(c: ev.Constraint) -> tt.SQLForeignKey:
     if not (c.ref_db and c.ref_table and c.ref_column):
         raise ValueError(f"foreign key {c.name} on {c.db}.{c.table} names no referenced column")
-    return tt.SQLForeignKey(
-        pktable_db=c.ref_db,
-        pktable_name=c.ref_table,
-        pkcolumn_name=c.ref_column,
-        fktable_db=c.db,
-        fktable_name=c.table,
-        fkcolumn_name=c.column,
-        key_seq=c.position,
-        update_rule=c.update_rule if c.update_rule is not None else 0,
-        delete_rule=c.delete_rule if c.delete_rule is not None else 0,
-        fk_name=c.name,
-        pk_name=c.ref_name,
-        enable_cstr=c.enabled,
-        validate_cstr=c.validated,
-        rely_cstr=c.rely,
-    )
+    return _to(fields.SQL_FOREIGN_KEY, c)
 
 
 def from_foreign_key(k: tt.SQLForeignKey) -> ev.Constraint:
-    return ev.Constraint(
-        kind="FOREIGN_KEY",
-        name=k.fk_name,
-        db=k.fktable_db,
-        table=k.fktable_name,
-        column=k.fkcolumn_name,
-        position=k.key_seq,
-        ref_db=k.pktable_db,
-        ref_table=k.pktable_name,
-        ref_column=k.pkcolumn_name,
-        ref_name=k.pk_name,
-        update_rule=k.update_rule,
-        delete_rule=k.delete_rule,
-        enabled=bool(k.enable_cstr),
-        validated=bool(k.validate_cstr),
-        rely=bool(k.rely_cstr),
-    )
+    return cast(ev.Constraint, _from(fields.SQL_FOREIGN_KEY, k))
 
 
 # --- column statistics ----------------------------------------------------------------------
@@ -388,8 +226,8 @@ def to_stats_data(s: ev.ColumnStatistic) -> tt.ColumnStatisticsData:
         raise UnsupportedStatisticError(
             f"column {s.column}: statistics of kind {s.kind} are not supported by this metastore (Hive 2.3)"
         )
-    member, struct, fields = kind
-    data = struct(**{theirs: to(getattr(s, ours)) for theirs, ours, to, _ in fields})
+    member, struct, stat_fields = kind
+    data = struct(**{theirs: to(getattr(s, ours)) for theirs, ours, to, _ in stat_fields})
     return tt.ColumnStatisticsData(**{member: data})
 
 
@@ -398,10 +236,10 @@ def to_stats_obj(s: ev.ColumnStatistic) -> tt.ColumnStatisticsObj:
 
 
 def from_stats_obj(o: tt.ColumnStatisticsObj) -> ev.ColumnStatistic:
-    for kind, (member, _, fields) in _STAT_KINDS.items():
+    for kind, (member, _, stat_fields) in _STAT_KINDS.items():
         data = getattr(o.statsData, member)
         if data is not None:
-            values = {ours: back(getattr(data, theirs)) for theirs, ours, _, back in fields}
+            values = {ours: back(getattr(data, theirs)) for theirs, ours, _, back in stat_fields}
             return ev.ColumnStatistic(column=o.colName, type=o.colType, kind=kind, **values)
     raise UnsupportedStatisticError(f"column {o.colName}: statistics of an unknown kind")
 
