@@ -56,8 +56,6 @@ class Flag:
 def _option(*decls: str, **attrs: Any) -> Flag:
     """A ``click.option``; a command's changes replace single attributes (help, default...)."""
     name = next(d for d in decls if d.startswith("--")).split("/")[0][2:].replace("-", "_")
-    if decls[-1].isidentifier():  # an explicit parameter name ("--from", "from_dir")
-        name = decls[-1]
     help_text = attrs.get("help", "")
     return Flag(lambda **changes: click.option(*decls, **{**attrs, **changes}), (name,), help_text)
 
