@@ -48,7 +48,7 @@ from streamer.events.model import (
     UnknownPayload,
     UpdateColumnStatsPayload,
 )
-from streamer.hive import objects
+from streamer.hive import fields, objects
 from streamer.hive.files import parse_file_uri, partition_name
 from streamer.hive.message import Fields, as_str_map, message_json
 from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
@@ -177,8 +177,8 @@ def _acid_write(
         write_id=write_id,
         files=[parse_file_uri(f, part) for f in (files or "").split(WRITE_FILES_SEPARATOR) if f],
         partition=part,
-        table_snapshot=objects.table_from_tjson(table_obj) if table_obj else None,
-        partition_snapshot=objects.partition_from_tjson(partition_obj) if partition_obj else None,
+        table_snapshot=objects.from_tjson(fields.TABLE, table_obj) if table_obj else None,
+        partition_snapshot=objects.from_tjson(fields.PARTITION, partition_obj) if partition_obj else None,
     )
 
 
@@ -187,7 +187,7 @@ def _acid_write(
 
 def _table(m: Fields, key: str = "tableObjJson") -> TableSnapshot | None:
     text = m.str_(key)
-    return objects.table_from_tjson(text) if text else None
+    return objects.from_tjson(fields.TABLE, text) if text else None
 
 
 def _table_or_names(m: Fields) -> TableSnapshot:
@@ -202,13 +202,13 @@ def _table_or_names(m: Fields) -> TableSnapshot:
 
 def _partition(m: Fields, key: str) -> PartitionSnapshot | None:
     text = m.str_(key)
-    return objects.partition_from_tjson(text) if text else None
+    return objects.from_tjson(fields.PARTITION, text) if text else None
 
 
 def _partitions(m: Fields) -> list[PartitionSnapshot]:
     texts = m.list_("partitionListJson", str)
     if texts is not None:
-        return [objects.partition_from_tjson(t) for t in texts]
+        return [objects.from_tjson(fields.PARTITION, t) for t in texts]
     return [PartitionSnapshot(values=list(v.values())) for v in _key_value_maps(m)]
 
 
@@ -222,13 +222,13 @@ def _files(m: Fields, key: str = "files", partition: str | None = None) -> list[
 
 def _create_database(m: Fields) -> Decoded:
     text = m.str_("dbJson")
-    db = objects.database_from_tjson(text) if text else None
+    db = objects.from_tjson(fields.DATABASE, text) if text else None
     return DatabasePayload(db), m.str_("db") or (db.name if db else None), None
 
 
 def _alter_database(m: Fields) -> Decoded:
-    before = objects.database_from_tjson(m.rstr("dbObjBeforeJson"))
-    after = objects.database_from_tjson(m.rstr("dbObjAfterJson"))
+    before = objects.from_tjson(fields.DATABASE, m.rstr("dbObjBeforeJson"))
+    after = objects.from_tjson(fields.DATABASE, m.rstr("dbObjAfterJson"))
     return AlterDatabasePayload(before, after), after.name, None
 
 
@@ -238,8 +238,8 @@ def _create_table(m: Fields) -> Decoded:
 
 
 def _alter_table(m: Fields) -> Decoded:
-    before = objects.table_from_tjson(m.rstr("tableObjBeforeJson"))
-    after = objects.table_from_tjson(m.rstr("tableObjAfterJson"))
+    before = objects.from_tjson(fields.TABLE, m.rstr("tableObjBeforeJson"))
+    after = objects.from_tjson(fields.TABLE, m.rstr("tableObjAfterJson"))
     payload = AlterTablePayload(before, after, m.bool_("isTruncateOp"), m.int_("writeId"))
     return payload, after.db, after.name
 
@@ -309,7 +309,7 @@ def _insert(m: Fields) -> Decoded:
 
 
 def _create_function(m: Fields) -> Decoded:
-    function = objects.function_from_tjson(m.rstr("functionObjJson"))
+    function = objects.from_tjson(fields.FUNCTION, m.rstr("functionObjJson"))
     return CreateFunctionPayload(function), m.str_("db") or function.db, None
 
 
@@ -321,7 +321,8 @@ def _add_constraints(kind: str) -> Callable[[Fields], Decoded]:
     key = objects.CONSTRAINT_KEYS[kind]
 
     def decode(m: Fields) -> Decoded:
-        constraints = [objects.constraint_from_tjson(kind, t) for t in m.list_(key, str, required=True) or []]
+        texts = m.list_(key, str, required=True) or []
+        constraints = [objects.from_tjson(fields.CONSTRAINTS[kind], t) for t in texts]
         if not constraints:
             return AddConstraintsPayload([]), None, None
         first = constraints[0]

@@ -16,7 +16,7 @@ from typing import Any, get_type_hints
 
 from streamer.events import model as ev
 from streamer.events.model import AcidWrite, Event, EventType, FileRef, PartitionSnapshot, TableSnapshot
-from streamer.hive import objects
+from streamer.hive import fields, objects
 from streamer.hive.decode import WRITE_FILES_SEPARATOR
 from streamer.hive.files import cmroot_of, format_file_uri, parse_file_uri, partition_name
 from streamer.hive.message import FORMATS, GZIP_FORMAT, gzip_message
@@ -57,8 +57,8 @@ def encode_txn_write(txn_id: int, write: AcidWrite, event_time: int) -> TxnWrite
         db=write.db,
         table=write.table,
         partition=write.partition or "",
-        table_obj=objects.table_to_tjson(write.table_snapshot),
-        partition_obj=objects.partition_to_tjson(write.partition_snapshot)
+        table_obj=objects.to_tjson(fields.TABLE, write.table_snapshot),
+        partition_obj=objects.to_tjson(fields.PARTITION, write.partition_snapshot)
         if write.partition_snapshot
         else None,
         files=WRITE_FILES_SEPARATOR.join(_files(write.files)),
@@ -118,11 +118,11 @@ def _txn_head(txn_id: int, ts: int, **fields: Any) -> dict[str, Any]:
 
 
 def _tbl(t: TableSnapshot | None) -> str | None:
-    return objects.table_to_tjson(t) if t is not None else None
+    return objects.to_tjson(fields.TABLE, t) if t is not None else None
 
 
 def _ptn(p: PartitionSnapshot | None) -> str | None:
-    return objects.partition_to_tjson(p) if p is not None else None
+    return objects.to_tjson(fields.PARTITION, p) if p is not None else None
 
 
 def _flag(value: bool) -> str:
@@ -146,15 +146,15 @@ def _catalog_and_table_names(e: Event, t: TableSnapshot | None) -> dict[str, Any
 def _create_database(p: ev.DatabasePayload, ts: int, e: Event) -> dict[str, Any]:
     db = p.database
     return _head(
-        db=db.name if db else e.db, dbJson=objects.database_to_tjson(db) if db else None, timestamp=ts
+        db=db.name if db else e.db, dbJson=objects.to_tjson(fields.DATABASE, db) if db else None, timestamp=ts
     )
 
 
 def _alter_database(p: ev.AlterDatabasePayload, ts: int, e: Event) -> dict[str, Any]:
     return _head(
         db=p.before.name,
-        dbObjBeforeJson=objects.database_to_tjson(p.before),
-        dbObjAfterJson=objects.database_to_tjson(p.after),
+        dbObjBeforeJson=objects.to_tjson(fields.DATABASE, p.before),
+        dbObjAfterJson=objects.to_tjson(fields.DATABASE, p.after),
         timestamp=ts,
     )
 
@@ -244,7 +244,8 @@ def _insert(p: ev.InsertPayload, ts: int, e: Event) -> dict[str, Any]:
 
 
 def _create_function(p: ev.CreateFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
-    return _head(db=p.function.db, functionObjJson=objects.function_to_tjson(p.function), timestamp=ts)
+    text = objects.to_tjson(fields.FUNCTION, p.function)
+    return _head(db=p.function.db, functionObjJson=text, timestamp=ts)
 
 
 def _drop_function(p: ev.DropFunctionPayload, ts: int, e: Event) -> dict[str, Any]:
@@ -253,7 +254,8 @@ def _drop_function(p: ev.DropFunctionPayload, ts: int, e: Event) -> dict[str, An
 
 def _add_constraints(p: ev.AddConstraintsPayload, ts: int, e: Event) -> dict[str, Any]:
     key = objects.CONSTRAINT_KEYS[_constraint_kind(e.event_type)]
-    return _head(**{key: [objects.constraint_to_tjson(c) for c in p.constraints]}, timestamp=ts)
+    texts = [objects.to_tjson(fields.CONSTRAINTS[c.kind], c) for c in p.constraints]
+    return _head(**{key: texts}, timestamp=ts)
 
 
 def _constraint_kind(event_type: EventType) -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from streamer.events import model as ev
 from streamer.hive.tjson import BOOL, I32, I64, STR, ListOf, MapOf, Struct, TJSONError, TType
+
+T = TypeVar("T")
 
 RESOURCE_TYPES = {1: "JAR", 2: "FILE", 3: "ARCHIVE"}  # Hive's ResourceType
 
@@ -41,7 +43,7 @@ class Field:
     unset_false: bool = False
     read: Callable[[Any], Any] | None = None
     write: Callable[[Any], Any] | None = None
-    of: HiveObject | None = None
+    of: HiveObject[Any] | None = None
     many: bool = False
 
     @property
@@ -53,11 +55,11 @@ class Field:
 
 
 @dataclass(frozen=True)
-class HiveObject:
+class HiveObject(Generic[T]):
     """A Hive struct (``name``: its Thrift class), the snapshot class it maps to, and its fields."""
 
     name: str
-    snapshot: type
+    snapshot: type[T]
     fields: tuple[Field, ...]
     fixed: dict[str, Any] = field(default_factory=dict)  # snapshot attributes no field carries
 
@@ -70,7 +72,7 @@ class HiveObject:
 # --- the two directions, for any accessor -------------------------------------------------------
 
 Getter = Callable[[Any, str], Any]
-Maker = Callable[[HiveObject, dict[str, Any]], Any]
+Maker = Callable[["HiveObject[Any]", dict[str, Any]], Any]
 
 
 def dict_get(obj: Any, name: str) -> Any:
@@ -78,7 +80,7 @@ def dict_get(obj: Any, name: str) -> Any:
     return obj.get(name)
 
 
-def load(obj: HiveObject, value: Any, get: Getter = dict_get, *, strict: bool = True, path: str = "") -> Any:
+def load(obj: HiveObject[T], value: Any, get: Getter = dict_get, *, strict: bool = True, path: str = "") -> T:
     """The snapshot of ``value`` (``None``: every field missing), its fields read through ``get``.
 
     ``strict``: a missing required field is a ``TJSONError`` naming it (TJSON text from a message)."""
@@ -108,7 +110,7 @@ def _load_value(f: Field, v: Any, get: Getter, strict: bool, path: str) -> Any:
     return f.read(v) if f.read is not None else v
 
 
-def dump(obj: HiveObject, snapshot: Any, make: Maker | None = None) -> Any:
+def dump(obj: HiveObject[Any], snapshot: Any, make: Maker | None = None) -> Any:
     """``snapshot`` as the struct: a dict keyed by Thrift name for TJSON (``make`` None), or what
     ``make`` builds of each struct's dict (Thrift objects; ``send_none_as`` then applies)."""
     thrift = make is not None
@@ -269,7 +271,7 @@ def _key_seq(fid: int) -> Field:
 
 
 
-def _constraint(kind: str, name: str, fields: tuple[Field, ...]) -> HiveObject:
+def _constraint(kind: str, name: str, fields: tuple[Field, ...]) -> HiveObject[ev.Constraint]:
     return HiveObject(name, ev.Constraint, fields, fixed={"kind": kind})
 
 

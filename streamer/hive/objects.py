@@ -9,51 +9,23 @@ conversion shares); column statistics, a union of per-kind structs, are mapped h
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from streamer.events import model as ev
 from streamer.hive import fields, tjson
 from streamer.hive.tjson import TJSONError
 
+T = TypeVar("T")
 
-def _from(obj: fields.HiveObject, text: str) -> Any:
+
+def from_tjson(obj: fields.HiveObject[T], text: str) -> T:
+    """The snapshot of one ``obj`` struct (``fields.TABLE``, ``fields.CONSTRAINTS[kind]``...) in TJSON."""
     return fields.load(obj, tjson.loads(obj.struct, text))
 
 
-def _to(obj: fields.HiveObject, snapshot: Any) -> str:
+def to_tjson(obj: fields.HiveObject[T], snapshot: T) -> str:
+    """``snapshot`` as the TJSON text of an ``obj`` struct, as Hive 4 writes it."""
     return tjson.dumps(obj.struct, fields.dump(obj, snapshot))
-
-
-def table_from_tjson(text: str) -> ev.TableSnapshot:
-    return cast(ev.TableSnapshot, _from(fields.TABLE, text))
-
-
-def table_to_tjson(t: ev.TableSnapshot) -> str:
-    return _to(fields.TABLE, t)
-
-
-def partition_from_tjson(text: str) -> ev.PartitionSnapshot:
-    return cast(ev.PartitionSnapshot, _from(fields.PARTITION, text))
-
-
-def partition_to_tjson(p: ev.PartitionSnapshot) -> str:
-    return _to(fields.PARTITION, p)
-
-
-def database_from_tjson(text: str) -> ev.DatabaseSnapshot:
-    return cast(ev.DatabaseSnapshot, _from(fields.DATABASE, text))
-
-
-def database_to_tjson(db: ev.DatabaseSnapshot) -> str:
-    return _to(fields.DATABASE, db)
-
-
-def function_from_tjson(text: str) -> ev.FunctionSnapshot:
-    return cast(ev.FunctionSnapshot, _from(fields.FUNCTION, text))
-
-
-def function_to_tjson(f: ev.FunctionSnapshot) -> str:
-    return _to(fields.FUNCTION, f)
 
 
 # --- constraints ------------------------------------------------------------------------------
@@ -67,14 +39,6 @@ CONSTRAINT_KEYS: dict[str, str] = {
     "DEFAULT": "defaultConstraintListJson",
     "CHECK": "checkConstraintListJson",
 }
-
-
-def constraint_from_tjson(kind: str, text: str) -> ev.Constraint:
-    return cast(ev.Constraint, _from(fields.CONSTRAINTS[kind], text))
-
-
-def constraint_to_tjson(c: ev.Constraint) -> str:
-    return _to(fields.CONSTRAINTS[c.kind], c)
 
 
 def _required(d: dict[str, Any], key: str, what: str) -> Any:

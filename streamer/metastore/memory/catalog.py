@@ -12,14 +12,7 @@ import dataclasses
 from collections import defaultdict
 
 from streamer.errors import ApplyError
-from streamer.events.model import (
-    ColumnStatistic,
-    Constraint,
-    DatabaseSnapshot,
-    FunctionSnapshot,
-    PartitionSnapshot,
-    TableSnapshot,
-)
+from streamer.events import model as ev
 
 TableKey = tuple[str, str]
 StatsKey = tuple[str, str, tuple[str, ...] | None]
@@ -34,12 +27,12 @@ class MemoryCatalog:
     ``calls`` names every change made, ``dump`` gives everything for tests to compare."""
 
     def __init__(self) -> None:
-        self.databases: dict[str, DatabaseSnapshot] = {}
-        self.tables: dict[TableKey, TableSnapshot] = {}
-        self.partitions: dict[TableKey, dict[tuple[str, ...], PartitionSnapshot]] = defaultdict(dict)
-        self.functions: dict[TableKey, FunctionSnapshot] = {}
-        self.constraints: dict[TableKey, list[Constraint]] = defaultdict(list)
-        self.statistics: dict[StatsKey, dict[str, ColumnStatistic]] = defaultdict(dict)
+        self.databases: dict[str, ev.DatabaseSnapshot] = {}
+        self.tables: dict[TableKey, ev.TableSnapshot] = {}
+        self.partitions: dict[TableKey, dict[tuple[str, ...], ev.PartitionSnapshot]] = defaultdict(dict)
+        self.functions: dict[TableKey, ev.FunctionSnapshot] = {}
+        self.constraints: dict[TableKey, list[ev.Constraint]] = defaultdict(list)
+        self.statistics: dict[StatsKey, dict[str, ev.ColumnStatistic]] = defaultdict(dict)
         self.calls: list[str] = []  # operation names, for tests that count catalog round trips
 
     def _table(self, db: str, table: str) -> TableKey:
@@ -52,16 +45,16 @@ class MemoryCatalog:
     def list_databases(self) -> list[str]:
         return sorted(self.databases)
 
-    def get_database(self, name: str) -> DatabaseSnapshot | None:
+    def get_database(self, name: str) -> ev.DatabaseSnapshot | None:
         return self.databases.get(name.lower())
 
-    def create_database(self, db: DatabaseSnapshot) -> None:
+    def create_database(self, db: ev.DatabaseSnapshot) -> None:
         self.calls.append("create_database")
         if db.name.lower() in self.databases:
             raise MemoryCatalogError("database exists", obj=db.name)
         self.databases[db.name.lower()] = db
 
-    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+    def alter_database(self, name: str, db: ev.DatabaseSnapshot, *, exists: bool = False) -> None:
         self.calls.append("alter_database")
         if name.lower() not in self.databases:
             raise MemoryCatalogError("no such database", obj=name)
@@ -77,15 +70,15 @@ class MemoryCatalog:
     def list_tables(self, db: str) -> list[str]:
         return sorted(t for d, t in self.tables if d == db.lower())
 
-    def get_table(self, db: str, name: str) -> TableSnapshot | None:
+    def get_table(self, db: str, name: str) -> ev.TableSnapshot | None:
         return self.tables.get((db.lower(), name.lower()))
 
-    def get_tables(self, db: str, names: list[str]) -> list[TableSnapshot]:
+    def get_tables(self, db: str, names: list[str]) -> list[ev.TableSnapshot]:
         self.calls.append("get_tables")
         found = (self.get_table(db, n) for n in dict.fromkeys(x.lower() for x in names))
         return [t for t in found if t is not None]
 
-    def create_table(self, table: TableSnapshot) -> None:
+    def create_table(self, table: ev.TableSnapshot) -> None:
         self.calls.append("create_table")
         key = (table.db.lower(), table.name.lower())
         if key[0] not in self.databases:
@@ -94,7 +87,7 @@ class MemoryCatalog:
             raise MemoryCatalogError("table exists", obj=table.qualified_name)
         self.tables[key] = table
 
-    def alter_table(self, db: str, name: str, table: TableSnapshot) -> None:
+    def alter_table(self, db: str, name: str, table: ev.TableSnapshot) -> None:
         self.calls.append("alter_table")
         old = (db.lower(), name.lower())
         new = (table.db.lower(), table.name.lower())
@@ -127,13 +120,13 @@ class MemoryCatalog:
             del self.statistics[k]
 
     # --- partitions -----------------------------------------------------------------------
-    def list_partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
+    def list_partitions(self, db: str, table: str) -> list[ev.PartitionSnapshot]:
         return [p for _, p in sorted(self.partitions.get((db.lower(), table.lower()), {}).items())]
 
-    def get_partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+    def get_partition(self, db: str, table: str, values: list[str]) -> ev.PartitionSnapshot | None:
         return self.partitions.get((db.lower(), table.lower()), {}).get(tuple(values))
 
-    def add_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+    def add_partitions(self, db: str, table: str, partitions: list[ev.PartitionSnapshot]) -> None:
         self.calls.append("add_partitions")
         key = self._table(db, table)
         existing = self.partitions[key]
@@ -143,7 +136,7 @@ class MemoryCatalog:
         for p in partitions:
             existing[tuple(p.values)] = p
 
-    def alter_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+    def alter_partitions(self, db: str, table: str, partitions: list[ev.PartitionSnapshot]) -> None:
         self.calls.append("alter_partitions")
         key = self._table(db, table)
         existing = self.partitions[key]
@@ -163,10 +156,10 @@ class MemoryCatalog:
             self.statistics.pop((db.lower(), table.lower(), tuple(v)), None)
 
     # --- functions ------------------------------------------------------------------------
-    def get_function(self, db: str, name: str) -> FunctionSnapshot | None:
+    def get_function(self, db: str, name: str) -> ev.FunctionSnapshot | None:
         return self.functions.get((db.lower(), name.lower()))
 
-    def create_function(self, function: FunctionSnapshot) -> None:
+    def create_function(self, function: ev.FunctionSnapshot) -> None:
         self.calls.append("create_function")
         key = (function.db.lower(), function.name.lower())
         if key in self.functions:
@@ -178,7 +171,7 @@ class MemoryCatalog:
         self.functions.pop((db.lower(), name.lower()), None)
 
     # --- constraints and statistics -------------------------------------------------------
-    def add_constraints(self, constraints: list[Constraint]) -> None:
+    def add_constraints(self, constraints: list[ev.Constraint]) -> None:
         self.calls.append("add_constraints")
         for c in constraints:
             key = self._table(c.db, c.table)
@@ -193,7 +186,7 @@ class MemoryCatalog:
         self.constraints[key] = [c for c in self.constraints.get(key, []) if c.name != name]
 
     def update_column_statistics(
-        self, db: str, table: str, partition_values: list[str] | None, stats: list[ColumnStatistic]
+        self, db: str, table: str, partition_values: list[str] | None, stats: list[ev.ColumnStatistic]
     ) -> None:
         self.calls.append("update_column_statistics")
         self._table(db, table)

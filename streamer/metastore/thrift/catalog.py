@@ -14,14 +14,8 @@ from typing import Any, Self
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
-from streamer.events.model import (
-    ColumnStatistic,
-    Constraint,
-    DatabaseSnapshot,
-    FunctionSnapshot,
-    PartitionSnapshot,
-    TableSnapshot,
-)
+from streamer.events import model as ev
+from streamer.hive import fields
 from streamer.hive.files import partition_name
 from streamer.metastore.thrift import convert
 from streamer.metastore.thrift.connection import (
@@ -66,17 +60,17 @@ class HmsCatalog:
     def list_databases(self) -> list[str]:
         return list(self.conn.call("databases", lambda c: c.get_all_databases()))
 
-    def get_database(self, name: str) -> DatabaseSnapshot | None:
+    def get_database(self, name: str) -> ev.DatabaseSnapshot | None:
         db = self.conn.get(name, lambda c: c.get_database(name))
-        return None if db is None else convert.from_database(db)
+        return None if db is None else convert.from_thrift(fields.DATABASE, db)
 
-    def create_database(self, db: DatabaseSnapshot) -> None:
-        self.conn.call(db.name, lambda c: c.create_database(convert.to_database(db)))
+    def create_database(self, db: ev.DatabaseSnapshot) -> None:
+        self.conn.call(db.name, lambda c: c.create_database(convert.to_thrift(fields.DATABASE, db)))
 
-    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+    def alter_database(self, name: str, db: ev.DatabaseSnapshot, *, exists: bool = False) -> None:
         if not exists and self.get_database(name) is None:  # Hive 2.3 silently ignores a missing one
             raise CatalogError("does not exist on the target", obj=name)
-        self.conn.must(name, lambda c: c.alter_database(name, convert.to_database(db)))
+        self.conn.must(name, lambda c: c.alter_database(name, convert.to_thrift(fields.DATABASE, db)))
 
     def drop_database(self, name: str) -> None:
         """Drop with everything left in it (the source had emptied it); never deletes files."""
@@ -91,11 +85,11 @@ class HmsCatalog:
             return []
         return list(self.conn.call(db, lambda c: c.get_all_tables(db)))
 
-    def get_table(self, db: str, name: str) -> TableSnapshot | None:
+    def get_table(self, db: str, name: str) -> ev.TableSnapshot | None:
         t = self.conn.get(f"{db}.{name}", lambda c: c.get_table(db, name))
-        return None if t is None else convert.from_table(t)
+        return None if t is None else convert.from_thrift(fields.TABLE, t)
 
-    def get_tables(self, db: str, names: list[str]) -> list[TableSnapshot]:
+    def get_tables(self, db: str, names: list[str]) -> list[ev.TableSnapshot]:
         """Those of ``names`` that exist, one round trip (Hive's ``get_table_objects_by_name``)."""
         if not names:
             return []
@@ -105,23 +99,21 @@ class HmsCatalog:
             if self.get_database(db) is None:
                 return []
             raise
-        return [convert.from_table(t) for t in found or []]
+        return [convert.from_thrift(fields.TABLE, t) for t in found or []]
 
-    def create_table(self, table: TableSnapshot) -> None:
-        obj = table.qualified_name
+    def create_table(self, table: ev.TableSnapshot) -> None:
+        thrift_table = convert.to_thrift(fields.TABLE, table)
         self.conn.must(
-            obj, lambda c: c.create_table_with_environment_context(convert.to_table(table), KEEP_STATS)
+            table.qualified_name, lambda c: c.create_table_with_environment_context(thrift_table, KEEP_STATS)
         )
 
-    def alter_table(self, db: str, name: str, table: TableSnapshot) -> None:
+    def alter_table(self, db: str, name: str, table: ev.TableSnapshot) -> None:
         """Replace the table's definition; a different db/name in ``table`` renames it."""
         obj = f"{db}.{name}"
         if (db, name) != (table.db, table.name):
             obj += f" -> {table.qualified_name}"
-        self.conn.must(
-            obj,
-            lambda c: c.alter_table_with_environment_context(db, name, convert.to_table(table), KEEP_STATS),
-        )
+        new = convert.to_thrift(fields.TABLE, table)
+        self.conn.must(obj, lambda c: c.alter_table_with_environment_context(db, name, new, KEEP_STATS))
 
     def drop_table(self, db: str, name: str) -> None:
         """Drop the table's metadata; its files stay (they are the applier's business)."""
@@ -129,14 +121,14 @@ class HmsCatalog:
 
     # --- functions ----------------------------------------------------------------------
 
-    def get_function(self, db: str, name: str) -> FunctionSnapshot | None:
+    def get_function(self, db: str, name: str) -> ev.FunctionSnapshot | None:
         f = self.conn.get(f"function {db}.{name}", lambda c: c.get_function(db, name))
-        return None if f is None else convert.from_function(f)
+        return None if f is None else convert.from_thrift(fields.FUNCTION, f)
 
-    def create_function(self, function: FunctionSnapshot) -> None:
+    def create_function(self, function: ev.FunctionSnapshot) -> None:
         obj = f"function {function.db}.{function.name}"
         try:
-            thrift_fn = convert.to_function(function)
+            thrift_fn = convert.to_thrift(fields.FUNCTION, function)
         except ValueError as exc:
             raise CatalogError(str(exc), obj=obj) from exc
         self.conn.must(obj, lambda c: c.create_function(thrift_fn))
@@ -146,7 +138,7 @@ class HmsCatalog:
 
     # --- constraints --------------------------------------------------------------------
 
-    def add_constraints(self, constraints: list[Constraint]) -> None:
+    def add_constraints(self, constraints: list[ev.Constraint]) -> None:
         """Add primary and foreign keys (one call per kind); other kinds need Hive 3 and are refused
         before anything is changed."""
         for c in constraints:
@@ -155,7 +147,7 @@ class HmsCatalog:
                     f"{c.kind} constraints are not supported by this metastore (Hive 2.3)",
                     obj=f"{c.db}.{c.table} constraint {c.name}",
                 )
-        pks = [convert.to_primary_key(c) for c in constraints if c.kind == "PRIMARY_KEY"]
+        pks = [convert.to_thrift(fields.SQL_PRIMARY_KEY, c) for c in constraints if c.kind == "PRIMARY_KEY"]
         fks_in = [c for c in constraints if c.kind == "FOREIGN_KEY"]
         try:
             fks = [convert.to_foreign_key(c) for c in fks_in]
@@ -176,7 +168,7 @@ class HmsCatalog:
         request = tt.DropConstraintRequest(dbname=db, tablename=table, constraintname=name)
         self.conn.drop(f"{db}.{table} constraint {name}", lambda c: c.drop_constraint(request))
 
-    def get_constraints(self, db: str, table: str) -> list[Constraint]:
+    def get_constraints(self, db: str, table: str) -> list[ev.Constraint]:
         """Primary keys of the table and the foreign keys declared on it (for checks and tests)."""
         obj = f"{db}.{table} constraints"
         pk_request = tt.PrimaryKeysRequest(db_name=db, tbl_name=table)
@@ -185,8 +177,8 @@ class HmsCatalog:
             obj,
             lambda c: c.get_foreign_keys(tt.ForeignKeysRequest(foreign_db_name=db, foreign_tbl_name=table)),
         )
-        out = [convert.from_primary_key(k) for k in (pks.primaryKeys if pks else None) or []]
-        out += [convert.from_foreign_key(k) for k in (fks.foreignKeys if fks else None) or []]
+        out = [convert.from_thrift(fields.SQL_PRIMARY_KEY, k) for k in (pks and pks.primaryKeys) or []]
+        out += [convert.from_thrift(fields.SQL_FOREIGN_KEY, k) for k in (fks and fks.foreignKeys) or []]
         return out
 
     # --- source-side reads (bootstrap from a Hive source: streamer.source.hms_source_catalog) ----
@@ -204,16 +196,16 @@ class HmsCatalog:
 
     # --- partitions ---------------------------------------------------------------------
 
-    def list_partitions(self, db: str, table: str) -> list[PartitionSnapshot]:
+    def list_partitions(self, db: str, table: str) -> list[ev.PartitionSnapshot]:
         parts = self.conn.get(f"{db}.{table}", lambda c: c.get_partitions(db, table, -1))
-        return [convert.from_partition(p) for p in parts or []]
+        return [convert.from_thrift(fields.PARTITION, p) for p in parts or []]
 
-    def get_partition(self, db: str, table: str, values: list[str]) -> PartitionSnapshot | None:
+    def get_partition(self, db: str, table: str, values: list[str]) -> ev.PartitionSnapshot | None:
         obj = f"{db}.{table} partition {values}"
         p = self.conn.get(obj, lambda c: c.get_partition(db, table, list(values)))
-        return None if p is None else convert.from_partition(p)
+        return None if p is None else convert.from_thrift(fields.PARTITION, p)
 
-    def add_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+    def add_partitions(self, db: str, table: str, partitions: list[ev.PartitionSnapshot]) -> None:
         """Add all partitions in one metastore transaction (all or none become visible)."""
         if not partitions:
             return
@@ -222,7 +214,7 @@ class HmsCatalog:
         # The plain Thrift call: hmsclient's wrapper overrides add_partition, not add_partitions.
         self.conn.must(obj, lambda c: c.add_partitions(parts))
 
-    def alter_partitions(self, db: str, table: str, partitions: list[PartitionSnapshot]) -> None:
+    def alter_partitions(self, db: str, table: str, partitions: list[ev.PartitionSnapshot]) -> None:
         if not partitions:
             return
         parts = [convert.to_partition(p, db, table) for p in partitions]
@@ -266,7 +258,7 @@ class HmsCatalog:
             raise CatalogError(str(exc), obj=f"{db}.{table}") from exc
 
     def update_column_statistics(
-        self, db: str, table: str, partition_values: list[str] | None, stats: list[ColumnStatistic]
+        self, db: str, table: str, partition_values: list[str] | None, stats: list[ev.ColumnStatistic]
     ) -> None:
         if not stats:
             return
@@ -297,7 +289,7 @@ class HmsCatalog:
 
     def get_column_statistics(
         self, db: str, table: str, partition_values: list[str] | None, columns: list[str]
-    ) -> list[ColumnStatistic]:
+    ) -> list[ev.ColumnStatistic]:
         """Statistics stored for ``columns`` (missing ones are simply absent)."""
         if partition_values is None:
             obj = f"{db}.{table} column statistics"
@@ -313,7 +305,7 @@ class HmsCatalog:
 
     def get_partitions_column_statistics(
         self, db: str, table: str, partition_names: list[str], columns: list[str]
-    ) -> dict[str, list[ColumnStatistic]]:
+    ) -> dict[str, list[ev.ColumnStatistic]]:
         """Stored column statistics of several partitions (by Hive partition name; absent ones are
         missing from the answer), in one call."""
         if not partition_names or not columns:

@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
 
@@ -22,6 +22,7 @@ from streamer.events import model as ev
 from streamer.hive import fields
 
 _EPOCH = dt.date(1970, 1, 1)
+T = TypeVar("T")
 
 
 class UnsupportedStatisticError(StreamerError, ValueError):
@@ -45,79 +46,27 @@ def _make(obj: fields.HiveObject, values: dict[str, Any]) -> Any:
     return cls(**{k: v for k, v in values.items() if k in known})
 
 
-def _to(obj: fields.HiveObject, snapshot: Any) -> Any:
+def to_thrift(obj: fields.HiveObject[T], snapshot: T) -> Any:
+    """``snapshot`` as the generated class of ``obj`` (``fields.TABLE``, ``fields.DATABASE``, ...).
+
+    Raises ``ValueError`` naming what Hive cannot take (e.g. a function resource type it does not know)."""
     return fields.dump(obj, snapshot, _make)
 
 
-def _from(obj: fields.HiveObject, thrift: Any) -> Any:
+def from_thrift(obj: fields.HiveObject[T], thrift: Any) -> T:
+    """The snapshot of a metastore answer of ``obj``'s class (``None``: every field missing)."""
     return fields.load(obj, thrift, _get, strict=False)
 
 
-def to_field(col: ev.Column) -> tt.FieldSchema:
-    return _to(fields.FIELD_SCHEMA, col)
-
-
-def from_field(fs: tt.FieldSchema) -> ev.Column:
-    return cast(ev.Column, _from(fields.FIELD_SCHEMA, fs))
-
-
-def to_sd(sd: ev.StorageDescriptor) -> tt.StorageDescriptor:
-    return _to(fields.STORAGE_DESCRIPTOR, sd)
-
-
-def from_sd(sd: tt.StorageDescriptor | None) -> ev.StorageDescriptor:
-    return cast(ev.StorageDescriptor, _from(fields.STORAGE_DESCRIPTOR, sd))
-
-
-def to_database(db: ev.DatabaseSnapshot) -> tt.Database:
-    return _to(fields.DATABASE, db)
-
-
-def from_database(db: tt.Database) -> ev.DatabaseSnapshot:
-    return cast(ev.DatabaseSnapshot, _from(fields.DATABASE, db))
-
-
-def to_table(t: ev.TableSnapshot) -> tt.Table:
-    return _to(fields.TABLE, t)
-
-
-def from_table(t: tt.Table) -> ev.TableSnapshot:
-    return cast(ev.TableSnapshot, _from(fields.TABLE, t))
-
-
 def to_partition(p: ev.PartitionSnapshot, db: str, table: str) -> tt.Partition:
-    return _to(fields.PARTITION, dataclasses.replace(p, db=db, table=table))
-
-
-def from_partition(p: tt.Partition) -> ev.PartitionSnapshot:
-    return cast(ev.PartitionSnapshot, _from(fields.PARTITION, p))
-
-
-def to_function(f: ev.FunctionSnapshot) -> tt.Function:
-    """Raises ``ValueError`` naming a resource type Hive does not know (JAR, FILE or ARCHIVE)."""
-    return _to(fields.FUNCTION, f)
-
-
-def from_function(f: tt.Function) -> ev.FunctionSnapshot:
-    return cast(ev.FunctionSnapshot, _from(fields.FUNCTION, f))
-
-
-def to_primary_key(c: ev.Constraint) -> tt.SQLPrimaryKey:
-    return _to(fields.SQL_PRIMARY_KEY, c)
-
-
-def from_primary_key(k: tt.SQLPrimaryKey) -> ev.Constraint:
-    return cast(ev.Constraint, _from(fields.SQL_PRIMARY_KEY, k))
+    """The partition as a Thrift object of the table ``db.table`` (its own names are not used)."""
+    return to_thrift(fields.PARTITION, dataclasses.replace(p, db=db, table=table))
 
 
 def to_foreign_key(c: ev.Constraint) -> tt.SQLForeignKey:
     if not (c.ref_db and c.ref_table and c.ref_column):
         raise ValueError(f"foreign key {c.name} on {c.db}.{c.table} names no referenced column")
-    return _to(fields.SQL_FOREIGN_KEY, c)
-
-
-def from_foreign_key(k: tt.SQLForeignKey) -> ev.Constraint:
-    return cast(ev.Constraint, _from(fields.SQL_FOREIGN_KEY, k))
+    return to_thrift(fields.SQL_FOREIGN_KEY, c)
 
 
 # --- column statistics ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
+from streamer.hive import fields
 from streamer.hive.files import DEFAULT_PARTITION_NAME, partition_name
 from streamer.metastore.thrift import convert
 
@@ -67,7 +68,7 @@ tables = st.builds(
 
 @given(tables)
 def test_table_round_trip(table: TableSnapshot) -> None:
-    assert convert.from_table(convert.to_table(table)) == table
+    assert convert.from_thrift(fields.TABLE, convert.to_thrift(fields.TABLE, table)) == table
 
 
 @given(
@@ -84,7 +85,7 @@ def test_table_round_trip(table: TableSnapshot) -> None:
 )
 def test_partition_round_trip(p: PartitionSnapshot) -> None:
     assert p.db is not None and p.table is not None
-    assert convert.from_partition(convert.to_partition(p, p.db, p.table)) == p
+    assert convert.from_thrift(fields.PARTITION, convert.to_partition(p, p.db, p.table)) == p
 
 
 @given(
@@ -99,7 +100,7 @@ def test_partition_round_trip(p: PartitionSnapshot) -> None:
     )
 )
 def test_database_round_trip(db: DatabaseSnapshot) -> None:
-    assert convert.from_database(convert.to_database(db)) == db
+    assert convert.from_thrift(fields.DATABASE, convert.to_thrift(fields.DATABASE, db)) == db
 
 
 @given(
@@ -118,13 +119,13 @@ def test_database_round_trip(db: DatabaseSnapshot) -> None:
     )
 )
 def test_function_round_trip(f: FunctionSnapshot) -> None:
-    assert convert.from_function(convert.to_function(f)) == f
+    assert convert.from_thrift(fields.FUNCTION, convert.to_thrift(fields.FUNCTION, f)) == f
 
 
 def test_function_with_unknown_resource_type_is_refused() -> None:
     f = FunctionSnapshot("f", "d", "C", resource_uris=[ResourceUri("WHEEL", "x")])
     with pytest.raises(ValueError, match="WHEEL"):
-        convert.to_function(f)
+        convert.to_thrift(fields.FUNCTION, f)
 
 
 def test_constraint_round_trips() -> None:
@@ -145,8 +146,8 @@ def test_constraint_round_trips() -> None:
         delete_rule=2,
         rely=False,
     )
-    assert convert.from_primary_key(convert.to_primary_key(pk)) == pk
-    assert convert.from_foreign_key(convert.to_foreign_key(fk)) == fk
+    assert convert.from_thrift(fields.SQL_PRIMARY_KEY, convert.to_thrift(fields.SQL_PRIMARY_KEY, pk)) == pk
+    assert convert.from_thrift(fields.SQL_FOREIGN_KEY, convert.to_foreign_key(fk)) == fk
 
 
 @given(st.decimals(allow_nan=False, allow_infinity=False, places=4, min_value=-(10**12), max_value=10**12))
@@ -206,7 +207,7 @@ def test_partition_names_escape_like_hive() -> None:
 
 def test_fields_hive_2_3_lacks_read_back_as_none() -> None:
     t = TableSnapshot("t", "d", catalog="hive", write_id=7, owner_type=1)
-    back = convert.from_table(convert.to_table(t))
+    back = convert.from_thrift(fields.TABLE, convert.to_thrift(fields.TABLE, t))
     assert back == dataclasses.replace(
         t, catalog=None, write_id=None, owner_type=None, create_time=0, last_access_time=0, retention=0
     )

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamer.events.model import TableSnapshot
+from streamer.hive import fields
 from streamer.hive.notification import NotificationRow
-from streamer.hive.objects import table_to_tjson
+from streamer.hive.objects import to_tjson
 
 PG_URL = "postgresql://127.0.0.1:5432/test"
 MYSQL_HOST = "127.0.0.1"
@@ -85,7 +86,7 @@ class LogDb:
             "`WNL_FILES`, `WNL_EVENT_TIME`) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (txn_id * 1000 + write_id, txn_id, write_id, db, table, partition,
-             table_to_tjson(TableSnapshot(table, db)), None, files, 1700000000),
+             to_tjson(fields.TABLE, TableSnapshot(table, db)), None, files, 1700000000),
         )
 
 
