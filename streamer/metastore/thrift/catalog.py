@@ -46,14 +46,14 @@ class HmsCatalog:
     def uri(self) -> str:
         return self.conn.uri
 
-    def close(self) -> None:
-        self.conn.close()
-
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        self.conn.close()
 
     # --- databases ----------------------------------------------------------------------
 
