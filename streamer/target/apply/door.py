@@ -16,7 +16,7 @@ asked for it:
   ``MAX_PARTITIONS_PER_CALL`` partitions or ``MAX_CONSTRAINTS_PER_CALL`` constraints.
 
 File changes pass here too (``stage``, ``copy_all``, ``publish_swapped``, ``clear_dir``, ``move_dir``,
-``link_dir``, ``remove_tree``, ``sync_dir``): each first checks its directory's **place**
+``link_dir``, ``remove_tree``, ``remove_file``, ``sync_dir``): each first checks its directory's **place**
 (``check_place``): inside the directory of a database this source owns (``<warehouse>/<db>.db``, or
 the database's function resources), or below the external base dir and held by no other source's
 claim (``external_owners``); then ``guard.check_write`` and the read rules (``sources``) as before.
@@ -43,6 +43,7 @@ from streamer.events.model import (
     StorageDescriptor,
     TableSnapshot,
 )
+from streamer.filesystems import url_to_fs
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply import dir_sync, files, function_resources, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
@@ -67,6 +68,7 @@ from streamer.target.apply.effects import (
 )
 from streamer.target.apply.external_owners import ExternalOwners, Owner
 from streamer.target.apply.files import CopyReport, FileCopier, Staged
+from streamer.target.apply.guard import check_write
 from streamer.target.apply.locations import is_source_uri
 from streamer.target.apply.paths import (
     EXTERNAL_TYPES,
@@ -362,6 +364,19 @@ def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> 
 def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
     check_place(side, url, event_id=event_id)
     files.remove_tree(url, side.paths.roots, event_id=event_id)
+
+
+def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:
+    """Delete the one file ``url`` of the object whose directory is ``directory`` (a verification
+    repair: a file only the replica has); absent is fine."""
+    check_place(side, directory, event_id=event_id)
+    check_write(url, directory, side.paths.roots, event_id=event_id)
+    fs, path = url_to_fs(url)
+    try:
+        if fs.exists(path):
+            fs.rm_file(path)
+    except OSError as exc:
+        raise ApplyError(f"cannot remove {url}: {exc}", event_id=event_id, obj=url) from exc
 
 
 def sync_dir(side: Side, source_dir: str, target_dir: str, cache: ChecksumCache, *, event_id: int | None,
