@@ -208,10 +208,14 @@ class ObservedDatabase:
 
 @dataclass(frozen=True)
 class Repair:
-    """How to fix a file drift: copy ``ref`` (verified by the copier) into target ``directory``."""
+    """How to fix a file drift: copy ``ref`` (verified by the copier) into target ``directory``.
+
+    ``source_location``: where the file's object (table or partition) lives on the source, which the
+    read rules hold the copy to when no ``--source-prefix`` is declared (None: not known, refused)."""
 
     ref: FileRef
     directory: str
+    source_location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -316,7 +320,7 @@ def _compare_table(expected: ExpectedDatabase, name: str, seen: ObservedTable, o
         directory = seen.locations.get(part)
         for path in sorted(set(wanted) - set(have)):
             ref = expected.refs.get((name, part, path))
-            fix = Repair(ref, _dir_of(directory, path)) if ref is not None and directory else None
+            fix = _repair(ref, directory, path)
             out.append(Drift(db, FILE, f"{where}/{path}", "missing on the target", fix))
         for path in sorted(set(have) - set(wanted)):
             out.append(Drift(db, FILE, f"{where}/{path}", "on the target, but not on the source"))
@@ -326,7 +330,7 @@ def _compare_table(expected: ExpectedDatabase, name: str, seen: ObservedTable, o
             n_bytes += got.size
             ref = expected.refs.get((name, part, path))
             checksum = wanted[path]
-            fix = Repair(ref, _dir_of(directory, path)) if ref is not None and directory else None
+            fix = _repair(ref, directory, path)
             if checksum:
                 if (got.digest or "").lower() != checksum.lower():
                     out.append(Drift(db, CHECKSUM, f"{where}/{path}",
@@ -352,10 +356,16 @@ def checksum_algorithm(expected: ExpectedDatabase, table: str, partition: str, p
     return "sha256" if (table, partition, path) in expected.recomputed else None
 
 
-def _dir_of(directory: str | None, path: str) -> str:
-    assert directory is not None
+def _repair(ref: FileRef | None, directory: str | None, path: str) -> Repair | None:
+    """Copy ``ref`` to ``path`` below the target ``directory``; read from below the source location
+    the event's snapshot gave its object (``ref``'s URI less ``path``, as
+    ``streamer.replay.live.file_key`` derived it)."""
+    if ref is None or not directory:
+        return None
     head, _, _ = path.rpartition("/")
-    return directory.rstrip("/") + ("/" + head if head else "")
+    uri = ref.uri.rstrip("/")
+    location = uri[: -len(path) - 1] if uri.endswith("/" + path) else None
+    return Repair(ref, directory.rstrip("/") + ("/" + head if head else ""), location)
 
 
 def _part_obj(table_obj: str, part: str) -> str:
@@ -379,10 +389,12 @@ def _ids(ids: tuple[int, ...]) -> str:
 
 @dataclass
 class VerifyReport:
-    """The verdict on every verified database; ``repaired`` lists the files ``--repair`` re-copied."""
+    """The verdict on every verified database; ``repaired`` lists the files ``--repair`` re-copied,
+    ``refused`` the repairs the door refused (``object: cause``), which changed nothing."""
 
     databases: list[DatabaseReport] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     started: float = 0.0
     seconds: float = 0.0
 
@@ -415,6 +427,7 @@ class VerifyReport:
             ],
             "drifts": [d.to_json() for d in self.drifts],
             "repaired": list(self.repaired),
+            "refused": list(self.refused),
         }
 
     def render(self, limit: int = 50) -> str:
@@ -436,6 +449,8 @@ class VerifyReport:
                 lines.append(f"... and {len(drifts) - limit} more (use --output json for all)")
         for path in self.repaired:
             lines.append(f"repaired   {path}")
+        for refusal in self.refused:
+            lines.append(f"refused    {refusal}")
         unverified = sum(r.counts.unverified for r in self.databases)
         if unverified:
             lines.append(f"{unverified} file(s) unverified: the source recorded no checksum or size")

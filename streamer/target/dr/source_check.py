@@ -3,7 +3,7 @@
 The I/O around :mod:`streamer.target.dr.source_drift`: the source is read through the catalog a
 bootstrap reads (Thrift, or the bundled warehouse), its notification log after each replica's
 position names the objects it changed since (not judged), and both sides' files are listed and
-hashed (sha256). ``repair`` re-copies diverged files, verified, through the target's write guard,
+hashed (sha256). ``repair`` re-copies diverged files, verified, removes files only the replica has,
 and creates the tables and partitions the replica lacks (:func:`~streamer.target.dr.source_drift.
 missing_on_replica`) through the apply path's own handlers (``tables.create_table``,
 ``partitions.add_partitions``: locations and location-bearing parameters rewritten to the target's,
@@ -14,7 +14,10 @@ Objects are judged per partition (:mod:`~streamer.target.dr.source_drift`): the 
 replica's position is decoded to name the partitions it changed. A repair happens under the guard
 after the log is read once more: only drifts of objects no event named since the replica position
 they were judged at are repaired, so a busy database (whose position keeps moving) is still repaired.
-Catalog writes of a repair happen in one place, :meth:`_Creator.create`. The coverage of each check
+Every change a repair makes passes the applier's door (``streamer.target.apply.door``, through
+:func:`~streamer.target.dr.verify.repair_context`): a database this source owns, a place inside its
+directory, reads from the declared stores verified by checksum; a refused repair changes nothing and
+is reported (``VerifyReport.refused``). The coverage of each check
 (partitions compared out of the source's) is exported, and, across the checks of one
 :class:`~streamer.target.dr.source_drift.CoverageBook` (continuous verification), the time since which
 every partition was compared.
@@ -40,7 +43,6 @@ from streamer.events.model import (
     Source,
     TableSnapshot,
 )
-from streamer.filesystems import url_to_fs
 from streamer.hive.decode import decode_row
 from streamer.hive.notification import NotificationRow
 from streamer.metastore.catalog import FAILOVER_CUT_PARAM, Catalog
@@ -48,13 +50,11 @@ from streamer.metastore.transport import HmsAuth
 from streamer.replay.state import table_meta
 from streamer.source.bootstrap import SourceCatalog, Vanished
 from streamer.source.reader import NotificationReader
-from streamer.target.apply import executor
+from streamer.target.apply import door, executor
 from streamer.target.apply import partitions as partition_handlers
 from streamer.target.apply import tables as table_handlers
 from streamer.target.apply.context import ApplyContext
-from streamer.target.apply.files import FileCopier
-from streamer.target.apply.guard import check_write
-from streamer.target.apply.paths import TargetPaths, partition_name
+from streamer.target.apply.paths import partition_name
 from streamer.target.dr.drift import (
     DATABASE,
     KINDS,
@@ -62,6 +62,7 @@ from streamer.target.dr.drift import (
     Drift,
     ObservedFile,
     ObservedTable,
+    Repair,
     VerifyReport,
 )
 from streamer.target.dr.observe import digest, listing, observe_listed, observe_table
@@ -81,7 +82,14 @@ from streamer.target.dr.source_drift import (
     unit,
     units,
 )
-from streamer.target.dr.verify import Guard, VerifySettings, repair_copier, replica_positions, target_name
+from streamer.target.dr.verify import (
+    Guard,
+    VerifySettings,
+    refusal,
+    repair_context,
+    replica_positions,
+    target_name,
+)
 from streamer.target.state.visibility import is_acid_replica, source_parameters
 
 log = logging.getLogger(__name__)
@@ -200,8 +208,9 @@ class _SourceCheck:
             result = self._database(db, positions[db])
             fixable = any(d.kind in REPAIRABLE and d.repair for d in result.drifts)
             if repair and (fixable or self.creations.get(db)):
-                done = self._repair(result, guard)
+                done, refused = self._repair(result, guard)
                 report.repaired.extend(done)
+                report.refused.extend(refused)
                 if done:
                     result = self._database(db, positions[db])
             if repair:  # what is left could not be repaired safely here: said every time, never silent
@@ -277,21 +286,23 @@ class _SourceCheck:
         return observe_table(self.catalog, snap, self.settings.warehouse_root)
 
     # --- repair ---------------------------------------------------------------------------------
-    def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
+    def _repair(self, result: DatabaseReport, guard: Guard) -> tuple[list[str], list[str]]:
         """Create missing tables and partitions, re-copy diverged files from the source (verified by
         its sha256 now), remove stray files: only objects no event named since ``result.event_id``
-        (read again under the guard, so the replica cannot apply one meanwhile)."""
-        copier = repair_copier(self.settings)
-        done = []
+        (read again under the guard, so the replica cannot apply one meanwhile). Every change passes
+        the door (``repair_context``); returns the objects repaired and the repairs it refused."""
+        ctx = repair_context(self.settings, self.catalog)
+        done: list[str] = []
+        refused: list[str] = []
         with guard():
             now = replica_positions(self.settings, self.catalog).get(result.db)
             if now is None:
                 log.warning("%s is no longer this source's replica; not repairing it", result.db)
-                return []
+                return [], []
             snap = self.catalog.get_database(self.db_map.get(result.db, result.db))
             if snap is not None and FAILOVER_CUT_PARAM in snap.parameters:
                 log.warning("%s was failed over (a primary now); not repairing it", result.db)
-                return []
+                return [], []
             moved, _ = self._moved(result.db, result.event_id)
             drifts, creations = still_safe(result.drifts, self.creations.get(result.db, []), moved)
             if now != result.event_id:  # records without a log event (a watch's) may have added them
@@ -299,55 +310,46 @@ class _SourceCheck:
             for d in set(result.drifts) - set(drifts):
                 log.info("%s: the source or the replica changed it since it was checked; judged again next "
                          "time, not repaired now", d.obj)
-            creator = _Creator(self.settings, self.source, self.catalog, copier)
+            creator = _Creator(self.settings, self.source, ctx)
             for creation in creations:
-                done.extend(creator.create(result.db, now, creation))
+                made, refusals = creator.create(result.db, now, creation)
+                done.extend(made)
+                refused.extend(refusals)
             for d in drifts:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
-                fix = d.repair
-                if is_removal(d):
-                    check_write(fix.ref.uri, fix.directory, copier.roots)
-                    fs, path = url_to_fs(fix.ref.uri)
-                    fs.rm(path)
-                else:
-                    ref = fix.ref
-                    if not ref.checksum:
-                        found = digest(ref.uri, "sha256", self.settings.chunk_size)
-                        ref = dataclasses.replace(ref, checksum=found, checksum_algorithm="sha256")
-                    if not ref.checksum:
-                        log.warning("%s vanished on the source; not re-synced", ref.uri)
+                try:
+                    if not _resync(ctx, d.repair, now, self.settings.chunk_size, removal=is_removal(d)):
                         continue
-                    copier.copy_all([ref], _into(fix.directory), source_location=ref.uri.rsplit("/", 1)[0])
+                except StreamerError as exc:
+                    refused.append(refusal(d.obj, exc))
+                    continue
                 log.info("re-synced %s from the source (%s)", d.obj, d.detail)
                 done.append(d.obj)
-        return done
-
+        return done, refused
 
 class _Creator:
     """Creates what the replica lacks (``Creation``) from the source, through the apply handlers."""
 
-    def __init__(self, settings: VerifySettings, source: SourceCatalog, catalog: Catalog,
-                 copier: FileCopier) -> None:
-        self.settings, self.source, self.catalog, self.copier = settings, source, catalog, copier
+    def __init__(self, settings: VerifySettings, source: SourceCatalog, ctx: ApplyContext) -> None:
+        self.settings, self.source, self.ctx = settings, source, ctx
 
-    def create(self, db: str, position: int, creation: Creation) -> list[str]:
+    def create(self, db: str, position: int, creation: Creation) -> tuple[list[str], list[str]]:
         """The table (with its partitions) or partitions of ``creation`` as the source has them now,
-        applied as a CREATE_TABLE / ADD_PARTITION at the replica's position would be."""
+        applied as a CREATE_TABLE / ADD_PARTITION at the replica's position would be; returns what
+        was made and what the door refused (``object: cause``)."""
         obj = f"{db}.{creation.table}"
         try:
             snap = self.source.table(db, creation.table)
             parts = self.source.partitions(db, creation.table) if snap.partition_keys else []
         except Vanished:
             log.warning("%s vanished on the source; not created", obj)
-            return []
+            return [], []
         keys = [k.name for k in snap.partition_keys]
         named = {partition_name(keys, list(p.values)): p for p in parts}
         wanted = {n: named[n] for n in creation.partitions if n in named} if creation.partitions else named
-        paths = TargetPaths(str(self.settings.warehouse_root), self.settings.external_base_dir)
-        ctx = ApplyContext(self.catalog, self.copier, paths, self.settings.source_id,
-                           db_map=self.settings.db_map, sources=self.settings.source_rules)
-        made = []
+        ctx = self.ctx
+        made: list[str] = []
         try:
             if not creation.partitions:
                 files = [] if keys else self._source_files(snap.sd.location, None)
@@ -363,10 +365,9 @@ class _Creator:
                 if creation.partitions:
                     made.extend(f"{obj}/{name}" for name in wanted)
         except StreamerError as exc:
-            log.warning("%s not created on the replica: %s", obj, exc)
-            return made
+            return made, [refusal(obj, exc)]
         log.info("created %s on the replica from the source (%d partitions)", obj, len(wanted))
-        return made
+        return made, []
 
     def _source_files(self, location: str | None, part: str | None) -> list[FileRef]:
         """The visible files below ``location`` now, each with the sha256 its copy is verified by."""
@@ -387,8 +388,21 @@ class _Creator:
                      table=snap.name)
 
 
-def _into(directory: str) -> Callable[[FileRef], str]:
-    return lambda _ref: directory
+def _resync(ctx: ApplyContext, fix: Repair, position: int, chunk: int, *, removal: bool) -> bool:
+    """Remove the replica's file, or re-copy the source's (verified by its sha256), through the door;
+    False when the source's file vanished meanwhile (nothing done)."""
+    if removal:
+        door.remove_file(ctx, fix.ref.uri, fix.directory, event_id=position)
+        return True
+    ref = fix.ref
+    if not ref.checksum:
+        found = digest(ref.uri, "sha256", chunk)
+        ref = dataclasses.replace(ref, checksum=found, checksum_algorithm="sha256")
+    if not ref.checksum:
+        log.warning("%s vanished on the source; not re-synced", ref.uri)
+        return False
+    door.copy_all(ctx, [ref], fix.directory, event_id=position, source_location=fix.source_location)
+    return True
 
 
 def _hashed(pair: TablePair, chunk: int) -> TablePair:

@@ -232,7 +232,7 @@ def _compare_files(
         ref = FileRef(f.url, checksum=f.digest, checksum_algorithm=f.algorithm if f.digest else None,
                       size=f.size, partition=None if part == UNPARTITIONED else part)
         head = path.rpartition("/")[0]
-        return Repair(ref, directory.rstrip("/") + ("/" + head if head else ""))
+        return Repair(ref, directory.rstrip("/") + ("/" + head if head else ""), src_dir)
 
     for path in sorted(set(want) - set(have)):
         out.append(Drift(db, FILE, f"{where}/{path}", f"file {path} missing on the replica", fix(path)))

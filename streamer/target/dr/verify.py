@@ -2,9 +2,9 @@
 
 The I/O around :mod:`streamer.target.dr.drift` (the pure comparison): the source's history is read back
 from the Kafka topic, the target through :mod:`streamer.target.dr.observe`, and drifted files may be
-re-copied through the applier's :class:`~streamer.target.apply.files.FileCopier` (``repair``).
-Metadata drift is reported, never repaired. The two-pass reading under the job's batch lock is
-described in docs/design/dr.md.
+re-copied through the applier's door (``repair``: :func:`repair_context`, checked as the job's changes
+are; a refused repair changes nothing and is reported). Metadata drift is reported, never repaired.
+The two-pass reading under the job's batch lock is described in docs/design/dr.md.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamer import metrics
-from streamer.errors import ConfigError
+from streamer.errors import ConfigError, StreamerError
 from streamer.events.codec import EventDeserializer
-from streamer.events.model import DatabaseSnapshot, Event, FileRef
+from streamer.events.model import DatabaseSnapshot, Event
 from streamer.kafka.record_limit import DEFAULT_TARGET_MAX_RECORD_BYTES
 from streamer.metastore.catalog import LAST_ID_PARAM, REPL_SOURCE_PARAM, Catalog
 from streamer.metastore.transport import HmsAuth
 from streamer.target import db_map as names
+from streamer.target.apply import door
+from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
@@ -116,12 +118,23 @@ def target_name(settings: VerifySettings) -> Callable[[str], str]:
     return lambda db: mapping.get(db.lower(), db.lower())
 
 
-def repair_copier(settings: VerifySettings) -> FileCopier:
-    """The copier a repair writes with: only inside the target's roots, reading by the source rules."""
+def repair_context(settings: VerifySettings, catalog: Catalog) -> ApplyContext:
+    """What a repair hands its changes to: the applier's context for this source (``ApplyContext``),
+    whose door (``streamer.target.apply.door``) checks each one as it checks the job's: a database this
+    source owns, a place inside its directory, reads from the declared stores, verified by checksum."""
     if not settings.warehouse_root:
         raise ConfigError("--repair needs --warehouse-root (copies stay inside the target roots)")
     paths = TargetPaths(settings.warehouse_root, settings.external_base_dir)
-    return FileCopier(max_workers=4, roots=paths.roots, sources=settings.source_rules)
+    copier = FileCopier(max_workers=4, roots=paths.roots, sources=settings.source_rules)
+    return ApplyContext(catalog, copier, paths, settings.source_id, db_map=settings.db_map,
+                        sources=settings.source_rules)
+
+
+def refusal(obj: str, exc: StreamerError) -> str:
+    """``object: cause`` of a repair the door refused (logged, and listed in ``VerifyReport.refused``)."""
+    text = f"{obj}: {type(exc).__name__}: {exc}"
+    log.error("repair of %s refused, nothing changed: %s: %s", obj, type(exc).__name__, exc)
+    return text
 
 
 def replica_positions(settings: VerifySettings, catalog: Catalog) -> dict[str, int]:
@@ -184,8 +197,9 @@ class _Verifier:
         for db in sorted(positions):
             result = self._database(db, guard)
             if repair and any(d.kind in REPAIRABLE and d.repair for d in result.drifts):
-                repaired = self._repair(result, guard)
+                repaired, refused = self._repair(result, guard)
                 report.repaired.extend(repaired)
+                report.refused.extend(refused)
                 if repaired:
                     result = self._database(db, guard)
             report.databases.append(result)
@@ -278,27 +292,29 @@ class _Verifier:
         return hash_files(observed, expected, self.settings.chunk_size)
 
     # --- repair ---------------------------------------------------------------------------------
-    def _repair(self, result: DatabaseReport, guard: Guard) -> list[str]:
-        """Re-copy drifted files of existing partitions, verified against the event's checksum."""
-        copier = repair_copier(self.settings)
-        done = []
+    def _repair(self, result: DatabaseReport, guard: Guard) -> tuple[list[str], list[str]]:
+        """Re-copy drifted files of existing partitions through the door, verified against the event's
+        checksum; returns the objects repaired and the repairs refused (``object: cause``)."""
+        ctx = repair_context(self.settings, self.catalog)
+        done: list[str] = []
+        refused: list[str] = []
         with guard():
             if self._cut(result.db) != result.event_id:
                 log.warning("%s moved since it was verified; not repairing it now", result.db)
-                return []
+                return [], []
             for d in result.drifts:
                 if d.kind not in REPAIRABLE or d.repair is None:
                     continue
-                # a wrong file is replaced by a rename over it: there is no instant without it
-                copier.copy_all([d.repair.ref], _fixed(d.repair.directory), event_id=result.event_id,
-                                source_location=d.repair.ref.uri.rsplit("/", 1)[0])  # applied: checked then
+                fix = d.repair
+                try:  # a wrong file is replaced by a rename over it: there is no instant without it
+                    door.copy_all(ctx, [fix.ref], fix.directory, event_id=result.event_id,
+                                  source_location=fix.source_location)
+                except StreamerError as exc:
+                    refused.append(refusal(d.obj, exc))
+                    continue
                 log.info("repaired %s (%s)", d.obj, d.kind)
                 done.append(d.obj)
-        return done
-
-
-def _fixed(directory: str) -> Callable[[FileRef], str]:
-    return lambda _ref: directory
+        return done, refused
 
 
 # --- continuous verification in the target job --------------------------------------------------------
