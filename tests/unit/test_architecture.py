@@ -249,7 +249,7 @@ ON_NO_RECORDS_WORD = {  # modules that change a catalog, and why no record decid
 
 def _catalog_writes(name: str, source: str) -> list[str]:
     """Calls of a catalog write method in ``source``, on anything but a module it imported (a handler
-    module's function of the same name, e.g. ``tables.create_table(ctx, event)``, goes through the door)."""
+    module's function of the same name, e.g. ``tables.create_table(view, event)``, only decides)."""
     tree = ast.parse(source)
     modules = {
         alias.asname or alias.name
@@ -363,3 +363,67 @@ def test_handlers_that_decide_import_nothing_that_does() -> None:
 def test_the_deciding_check_sees_an_import_of_a_doer() -> None:
     found = _doing([Import("m", _APPLY + "door", 3), Import("m", _APPLY + "view", 4)])
     assert found == ["m:3 imports streamer.target.apply.door"]
+
+
+def _deciders() -> set[str]:
+    """Names of the deciding modules' functions that return effects (``-> list[Effect]``)."""
+    modules = _modules()
+    return {
+        node.name
+        for name in DECIDING
+        for node in ast.walk(ast.parse(modules[name].read_text()))
+        if isinstance(node, ast.FunctionDef) and node.returns is not None
+        and ast.unparse(node.returns) == "list[Effect]"
+    }
+
+
+def _undone_decisions(name: str, source: str, deciders: set[str]) -> list[str]:
+    """Calls of a decider in ``source`` (a deciding module's function, through its module or imported by
+    name) whose effects nobody does: each must be the effects argument of ``executor.run`` (a decider
+    called alone changes nothing, silently)."""
+    tree = ast.parse(source)
+    modules, names = set(), set()  # what names a deciding module, what names one of its deciders
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in DECIDING:
+                    modules.add(alias.asname or alias.name)
+                elif node.module in DECIDING and alias.name in deciders:
+                    names.add(alias.asname or alias.name)
+    done = {
+        id(node.args[1])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("executor.run", "run")
+        and len(node.args) > 1
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in done:
+            continue
+        func = node.func
+        via_module = (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                      and func.value.id in modules and func.attr in deciders)
+        if via_module or (isinstance(func, ast.Name) and func.id in names):
+            found.append(f"{name}:{node.lineno} {ast.unparse(func)}")
+    return found
+
+
+def test_every_decision_outside_the_handlers_is_done() -> None:
+    """Outside the deciding modules (which compose each other's lists), every call of a handler hands its
+    effects to the executor: the repairs once called one for its side effects, which it no longer has."""
+    deciders = _deciders()
+    assert {"create_table", "add_partitions", "commit_txn", "insert"} <= deciders
+    offenders = [
+        call
+        for name, path in _modules().items()
+        if name.startswith("streamer.") and name not in DECIDING
+        for call in _undone_decisions(name, path.read_text(), deciders)
+    ]
+    assert offenders == []
+
+
+def test_the_decision_check_sees_one_left_undone() -> None:
+    source = ("from streamer.target.apply import tables\ndef f(ctx, e):\n    tables.create_table(ctx, e)\n"
+              "    executor.run(ctx, tables.create_table(ctx, e))\n    ctx.catalog.create_table(t)\n")
+    assert _undone_decisions("m", source, {"create_table"}) == ["m:3 tables.create_table"]
+

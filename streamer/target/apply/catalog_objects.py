@@ -39,11 +39,11 @@ def create_function(view: View, event: Event) -> list[Effect]:
     fn = dataclasses.replace(
         payload.function, db=view.target_db(payload.function.db), name=payload.function.name.lower()
     )
-    desired = functions.target_resources(view.paths, fn)
     effects: list[Effect] = []
-    if fn.resource_uris:
+    if fn.resource_uris:  # (ownership first: a foreign database is refused as such)
         db_location = functions.database_source_location(view.check_owned(fn.db))
         effects.append(CopyResources(event.event_id, fn, db_location))
+    desired = functions.target_resources(view.paths, fn)
     current = view.function(fn.db, fn.name)
     if current == desired:
         return effects

@@ -38,10 +38,8 @@ from streamer.target.apply import door
 from streamer.target.apply.effects import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
-from streamer.target.apply.locations import partition_place
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
-from streamer.target.apply.view import table_for
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import Txn, VisibilityStore
 
@@ -272,21 +270,6 @@ class ApplyContext:
         return self.catalog.list_partitions(db, table)
 
     # --- target objects ----------------------------------------------------------------------
-    def table_for(
-        self, event: Event, snap: TableSnapshot | None
-    ) -> tuple[TableSnapshot, TableSnapshot | None]:
-        """(target table, source snapshot if the event carried one); the table must exist on the target."""
-        current, snap = table_for(self, event, snap)
-        self.memory.remember_table(current)
-        return current, snap
-
-    def partition_dir(self, table: TableSnapshot, source: TableSnapshot | None, p: PartitionSnapshot) -> str:
-        """Target dir of a partition of ``table`` (a target snapshot), its external directory claimed."""
-        where, claim = partition_place(self.paths, table, p)
-        if claim is not None:
-            self.claim_external(claim.source_location, claim.target_dir, claim.table)
-        return where
-
     def claim_external(self, source_location: str, target_dir: str, table: str) -> None:
         """Place ``table`` (target ``db.table``) in external directory ``target_dir`` only when no
         other source owns it, one holding it or one inside it, and its source location is one the
@@ -299,13 +282,6 @@ class ApplyContext:
         db, _, name = owner.table.partition(".")
         table = self.catalog.get_table(db, name)
         return table is not None and table.parameters.get(REPL_SOURCE_PARAM) == owner.source_id
-
-    def copy(
-        self, event: Event, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,
-        read_location: str | None = None,
-    ) -> Staged:
-        """``stage_files`` for ``event``."""
-        return self.stage_files(event.event_id, refs, target_dir, source_dir, read_location)
 
     def stage_files(
         self, event_id: int, refs: Iterable[FileRef], target_dir: str, source_dir: str | None,

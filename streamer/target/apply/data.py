@@ -46,7 +46,10 @@ def _unlocated(view: View, event: Event, payload: InsertPayload) -> list[Effect]
     if source_location(table):
         found = view.partition(table.db, table.name, values) if values else None
         if not values or found is not None:
-            return [RememberTable(table), SyncByState(event, table, [found] if found is not None else None)]
+            why = (f"INSERT without files into {obj} that the source agent could not locate; "
+                   f"{table.qualified_name} is replicated by state: syncing it from the source")
+            partitions = [found] if found is not None else None
+            return [RememberTable(table), SyncByState(event, table, partitions, why)]
     raise ApplyError(
         "INSERT logged without files that the source agent could not locate (unlocated; its WARNING for "
         "this event says why): what it wrote is unknown (Hive 2.3 logs every INSERT OVERWRITE so), and "

@@ -268,6 +268,7 @@ class SyncByState:
     event: Event
     table: TableSnapshot
     partitions: Sequence[PartitionSnapshot] | None = None
+    reason: str | None = None  # why, when it is not the ALTER that changed the files (logged)
 
 
 @dataclass(frozen=True)

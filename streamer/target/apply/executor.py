@@ -90,7 +90,9 @@ def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
                     door.remove_tree(ctx, directory, event_id=event_id)
             case WriteFiles():
                 write_files(ctx, effect)
-            case SyncByState(event=event, table=table, partitions=partitions):
+            case SyncByState(event=event, table=table, partitions=partitions, reason=reason):
+                if reason:
+                    log.warning("event %s: %s", event.event_id, reason)
                 sync_by_state(ctx, event, table, list(partitions) if partitions is not None else None)
             case CopyResources(event_id=event_id, function=fn, db_location=db_location):
                 door.copy_resources(ctx, fn, event_id, db_location)

@@ -307,6 +307,26 @@ def test_an_abort_copies_nothing_and_counts_what_it_wrote() -> None:
     assert DECIDERS[EventType.ABORT_TXN](view, abort) == []
 
 
+def test_a_rename_of_a_table_missing_under_both_names_is_refused_before_anything() -> None:
+    view = DictView()
+    before = b.table("a", "x")
+    after = dataclasses.replace(before, name="y")
+    with pytest.raises(ApplyError, match="missing"):
+        alter_table(view, b.alter_table(40, before, after))
+
+
+def test_a_function_in_a_foreign_database_is_refused_as_such_before_its_resources_are_named() -> None:
+    class Foreign(DictView):
+        def check_owned(self, name: str) -> DatabaseSnapshot | None:
+            raise ApplyError(f"target database {name!r} exists and is not created by replication", obj=name)
+
+    twice = [ResourceUri("JAR", "hdfs://nn/a/f.jar"), ResourceUri("JAR", "hdfs://nn/b/f.jar")]
+    fn = FunctionSnapshot("f", "a", "C", resource_uris=twice)  # two resources named alike, too
+    event = b.event(41, EventType.CREATE_FUNCTION, CreateFunctionPayload(fn), db="a")
+    with pytest.raises(ApplyError, match="not created by replication"):
+        DECIDERS[EventType.CREATE_FUNCTION](Foreign(), event)
+
+
 # --- properties ----------------------------------------------------------------------------------
 names = st.text(string.ascii_lowercase + string.digits + "_", min_size=1, max_size=12)
 keys = st.lists(names, max_size=3, unique=True).map(tuple)
