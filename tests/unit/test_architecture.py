@@ -287,6 +287,31 @@ def test_the_door_check_sees_a_write_past_it() -> None:
     assert _catalog_writes("m", through) == []
 
 
+EXECUTOR = frozenset(  # the executor and its parts
+    "streamer.target.apply." + m for m in ("executor", "writes", "markers"))
+
+
+def _door_calls(name: str, source: str) -> list[str]:
+    """Calls of ``.do(effect)``: an effect handed to the door by hand, not by the executor."""
+    return [f"{name}:{node.lineno} {ast.unparse(node.func)}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "do"]
+
+
+def test_only_the_executor_hands_effects_to_the_door() -> None:
+    """Every catalog effect reaches the door through the executor (``executor.run``: a handler's list, a
+    bootstrap record's, a step's marker), so no path chooses which of its effects to check."""
+    offenders = [
+        call
+        for name, path in _modules().items()
+        if name.startswith("streamer.") and name not in EXECUTOR
+        for call in _door_calls(name, path.read_text())
+    ]
+    assert offenders == []
+    assert all(_door_calls(name, _modules()[name].read_text()) for name in EXECUTOR)  # still seen there
+    assert _door_calls("m", "def f(ctx, e):\n    ctx.do(e)\n") == ["m:2 ctx.do"]
+
+
 FILE_WRITES = frozenset({
     "stage_all", "copy_all", "publish_swapped", "clear_dir", "move_dir", "link_dir", "remove_tree",
     "remove_file", "sync_dir",
@@ -337,7 +362,7 @@ def test_the_file_check_sees_a_write_past_the_door() -> None:
 _APPLY = "streamer.target.apply."
 DECIDING = tuple(_APPLY + m for m in (  # the modules whose handlers decide (handlers.DECIDERS), and theirs
     "databases", "tables", "partitions", "data", "transactions", "catalog_objects", "effects", "view",
-    "function_resources", "locations"))
+    "function_resources", "locations", "handlers", "step_effects"))
 DOING = frozenset({  # modules that do I/O on the target: a deciding module imports none of them
     *(_APPLY + m for m in ("context", "door", "executor", "files", "swap", "dir_sync", "state_sync", "guard",
                            "external_owners", "journal", "writes")),
@@ -390,11 +415,12 @@ def _undone_decisions(name: str, source: str, deciders: set[str]) -> list[str]:
                     modules.add(alias.asname or alias.name)
                 elif node.module in DECIDING and alias.name in deciders:
                     names.add(alias.asname or alias.name)
-    done = {
-        id(node.args[1])
+    done = {  # the effects argument of a run, and the rewrites of decisions inside it
+        id(inner)
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and ast.unparse(node.func) in ("executor.run", "run")
         and len(node.args) > 1
+        for inner in ast.walk(node.args[1])
     }
     found = []
     for node in ast.walk(tree):
@@ -424,6 +450,9 @@ def test_every_decision_outside_the_handlers_is_done() -> None:
 
 def test_the_decision_check_sees_one_left_undone() -> None:
     source = ("from streamer.target.apply import tables\ndef f(ctx, e):\n    tables.create_table(ctx, e)\n"
-              "    executor.run(ctx, tables.create_table(ctx, e))\n    ctx.catalog.create_table(t)\n")
-    assert _undone_decisions("m", source, {"create_table"}) == ["m:3 tables.create_table"]
+              "    executor.run(ctx, tables.create_table(ctx, e))\n    ctx.catalog.create_table(t)\n"
+              "    executor.run(ctx, around(ctx, s, tables.create_table(ctx, e)))\n"
+              "    around(ctx, s, tables.create_table(ctx, e))\n")
+    found = _undone_decisions("m", source, {"create_table"})
+    assert found == ["m:3 tables.create_table", "m:7 tables.create_table"]
 

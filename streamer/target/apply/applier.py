@@ -1,8 +1,9 @@
 """The applier: executes planned steps on the target, idempotently, and advances ``repl.last.id``.
 
 Each step's events go to the handlers (``handlers.DECIDERS``), which decide its effects with the
-applier as their view, and the executor does them (``executor.run``); bootstrap records go to
-``bootstrap``. Why the order of changes keeps readers on source states, and
+applier as their view; the batch's mode wraps them (``step_effects.around``: a regrouped step's fence,
+the journal, the step's marker) and the executor does the list (``executor.run``); bootstrap records
+go to ``bootstrap``. Why the order of changes keeps readers on source states, and
 how a crash converges on replay: docs/design/apply.md.
 """
 
@@ -16,29 +17,25 @@ from contextlib import AbstractContextManager, contextmanager
 from streamer import metrics
 from streamer.errors import ApplyError, EventError
 from streamer.events.codec import check_envelope
-from streamer.events.model import AlterTablePayload, DatabaseSnapshot, Event, EventType
-from streamer.metastore.catalog import FENCE_PARAM, REPL_SOURCE_PARAM, Catalog
+from streamer.events.model import Event
+from streamer.metastore.catalog import REPL_SOURCE_PARAM, Catalog
 from streamer.target.apply import (
     bootstrap,  # called through the module: tests stand in for it
     executor,
+    markers,
 )
 from streamer.target.apply.bootstrap import BootstrapApplier
 from streamer.target.apply.context import ApplyContext, touched_databases
 from streamer.target.apply.files import FileCopier
-from streamer.target.apply.handlers import apply_event
-from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers, changed_objects, write_marker
-from streamer.target.apply.partitions import add_partitions, drop_partitions
+from streamer.target.apply.markers import DEFER_MIN_EVENTS, DeferredMarkers
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
 from streamer.target.apply.reorder import reorder
 from streamer.target.apply.sources import SourceRules
+from streamer.target.apply.step_effects import StepMode, around, decided
 from streamer.target.apply.view import last_id, object_name
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.visibility import VisibilityStore
-
-# Events that change the database object itself (and so its parameters, where repl.last.id lives).
-_DATABASE_EVENTS = frozenset({EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.DROP_DATABASE})
-
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +65,6 @@ class Applier(ApplyContext):
             catalog, copier, paths, source_id, db_map=db_map, allow_existing_db=allow_existing_db,
             state=state, clock=clock, acid=acid, mark_readonly=mark_readonly, sources=sources,
         )
-        self.progress: dict[str, int] = {}  # source db -> last applied id, kept current by apply()
-        self.pins: dict[str, int] = {}  # source db -> progress cap while a voiding run is pending (runner)
         self.markers = DeferredMarkers(markers_per_batch or coalesce_backlog)  # shared with the lanes' copies
         self.coalesce_backlog = coalesce_backlog  # a backlog's batch regrouped per table (``regrouped``)
         self.bootstrap_applier = BootstrapApplier(self, self._bootstrapped)
@@ -92,7 +87,7 @@ class Applier(ApplyContext):
                 progress[src] = max(progress.get(src, event_id), event_id)
             # steps applied in a batch whose markers were not written (the job died mid-batch)
             if self.markers.recover(self.state.dir, progress) and not self.markers.deferring:
-                self.markers.flush(self, progress)  # the markers catch up before any new step
+                markers.flush(self, progress)  # the markers catch up before any new step
         self.progress = progress
         _progress_series(self, in_catalog, progress)
         return dict(progress)
@@ -117,12 +112,15 @@ class Applier(ApplyContext):
             self.markers.defer_for(events, self.state is not None)
             try:
                 yield
-                self.markers.flush(self, self.progress)
+                markers.flush(self, self.progress)
             finally:
                 self.markers.deferring = False
 
     def apply(self, step: Step) -> None:
-        """Apply one step and advance its database's ``repl.last.id``; errors name the event."""
+        """Apply one step and advance its database's ``repl.last.id``; errors name the event.
+
+        The handlers decide the step's effects (``step_effects.decided``), the batch's mode wraps them
+        (``step_effects.around``: fence, journal, marker), and the executor does the list."""
         ctx: ApplyContext = self
         name = ctx.target_db(step.db)
         try:
@@ -136,18 +134,9 @@ class Applier(ApplyContext):
                     ctx.memory.forget_tables()
                 return
             db = ctx.check_owned(name) if step.db != GLOBAL_DB else None
-            if db is not None and (step.fenced or FENCE_PARAM in db.parameters):
-                db = _fence(self.markers, ctx, step, db)
-            if self.markers.deferring:
-                self.markers.journal_in(ctx).before_step(changed_objects(step))
-            _apply_events(ctx, step)
-            # the snapshot read before the step is still current unless the step changed the database
-            unchanged = db is not None and not any(e.event_type in _DATABASE_EVENTS for e in step.events)
-            if not unchanged:
-                ctx.memory.forget(name)
-            for event in step.events:
-                _forget_changed_tables(ctx, event)
-            self._advance(step, db if unchanged else None)
+            mode = StepMode(db, deferring=self.markers.deferring, fenced=self.markers.is_fenced(step.db),
+                            pin=self.pins.get(step.db))
+            executor.run(ctx, around(ctx, step, decided(ctx, step), mode))
         except EventError as exc:
             ctx.memory.forget(name)  # a failed step may have left it in any state
             ctx.memory.forget_tables()
@@ -163,16 +152,6 @@ class Applier(ApplyContext):
             ) from exc
         _count_applied(step, ctx.clock())
 
-    def _advance(self, step: Step, db: DatabaseSnapshot | None = None) -> None:
-        """Advance the step's database to its last id: in a deferring batch a journal line (the marker
-        at the batch's end), else ``repl.last.id`` now; ``db`` spares re-reading an unchanged one."""
-        last = min(step.last_event_id, self.pins.get(step.db, step.last_event_id))  # a run re-reads whole
-        if not (deferring := self.markers.deferring) or not self.markers.is_fenced(step.db):
-            self.progress[step.db] = max(self.progress.get(step.db, last), last)  # fenced: at the end
-        if deferring:
-            self.markers.record(self, step.db, last, db)
-            return
-        write_marker(self, step.db, last, self.progress[step.db], db)
 
 def regrouped(applier: Applier, the_plan: Plan) -> Plan:
     """``the_plan`` regrouped per table (``--coalesce-backlog``) when its batch will write its markers at
@@ -190,17 +169,6 @@ def regrouped(applier: Applier, the_plan: Plan) -> Plan:
     log.info("backlog of %d events regrouped per table: %d steps instead of %d (%d fenced)",
              len(the_plan.event_ids), len(backlog.steps), len(the_plan.steps), fenced)
     return backlog
-
-
-def _fence(markers: DeferredMarkers, ctx: ApplyContext, step: Step, db: DatabaseSnapshot) -> DatabaseSnapshot:
-    """A step out of event-id order fences its database until the batch's end (a database found
-    fenced, by a batch that crashed or halted, stays so until this batch ends)."""
-    if step.fenced and not markers.deferring:
-        raise ApplyError(
-            "a step regrouped out of event-id order needs a batch that writes its markers at its end",
-            event_id=step.first.event_id, obj=step.db,
-        )
-    return markers.fence(ctx, step.db, db, step.first.event_id, opening=step.fenced)
 
 
 def check_events(ctx: ApplyContext, step: Step) -> None:
@@ -249,18 +217,6 @@ def _progress_series(ctx: ApplyContext, in_catalog: Mapping[str, int], progress:
         metrics.forget_database(ctx.target_db(src))
 
 
-def _apply_events(ctx: ApplyContext, step: Step) -> None:
-    """The catalog and file work of one step."""
-    if step.kind is StepKind.ADD_PARTITIONS:
-        executor.run(ctx, add_partitions(ctx, list(step.events)))
-    elif step.kind is StepKind.DROP_PARTITIONS:
-        executor.run(ctx, drop_partitions(ctx, list(step.events)))
-    elif step.kind in (StepKind.COLLAPSED, StepKind.COALESCED):  # the last stands for the run
-        apply_event(ctx, step.last)
-    else:
-        apply_event(ctx, step.first)
-
-
 def _count_applied(step: Step, now: float) -> None:
     if step.superseded:
         metrics.TARGET_EVENTS_COALESCED.inc(len(step.superseded))
@@ -298,42 +254,3 @@ def _with_event(exc: EventError, event: Event, note: str = "") -> ApplyError:
             event_type=str(event.event_type),
             obj=exc.obj or object_name(event),
         )
-
-
-# Events whose handlers never write a table object (files and partitions only): the table they read
-# stays exact. (Column statistics are not among them: the metastore rewrites the table's parameters.)
-_TABLE_UNCHANGED = frozenset({
-    EventType.INSERT, EventType.ADD_PARTITION, EventType.ALTER_PARTITION, EventType.ALTER_PARTITIONS,
-    EventType.DROP_PARTITION,
-})
-
-
-# Events that change no table object at all: the tables a batch knows stay exact.
-_NO_TABLE = frozenset({
-    EventType.CREATE_DATABASE, EventType.ALTER_DATABASE, EventType.CREATE_FUNCTION, EventType.DROP_FUNCTION,
-})
-# Events that change only the table their envelope names (the metastore rewrites its parameters, or
-# drops it): that one is forgotten.
-_OWN_TABLE = frozenset({
-    EventType.DROP_TABLE, EventType.UPDATE_TABLE_COLUMN_STAT, EventType.DELETE_TABLE_COLUMN_STAT,
-    EventType.UPDATE_PARTITION_COLUMN_STAT, EventType.DELETE_PARTITION_COLUMN_STAT,
-})
-
-
-def _forget_changed_tables(ctx: ApplyContext, event: Event) -> None:
-    """Forget the tables a batch knows that ``event`` may have changed: none after a create or a
-    plain alter (whose handler remembers what it wrote) or an event that writes no table object,
-    the renamed names after a rename, the event's own table after a drop or a statistics change,
-    and every table after anything else (a database drop, a transaction, a constraint, ...)."""
-    kind, payload = event.event_type, event.payload
-    if kind is EventType.CREATE_TABLE or kind in _TABLE_UNCHANGED or kind in _NO_TABLE:
-        return
-    if kind is EventType.ALTER_TABLE and isinstance(payload, AlterTablePayload):
-        if payload.is_rename:
-            for snap in (payload.before, payload.after):
-                ctx.memory.forget_table(ctx.target_db(snap.db), snap.name.lower())
-        return
-    if kind in _OWN_TABLE and event.db and event.table:
-        ctx.memory.forget_table(ctx.target_db(event.db), event.table.lower())
-        return
-    ctx.memory.forget_tables()

@@ -227,10 +227,8 @@ def _database(ctx: ApplyContext, snap: DatabaseSnapshot, scope: BootstrapScope) 
         owner_name=snap.owner_name,
         owner_type=snap.owner_type,
     )
-    if current is None:
-        ctx.do(CreateDatabase(desired))
-    elif current != desired:
-        ctx.do(AlterDatabase(name, desired))
+    executor.run(ctx, [CreateDatabase(desired)] if current is None else
+                 [AlterDatabase(name, desired)] if current != desired else [])
 
 
 def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
@@ -249,7 +247,7 @@ def _table(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> None:
     if p.constraints:
         _decided(ctx, add_constraints, _synth(event, EventType.ADD_PRIMARYKEY, _constraints(p)))
     if p.statistics:
-        ctx.do(UpdateStatistics(db, name, None, list(p.statistics)))
+        executor.run(ctx, [UpdateStatistics(db, name, None, list(p.statistics))])
 
 
 def _constraints(p: BootstrapObjectPayload) -> Payload:
@@ -267,7 +265,7 @@ def _partitions(ctx: ApplyContext, event: Event, p: BootstrapObjectPayload) -> N
             executor.run(ctx, add_partitions(ctx, [_synth(event, EventType.ADD_PARTITION, add, table.name)]))
         db, name = ctx.target_db(table.db), table.name.lower()
         for ps in p.partition_statistics:  # as UPDATE_PART_COL_STAT events are applied
-            ctx.do(UpdateStatistics(db, name, list(ps.values), list(ps.statistics)))
+            executor.run(ctx, [UpdateStatistics(db, name, list(ps.values), list(ps.statistics))])
     elif p.files:
         files = InsertPayload(table, None, [], True, list(p.files))
         _decided(ctx, insert, _synth(event, EventType.INSERT, files, table.name))
@@ -291,7 +289,7 @@ def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayl
         if last >= marker.bootstrap_id:
             continue
         params = {**current.parameters, LAST_ID_PARAM: str(marker.bootstrap_id)}
-        ctx.do(AlterDatabase(name, _with_params(current, params)))
+        executor.run(ctx, [AlterDatabase(name, _with_params(current, params))])
         applier.advance(source_db, marker.bootstrap_id)
     log.info("bootstrap %d applied: %d records, databases %s", marker.bootstrap_id, marker.records,
              ", ".join(marker.databases))

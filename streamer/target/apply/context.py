@@ -38,6 +38,7 @@ from streamer.target.apply import door
 from streamer.target.apply.effects import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
+from streamer.target.apply.owed_markers import DeferredMarkers
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.sources import SourceRules
 from streamer.target.state.state_file import TargetState
@@ -169,6 +170,11 @@ class ApplyContext:
                 f"visibility store of source {self.acid.source_id!r} given to source {source_id!r}"
             )
         self.memory = BatchMemory()
+        # progress (markers.advance): source db -> last applied id; a voiding run's cap on it (runner);
+        # the markers a batch owes (a lane's copy shares all three)
+        self.progress: dict[str, int] = {}
+        self.pins: dict[str, int] = {}
+        self.markers = DeferredMarkers()
         if not copier.roots:
             copier.roots = paths.roots
         # what may be read (streamer.target.apply.sources): every copy of every handler checks it

@@ -10,7 +10,10 @@ ownership, names, places and bounds for every kind, whoever decided it. Three fa
   or remove a directory, sync a table replicated by state, copy a function's resources, claim an
   external directory (``FileEffect``);
 - **bookkeeping** of the target job itself: ACID write ids, what the batch remembers of a table, which
-  tables are replicated by state, a dropped database's series (``Bookkeeping``).
+  tables are replicated by state, a dropped database's series (``Bookkeeping``);
+- **progress**, which no handler decides: the batch's mode wraps a step's effects in them
+  (``step_effects.around``): a regrouped step's fence, the journal's sync rule, what the batch forgets,
+  and the step's ``repl.last.id`` (``Progress``).
 
 Design: docs/design/apply.md ("The door").
 """
@@ -396,4 +399,59 @@ Bookkeeping = (
     | DatabaseDropped | OpenTxns | NoteTxnBytes | CommitTxn | AbortTxn
 )
 
-Effect = CatalogEffect | PutPartitions | FileEffect | Bookkeeping | Refuse
+# --- progress: what the batch's mode adds around a step's effects (step_effects.around) --------------
+ObjectKey = tuple[str, str]  # (source db, table), lower case
+ANY_OBJECT: ObjectKey = ("*", "*")  # a step whose objects are not known one by one
+
+
+@dataclass(frozen=True)
+class FenceDatabase:
+    """A step out of event-id order (``--coalesce-backlog``), or one of a database found fenced: source
+    database ``src`` stays fenced until the batch's end; ``opening`` marks its target database
+    (``FENCE_PARAM``, at ``event_id``) now if it is not marked yet (``db``: as the step found it)."""
+
+    src: str
+    db: DatabaseSnapshot
+    event_id: int
+    opening: bool
+
+
+@dataclass(frozen=True)
+class SyncJournal:
+    """Before a step of a batch that defers its markers: the progress journal reaches the disk first
+    when the step changes one of ``objects`` an unsynced step changed (``journal.ProgressJournal``)."""
+
+    objects: frozenset[ObjectKey]
+
+
+@dataclass(frozen=True)
+class ForgetDatabase:
+    """The step changed target database ``name``: the batch reads it again."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ForgetTables:
+    """The step may have changed any table: the batch reads each again."""
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Source database ``src`` is applied through ``last``: its ``repl.last.id`` now, or, in a batch
+    that defers its markers (``deferred``), a journal line (unless ``journaled`` is False: a fenced
+    database's steps are out of order, a crash re-applies its batch) and the marker owed at the batch's
+    end. ``progressed``: the applier's progress moves now (a fenced database's moves at the batch's end).
+    ``db``: the target database as the step found it, when the step left it unchanged (spares a read)."""
+
+    src: str
+    last: int
+    deferred: bool = False
+    journaled: bool = True
+    progressed: bool = True
+    db: DatabaseSnapshot | None = None
+
+
+Progress = FenceDatabase | SyncJournal | ForgetDatabase | ForgetTables | Advance
+
+Effect = CatalogEffect | PutPartitions | FileEffect | Bookkeeping | Refuse | Progress

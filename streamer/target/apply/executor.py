@@ -2,9 +2,9 @@
 
 Catalog effects go to ``door.execute`` (ownership, names, places, bounds); file effects to the door's
 file operations (``door.check_place`` first, then the guard and the read rules); bookkeeping to the
-job's own state. A refused or failed effect raises the ``EventError`` that names it; the effects after
-it are not done, and the applier halts the event's database, as for any failed step. Design:
-docs/design/apply.md ("The door").
+job's own state; a step's progress (its fence, the journal, its marker) to ``markers``. A refused or
+failed effect raises the ``EventError`` that names it; the effects after it are not done, and the
+applier halts the event's database, as for any failed step. Design: docs/design/apply.md ("The door").
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from collections.abc import Iterable
 
 from streamer import metrics
 from streamer.events.model import Event, PartitionSnapshot
-from streamer.target.apply import door
+from streamer.target.apply import door, markers
 from streamer.target.apply.by_state import REGISTRY
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import (
     AbortTxn,
+    Advance,
     CatalogEffect,
     ClaimExternal,
     ClearDir,
@@ -28,8 +29,11 @@ from streamer.target.apply.effects import (
     DatabaseCreated,
     DatabaseDropped,
     Effect,
+    FenceDatabase,
     ForgetByState,
+    ForgetDatabase,
     ForgetTable,
+    ForgetTables,
     MoveDir,
     NoteByState,
     NoteTxnBytes,
@@ -44,6 +48,7 @@ from streamer.target.apply.effects import (
     ResetWriteIds,
     SyncByState,
     SyncGone,
+    SyncJournal,
     WriteFiles,
 )
 from streamer.target.apply.state_sync import sync_by_state
@@ -110,6 +115,16 @@ def _bookkeeping(ctx: ApplyContext, effect: Effect) -> None:
             ctx.memory.remember_table(table)
         case ForgetTable(db=db, name=name):
             ctx.memory.forget_table(db, name)
+        case ForgetTables():
+            ctx.memory.forget_tables()
+        case ForgetDatabase(name=name):
+            ctx.memory.forget(name)
+        case FenceDatabase():
+            markers.fence(ctx, effect)
+        case SyncJournal(objects=objects):
+            markers.journal_in(ctx).before_step(objects)
+        case Advance():
+            markers.advance(ctx, effect)
         case ForgetByState(db=db, name=name):
             REGISTRY.forget(db, name)
         case NoteByState(db=db, name=name, reason=reason):

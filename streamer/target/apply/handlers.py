@@ -1,7 +1,7 @@
 """Which handler decides each event type: one table instead of a dispatch method, so the applier
 and the bootstrap share the same handlers. Each is a pure function of the event and the target's
-view (``view.View``) returning effects (``effects``), which ``executor.run`` does through the door.
-Design: docs/design/apply.md.
+view (``view.View``) returning effects (``effects``); the applier wraps a step's in its batch's mode
+(``step_effects``) and ``executor.run`` does them through the door. Design: docs/design/apply.md.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 from streamer.errors import ApplyError
 from streamer.events.model import Event, EventType
-from streamer.target.apply import catalog_objects, data, databases, executor, partitions, tables, transactions
-from streamer.target.apply.context import ApplyContext
+from streamer.target.apply import catalog_objects, data, databases, partitions, tables, transactions
 from streamer.target.apply.effects import Effect
 from streamer.target.apply.view import View, object_name
 
@@ -61,13 +60,11 @@ NO_OPS = frozenset(
 )
 
 
-def apply_event(ctx: ApplyContext, event: Event) -> None:
-    """Decide the event's effects and do them; an event type with no handler (and not a no-op) is
-    refused."""
-    decide = DECIDERS.get(event.event_type)
-    if decide is not None:
-        executor.run(ctx, decide(ctx, event))
-    elif event.event_type not in NO_OPS:
-        raise ApplyError(
-            f"event type {event.event_type} is not supported by this target", obj=object_name(event)
-        )
+def decide(view: View, event: Event) -> list[Effect]:
+    """The event's effects; none for a no-op; an event type with no handler is refused."""
+    handler = DECIDERS.get(event.event_type)
+    if handler is not None:
+        return handler(view, event)
+    if event.event_type in NO_OPS:
+        return []
+    raise ApplyError(f"event type {event.event_type} is not supported by this target", obj=object_name(event))

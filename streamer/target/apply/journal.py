@@ -18,10 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-JOURNAL_FILE = "applied-journal.log"
+from streamer.target.apply.effects import ANY_OBJECT, ObjectKey
 
-ObjectKey = tuple[str, str]
-ANY_OBJECT: ObjectKey = ("*", "*")  # a step whose objects are not known one by one
+JOURNAL_FILE = "applied-journal.log"
 
 
 class ProgressJournal:
