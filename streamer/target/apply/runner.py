@@ -197,7 +197,8 @@ class VoidingRuns:
     """The voiding runs of one batch (``streamer.target.apply.voiding``): one starts where an
     INSERT's files are gone and a later event of its database in the batch replaces or drops them;
     the table's steps until then wait, and the database's ``repl.last.id`` stays before the INSERT
-    (``Applier.pins``) so that a crash re-reads the run whole. Other tables' steps go on."""
+    (``ApplyContext.pins``, which caps each step's ``Advance``: ``step_effects``) so that a crash
+    re-reads the run whole. Other tables' steps go on."""
 
     def __init__(self, plan: Plan, applier: Applier) -> None:
         self._applier = applier
