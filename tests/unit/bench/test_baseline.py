@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 from streamer.testing import Report, Sample, Violation, observe
 from streamer.testing.checker import CUT, MONOTONIC, PHANTOM, PREFIX
+from tests.unit.bench.loader import load_bench
 from tests.unit.target import builders as b
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-def _baseline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_baseline", BENCH / "baseline.py")
-    assert spec is not None and spec.loader is not None
-    sys.path.insert(0, str(BENCH))
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
-
-
-baseline = _baseline()
+baseline = load_bench("baseline")
 
 
 def test_state_transfer_samples_are_renamed_to_source_names_and_carry_no_watermark() -> None:

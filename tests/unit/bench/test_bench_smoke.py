@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
+from tests.unit.bench.loader import BENCH, load_bench
+
 SCRIPTS = [
     "lag", "trigger", "apply_rate", "copy", "catchup", "baseline", "consistency", "scale", "writer",
     "regroup", "profile_table", "watch",
 ]
 
 
-def _common() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "common.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-common = _common()
+common = load_bench("common")
 
 
 @pytest.mark.timeout(60)
@@ -94,18 +83,6 @@ def test_file_refs_walks_nested_payloads() -> None:
     assert found == [a, b]
 
 
-def _lag() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_lag", BENCH / "lag.py")
-    assert spec is not None and spec.loader is not None
-    sys.path.insert(0, str(BENCH))
-    try:
-        lag = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(lag)
-    finally:
-        sys.path.remove(str(BENCH))
-    return lag
-
-
 def test_spark_trigger_split_takes_medians_of_batches_with_rows() -> None:
     progress = [
         {"numInputRows": 1, "durationMs": {"addBatch": 200, "walCommit": 30}},
@@ -113,17 +90,17 @@ def test_spark_trigger_split_takes_medians_of_batches_with_rows() -> None:
         {"numInputRows": 3, "durationMs": {"addBatch": 300, "walCommit": 50}},
         {"numInputRows": 2, "durationMs": {"addBatch": 250, "walCommit": 40}},
     ]
-    assert _lag().spark_trigger_split(progress) == {"addBatch": 250.0, "walCommit": 40.0}
+    assert load_bench("lag").spark_trigger_split(progress) == {"addBatch": 250.0, "walCommit": 40.0}
 
 
 def test_visible_lags_take_the_first_newer_sighting() -> None:
-    lag = _lag()
+    lag = load_bench("lag")
     # seq 2 was never seen itself; seq 3 (newer) was seen at 13.0
     assert sorted(lag.visible_lags({1: 10.0, 2: 11.0, 3: 12.0}, {1: 10.5, 3: 13.0})) == [0.5, 1.0, 2.0]
 
 
 def test_lag_load_is_what_the_canary_leaves_of_the_share() -> None:
-    lag = _lag()
+    lag = load_bench("lag")
     assert lag.load_rate_for(3.0, 100.0, 50.0, 0.1, 0.5) == 3.0  # --rate wins
     # the canary's 10 bumps/s are 0.2 of 50 alter_table/s: the load gets 0.3 of 100 create_table/s
     assert lag.load_rate_for(None, 100.0, 50.0, 0.1, 0.5) == pytest.approx(30.0)
@@ -131,7 +108,7 @@ def test_lag_load_is_what_the_canary_leaves_of_the_share() -> None:
 
 
 def test_lag_windows_split_the_canary_lags_by_commit_time() -> None:
-    lag = _lag()
+    lag = load_bench("lag")
     committed = {1: 100.0, 2: 104.0, 3: 111.0, 4: 125.0}
     seen = {1: 100.5, 2: 106.0, 3: 111.25, 4: 125.5}
     assert lag.lag_windows(committed, seen, 100.0, 10.0) == [
@@ -153,10 +130,7 @@ def test_jdbc_url_of_a_libpq_dsn() -> None:
 
 
 def test_profile_table_puts_batch_samples_in_the_first_matching_category() -> None:
-    spec = importlib.util.spec_from_file_location("bench_profile_table", BENCH / "profile_table.py")
-    assert spec is not None and spec.loader is not None
-    prof = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prof)
+    prof = load_bench("profile_table")
     batch = "thread (1): Thread-5 (run);start_query.<locals>.on_batch (streamer/target/job/streaming.py:341)"
     text = "\n".join([
         f"{batch};BatchApplier.process (streamer/target/job/streaming.py:153);run_plan (x);"

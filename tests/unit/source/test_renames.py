@@ -18,9 +18,10 @@ from streamer.events.model import (
     TableSnapshot,
 )
 from streamer.hive.encode import encode_event
-from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow
+from streamer.hive.notification import NotificationRow
 from streamer.source.insert_files import InsertResolver
 from streamer.source.renames import Renames, fate_in
+from tests.unit.source.memory_log import MemoryLog
 from tests.unit.source.test_insert_files import FakeLocator, _lister, _p
 
 T0 = 1_700_000_000
@@ -39,32 +40,8 @@ def _rename(event_id: int, old: tuple[str, str], new: tuple[str, str]) -> Notifi
     return _row(event_id, EventType.ALTER_TABLE, AlterTablePayload(_t(*old), _t(*new)), *new)
 
 
-class Log:
-    """A notification log in memory, counting reads."""
-
-    def __init__(self, rows: list[NotificationRow]) -> None:
-        self.rows = rows
-        self.reads = 0
-
-    def read_after(self, last_id: int, limit: int) -> list[NotificationRow]:
-        self.reads += 1
-        return [r for r in self.rows if r.event_id > last_id][:limit]
-
-    def head_event_id(self) -> int:
-        return max((r.event_id for r in self.rows), default=0)
-
-    def txn_writes(self, txn_id: int) -> list[TxnWriteNotificationRow]:
-        return []
-
-    def databases(self) -> set[str]:
-        return set()
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_table_is_followed_through_its_renames_to_its_current_name() -> None:
-    log = Log([
+    log = MemoryLog([
         _rename(5, ("s", "t"), ("s", "u")),
         _row(6, EventType.ALTER_TABLE, AlterTablePayload(_t("s", "other"), _t("s", "other")), "s", "other"),
         _rename(7, ("s", "u"), ("arch", "T_2024")),
@@ -79,7 +56,7 @@ def test_a_table_is_followed_through_its_renames_to_its_current_name() -> None:
 def test_a_dropped_table_has_no_current_name_and_its_fate_is_remembered() -> None:
     rows = [_row(i, EventType.ALTER_TABLE, AlterTablePayload(_t("s", "x"), _t("s", "x")), "s", "x")
             for i in range(10, 1200)]
-    log = Log([*rows, _row(1500, EventType.DROP_TABLE, DropTablePayload(_t("s", "t")), "s", "t")])
+    log = MemoryLog([*rows, _row(1500, EventType.DROP_TABLE, DropTablePayload(_t("s", "t")), "s", "t")])
     renames = Renames(log)
     assert renames.current(3, "s", "t") is None
     reads = log.reads
@@ -88,7 +65,7 @@ def test_a_dropped_table_has_no_current_name_and_its_fate_is_remembered() -> Non
 
 
 def test_an_overwrite_of_a_table_renamed_before_publishing_is_listed_under_the_new_name() -> None:
-    log = Log([_rename(50, ("s", "t"), ("s", "u"))])
+    log = MemoryLog([_rename(50, ("s", "t"), ("s", "u"))])
     renamed = _t("s", "u")
     locator = FakeLocator(None)
     locator.table = lambda db, name: renamed if (db, name) == ("s", "u") else None  # type: ignore[method-assign]
@@ -102,7 +79,7 @@ def test_an_overwrite_of_a_table_renamed_before_publishing_is_listed_under_the_n
     # the event's names (the target applies it before the rename), the location the files are under
     assert p.table == dataclasses.replace(renamed, name="t")
     # a table dropped after the event: published as it came, the drop converges the replica
-    gone = InsertResolver(FakeLocator(None), _lister(listing), renames=Renames(Log([])).current)
+    gone = InsertResolver(FakeLocator(None), _lister(listing), renames=Renames(MemoryLog([])).current)
     assert gone(event) == (event, False)
     # files named by the event: never followed (its files are the event's, its snapshot unknown)
     with_files = dataclasses.replace(event, payload=InsertPayload(None, None, [], False, [FileRef("f")]))
@@ -110,7 +87,7 @@ def test_an_overwrite_of_a_table_renamed_before_publishing_is_listed_under_the_n
 
 
 def test_a_table_renamed_away_whose_name_was_taken_again_is_found_under_its_new_name() -> None:
-    log = Log([_rename(50, ("s", "t"), ("s", "u"))])
+    log = MemoryLog([_rename(50, ("s", "t"), ("s", "u"))])
     tables = {("s", "u"): _t("s", "u", created=100), ("s", "t"): _t("s", "t", created=T0 + 60)}
     locator = FakeLocator(None)
     locator.table = lambda db, name: tables.get((db, name))  # type: ignore[method-assign]

@@ -29,8 +29,9 @@ from streamer.events.schemas import WriterSchema, schemas_dir
 from streamer.hive.decode import decode_row, is_known_type, opaque_event
 from streamer.hive.encode import encode_event as hive_row
 from streamer.hive.message import GZIP_FORMAT, gzip_message
-from streamer.hive.notification import NotificationRow, TxnWriteNotificationRow, in_catalog
+from streamer.hive.notification import NotificationRow, in_catalog
 from streamer.source.agent import AgentConfig, SourceAgent
+from tests.unit.source.memory_log import MemoryLog
 
 CONNECTOR = json.dumps({"server": "", "servicePrincipal": "", "connector": "mysql_conn", "timestamp": 1})
 
@@ -95,28 +96,6 @@ def test_records_of_the_schema_before_unknown_events_still_decode() -> None:
     assert decode_event(out.getvalue()) == event
 
 
-class ListReader:
-    """A notification log in memory (the agent's reader protocol)."""
-
-    def __init__(self, rows: list[NotificationRow]) -> None:
-        self.rows = rows
-
-    def read_after(self, last_id: int, limit: int) -> list[NotificationRow]:
-        return [r for r in self.rows if r.event_id > last_id][:limit]
-
-    def head_event_id(self) -> int:
-        return max((r.event_id for r in self.rows), default=0)
-
-    def txn_writes(self, txn_id: int) -> list[TxnWriteNotificationRow]:
-        return []
-
-    def databases(self) -> set[str]:
-        return set()
-
-    def close(self) -> None:
-        pass
-
-
 def test_the_agent_prepares_opaque_skipped_and_other_catalog_events_and_chains_the_rest() -> None:
     def create_db(event_id: int, name: str, cat: str = "hive") -> NotificationRow:
         encoded = hive_row(Event(Source("s", event_id, 1), EventType.CREATE_DATABASE,
@@ -130,7 +109,7 @@ def test_the_agent_prepares_opaque_skipped_and_other_catalog_events_and_chains_t
         row(14, "ALTER_STORAGE_POLICY", "{}", "sales", "orders"),  # names a database: published
         create_db(15, "hr"),
     ]
-    agent = SourceAgent(AgentConfig("s", {}, catalog="hive"), ListReader(rows), serializer=EventSerializer())
+    agent = SourceAgent(AgentConfig("s", {}, catalog="hive"), MemoryLog(rows), serializer=EventSerializer())
     agent.last_id = 10
     prepared, failure = agent._prepare(rows)
     assert failure is None
