@@ -3,6 +3,7 @@ consolidated with the events of that time, equals a quiet dump of the source at 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Iterator
@@ -64,8 +65,16 @@ def comparable(dump: Dump) -> dict[str, Any]:
     }
 
 
-def _warehouse(work: Path) -> Warehouse:
-    return Warehouse.open(str(work / "m.sqlite"), root=work / "wh", cmroot=work / "cm", source_id="s")
+@contextlib.contextmanager
+def _logged(work: Path) -> Iterator[tuple[Warehouse, SqlNotificationReader]]:
+    """A source warehouse in ``work`` and a reader of its notification log, closed together."""
+    wh = Warehouse.open(str(work / "m.sqlite"), root=work / "wh", cmroot=work / "cm", source_id="s")
+    reader = SqlNotificationReader(str(work / "m.sqlite"))
+    try:
+        yield wh, reader
+    finally:
+        reader.close()
+        wh.close()
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -80,35 +89,29 @@ def _warehouse(work: Path) -> Warehouse:
 def test_dump_plus_consolidation_is_the_state_at_e1(
     seed: int, before: int, during: list[int], policy: list[str], renames: bool, metadata: bool
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        wh = _warehouse(Path(tmp))
-        reader = SqlNotificationReader(str(Path(tmp) / "m.sqlite"))
-        try:
-            share = 0.15 if metadata else 0.0  # statistics and constraints, dumped and consolidated
-            load = Workload(wh, seed=seed, txn_share=0.15, stats_share=share, constraint_share=share)
-            load.run(before)
-            steps: Iterator[int] = iter(during)
-            source = WarehouseCatalog(wh)
-            scope = PolicySet.parse(policy)
+    with tempfile.TemporaryDirectory() as tmp, _logged(Path(tmp)) as (wh, reader):
+        share = 0.15 if metadata else 0.0  # statistics and constraints, dumped and consolidated
+        load = Workload(wh, seed=seed, txn_share=0.15, stats_share=share, constraint_share=share)
+        load.run(before)
+        steps: Iterator[int] = iter(during)
+        source = WarehouseCatalog(wh)
+        scope = PolicySet.parse(policy)
 
-            def meanwhile(kind: str, name: str) -> None:
-                n = next(steps, 0)
-                if n:
-                    load.run(n)
-                if renames and kind == "table" and "." in name:
-                    _rename_some_table(wh, load)
-
-            start = source.current_event_id()
-            dump = read_dump(source, scope, meanwhile)
-            for n in steps:  # whatever the dump left over still happens before E1
+        def meanwhile(kind: str, name: str) -> None:
+            n = next(steps, 0)
+            if n:
                 load.run(n)
-            result = settle(source, reader, scope, "s", start, dump)
-            assert result.event_id == wh.current_event_id()
-            truth = read_dump(source, scope)
-            assert comparable(result.dump) == comparable(truth)
-        finally:
-            reader.close()
-            wh.close()
+            if renames and kind == "table" and "." in name:
+                _rename_some_table(wh, load)
+
+        start = source.current_event_id()
+        dump = read_dump(source, scope, meanwhile)
+        for n in steps:  # whatever the dump left over still happens before E1
+            load.run(n)
+        result = settle(source, reader, scope, "s", start, dump)
+        assert result.event_id == wh.current_event_id()
+        truth = read_dump(source, scope)
+        assert comparable(result.dump) == comparable(truth)
 
 
 def _rename_some_table(wh: Warehouse, load: Workload) -> None:
@@ -121,9 +124,7 @@ def _rename_some_table(wh: Warehouse, load: Workload) -> None:
 
 def test_renamed_table_keeps_its_partitions_and_files(tmp_path: Path) -> None:
     """A table renamed after it was dumped moves with its partitions and files re-pointed."""
-    wh = _warehouse(tmp_path)
-    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
-    try:
+    with _logged(tmp_path) as (wh, reader):
         wh.create_database("d")
         wh.create_table("d", "t", COLUMNS, [Column("dt", "string")])
         rows = [{"id": i, "name": f"n{i}", "amount": 1.0, "ok": True} for i in range(3)]
@@ -138,16 +139,11 @@ def test_renamed_table_keeps_its_partitions_and_files(tmp_path: Path) -> None:
         assert set(result.dump.tables) == {("d", "u")}
         assert comparable(result.dump) == comparable(read_dump(source, scope))
         assert all("/u/" in uri for refs in result.dump.tables[("d", "u")].files.values() for uri in refs)
-    finally:
-        reader.close()
-        wh.close()
 
 
 def test_parent_renamed_after_its_child_was_dumped_is_renamed_in_the_foreign_key(tmp_path: Path) -> None:
     """Hive renames a parent table in its children's foreign keys; the consolidated dump must too."""
-    wh = _warehouse(tmp_path)
-    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
-    try:
+    with _logged(tmp_path) as (wh, reader):
         wh.create_database("d")
         wh.create_table("d", "child", COLUMNS)
         wh.create_table("d", "parent", COLUMNS)
@@ -161,15 +157,10 @@ def test_parent_renamed_after_its_child_was_dumped_is_renamed_in_the_foreign_key
         (fk,) = result.dump.tables[("d", "child")].constraints["fk"]
         assert (fk.ref_db, fk.ref_table) == ("d", "renamed")
         assert comparable(result.dump) == comparable(read_dump(source, scope))
-    finally:
-        reader.close()
-        wh.close()
 
 
 def test_table_renamed_into_the_policy_is_read_again(tmp_path: Path) -> None:
-    wh = _warehouse(tmp_path)
-    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
-    try:
+    with _logged(tmp_path) as (wh, reader):
         wh.create_database("d")
         wh.create_table("d", "skip", COLUMNS, [Column("dt", "string")])
         wh.insert("d", "skip", [{"id": 1, "name": "a", "amount": 1.0, "ok": True}], {"dt": "1"})
@@ -181,17 +172,12 @@ def test_table_renamed_into_the_policy_is_read_again(tmp_path: Path) -> None:
         result = settle(source, reader, scope, "s", start, dump)
         assert set(result.dump.tables) == {("d", "keep1")}
         assert comparable(result.dump) == comparable(read_dump(source, scope))
-    finally:
-        reader.close()
-        wh.close()
 
 
 def test_partition_statistics_follow_the_events_of_the_dump(tmp_path: Path) -> None:
     """Partition column statistics changed, deleted, dropped with their partition, absent from a re-added
     one and carried along by a table rename, all after the table was dumped, end as the source has them."""
-    wh = _warehouse(tmp_path)
-    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
-    try:
+    with _logged(tmp_path) as (wh, reader):
         wh.create_database("d")
         wh.create_table("d", "t", COLUMNS, [Column("dt", "string")])
         rows = [{"id": i, "name": f"n{i}", "amount": 1.0, "ok": True} for i in range(3)]
@@ -216,9 +202,6 @@ def test_partition_statistics_follow_the_events_of_the_dump(tmp_path: Path) -> N
         stats = result.dump.tables[("d", "u")].partition_statistics
         assert set(stats) == {("1",), ("2",), ("4",)}
         assert "name" not in stats[("2",)] and stats[("1",)]["id"].high_value == "99"
-    finally:
-        reader.close()
-        wh.close()
 
 
 def test_a_renamed_partition_takes_its_statistics_along() -> None:
@@ -246,9 +229,7 @@ def test_a_renamed_partition_takes_its_statistics_along() -> None:
 def test_a_table_created_and_analyzed_during_the_dump_settles(tmp_path: Path) -> None:
     """A DELETE_*_COL_STAT makes consolidation read the table again; the CREATE_TABLE before that read
     must not replace the new read every round (the dump never settled)."""
-    wh = _warehouse(tmp_path)
-    reader = SqlNotificationReader(str(tmp_path / "m.sqlite"))
-    try:
+    with _logged(tmp_path) as (wh, reader):
         wh.create_database("d")
         source, scope = WarehouseCatalog(wh), PolicySet.parse(["*"])
         start = source.current_event_id()
@@ -260,9 +241,6 @@ def test_a_table_created_and_analyzed_during_the_dump_settles(tmp_path: Path) ->
         result = settle(source, reader, scope, "s", start, dump, max_rounds=3)
         assert comparable(result.dump) == comparable(read_dump(source, scope))
         assert set(result.dump.tables[("d", "t")].partition_statistics[("1",)]) == {"id", "amount", "ok"}
-    finally:
-        reader.close()
-        wh.close()
 
 
 def test_an_unlocated_insert_during_the_dump_has_its_table_read_again() -> None:
