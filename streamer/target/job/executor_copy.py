@@ -3,6 +3,12 @@
 Below a threshold (``ExecutorCopy``) the driver's ``FileCopier`` copies; at or above it, executor
 tasks stage the files exactly as the driver would and the driver publishes only after every task
 reported success. Failures, retries and what executors need: docs/design/consistency.md.
+
+The driver's copier also prestages (``PooledFileCopier.prestage``): while a batch's steps run, its later
+INSERTs' files are copied and verified into a hidden staging directory, so a step waiting for the
+metastore is not followed by one waiting for a copy. A step takes its files from there (one rename
+into its directory, as hidden as its own staging file would be) or copies them itself; nothing is
+published any earlier or otherwise than without it (docs/design/apply.md, "Prestaged copies").
 """
 
 from __future__ import annotations
@@ -12,20 +18,25 @@ import os
 import posixpath
 import re
 import secrets
+import shutil
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fsspec.implementations.local import LocalFileSystem
+
 from streamer import metrics
-from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError
-from streamer.events.model import FileRef
+from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError, StreamerError
+from streamer.events.model import EventType, FileRef, InsertPayload
 from streamer.filesystems import FsSettings, configure, current_settings, url_to_fs
 from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, StagedFile
+from streamer.target.apply.guard import ensure_no_symlinks, inside_a_root
 from streamer.target.apply.paths import Root
+from streamer.target.apply.plan import Plan, StepKind
 from streamer.target.apply.sources import SourceRules
 
 if TYPE_CHECKING:
@@ -88,6 +99,42 @@ class _CopyConfig:
     fs: FsSettings = field(default_factory=FsSettings)
 
 
+PRESTAGE_MAX_FILE_BYTES = 64 << 20  # a larger file is copied by its own step (or on executors)
+PRESTAGE_MAX_BYTES = 512 << 20  # staged ahead per batch at most: the staging directory's disk use
+PRESTAGE_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class PrestageGroup:
+    """The files one later step will stage, and every source location its read rules may be checked
+    against (a prestage reads a file only where each of them allows it)."""
+
+    refs: tuple[FileRef, ...]
+    locations: tuple[str, ...]
+
+
+def prestage_groups(the_plan: Plan) -> list[PrestageGroup]:
+    """What a batch may prestage, in the order its steps run: the files of each INSERT applied as an
+    event of its own, after the first step (which starts at once), each file verifiable (a checksum)
+    and of a known size. Coalesced and collapsed steps copy only their last event's files: left out."""
+    groups: list[PrestageGroup] = []
+    for step in the_plan.steps[1:]:
+        if step.kind is not StepKind.EVENT:
+            continue
+        for event in step.events:
+            payload = event.payload
+            if event.event_type is not EventType.INSERT or not isinstance(payload, InsertPayload):
+                continue
+            refs = tuple(r for r in payload.files
+                         if r.checksum and r.checksum_algorithm and r.size is not None)
+            part = payload.partition.sd.location if payload.partition_values and payload.partition else None
+            table = payload.table.sd.location if payload.table is not None else None
+            locations = tuple(loc for loc in (part, table) if loc)
+            if refs and locations:
+                groups.append(PrestageGroup(refs, locations))
+    return groups
+
+
 class PooledFileCopier(FileCopier):
     """A ``FileCopier`` whose copies share one long-lived thread pool of ``max_workers`` threads, and
     copy a single file in the calling thread: no thread is started and joined per copy (a catch-up
@@ -104,6 +151,11 @@ class PooledFileCopier(FileCopier):
         super().__init__(max_workers=max_workers, chunk_size=chunk_size, roots=roots, sources=sources)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._ahead: ThreadPoolExecutor | None = None  # prestaging: its own threads, so a step's
+        self._prestaged: dict[FileRef, Future[StagedFile | None]] = {}  # copies never queue behind it
+        self._cleared: set[str] = set()  # staging directories emptied of a stopped process's files
+        self.prestage_max_bytes = PRESTAGE_MAX_BYTES
+        self.prestaged_taken = 0  # files steps took from the staging directory (benches read it)
 
     def _shared_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -131,11 +183,133 @@ class PooledFileCopier(FileCopier):
             raise ApplyError(f"copy failed: {first}", event_id=event_id) from first
 
     def close(self) -> None:
-        """Stop the pool's threads (idle ones also end with the process)."""
+        """Stop the pools' threads (idle ones also end with the process); prestaged files removed."""
+        self.drop_prestaged()
         with self._pool_lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+            for pool in (self._pool, self._ahead):
+                if pool is not None:
+                    pool.shutdown(wait=True)
+            self._pool = self._ahead = None
+
+    # --- prestaging ------------------------------------------------------------------------
+    def prestage(self, groups: Iterable[PrestageGroup], staging_dir: str) -> int:
+        """Start copying ``groups``' files into ``staging_dir`` (hidden, strictly inside a target root,
+        on the filesystem of the directories they will be published in) in the background; returns
+        how many were queued. Each is read only where the read rules allow it, and verified as a
+        step's own copy is; ``drop_prestaged`` removes what no step took."""
+        fs, path = url_to_fs(staging_dir)
+        if not isinstance(fs, LocalFileSystem):
+            return 0  # a rename there is a copy: nothing gained
+        if self.roots and not inside_a_root(staging_dir, self.roots):
+            return 0  # never written outside the target's roots (nor at a root itself)
+        self._clear_once(path)
+        budget, queued = self.prestage_max_bytes, 0
+        for group in groups:
+            if not self._wants_ahead(group.refs):
+                continue
+            for ref in group.refs:
+                size = ref.size or 0
+                if size > PRESTAGE_MAX_FILE_BYTES or size > budget:
+                    continue
+                with self._pool_lock:
+                    if ref in self._prestaged:
+                        continue
+                    if self._ahead is None:
+                        self._ahead = ThreadPoolExecutor(PRESTAGE_WORKERS, thread_name_prefix="prestage")
+                        weakref.finalize(self, self._ahead.shutdown, wait=False)
+                    future = self._ahead.submit(self._stage_ahead, ref, group.locations, staging_dir)
+                    self._prestaged[ref] = future
+                budget -= size
+                queued += 1
+        return queued
+
+    def drop_prestaged(self) -> int:
+        """Remove every prestaged file no step took (a halted database's, a failed batch's): called at
+        the end of each batch; returns how many."""
+        with self._pool_lock:
+            pending = list(self._prestaged.values())
+            self._prestaged.clear()
+        dropped = 0
+        for future in pending:
+            if future.cancel():
+                continue
+            staged = future.result()
+            if staged is not None:
+                Staged([staged]).discard()
+                dropped += 1
+        return dropped
+
+    def _wants_ahead(self, refs: Sequence[FileRef]) -> bool:
+        """Whether a step's files are staged by this process (not on executors: ``SparkFileCopier``)."""
+        return bool(refs)
+
+    def _clear_once(self, path: str) -> None:
+        """Empty a staging directory the first time this process uses it: what is there is a stopped
+        process's (a staged file is never published from the staging directory, only taken by a step)."""
+        with self._pool_lock:
+            if path in self._cleared:
+                return
+            self._cleared.add(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _stage_ahead(self, ref: FileRef, locations: tuple[str, ...], staging_dir: str) -> StagedFile | None:
+        """Copy and verify one file into the staging directory, as ``_stage_one`` would into its own;
+        None: not allowed, or failed (its step copies it, and meets the same refusal or failure)."""
+        try:
+            if self.sources is not None:
+                for location in locations:
+                    self.sources.check(ref, location, target_roots=self.roots)
+            final = f"{staging_dir.rstrip('/')}/{secrets.token_hex(8)}"
+            fs, path = url_to_fs(final)
+            staged = StagedFile(ref=ref, final=final, fs=fs, path=path)
+            super()._stage_one(staged, None)
+        except (StreamerError, OSError) as exc:
+            log.debug("not prestaged: %s: %s", ref.uri, exc)
+            return None
+        return staged if staged.temp is not None and not staged.unverified else None
+
+    def _take(self, ref: FileRef) -> StagedFile | None:
+        """The prestaged copy of ``ref``, once it is done; None when there is none (a prestage not
+        started yet is cancelled: the step copies at once rather than wait behind the queue)."""
+        with self._pool_lock:
+            future = self._prestaged.pop(ref, None)
+        if future is None or future.cancel():
+            return None
+        return future.result()
+
+    def _stage_one(self, f: StagedFile, event_id: int | None) -> None:
+        """A prestaged copy of ``f``'s file, renamed into ``f``'s directory under a staging name of
+        its own; else copied as ``FileCopier._stage_one`` does."""
+        ahead = self._take(f.ref)
+        if ahead is not None and self._adopt(ahead, f, event_id):
+            self.prestaged_taken += 1
+            return
+        super()._stage_one(f, event_id)
+
+    def _adopt(self, ahead: StagedFile, f: StagedFile, event_id: int | None) -> bool:
+        """Move the verified ``ahead`` into ``f``'s directory as ``f``'s staging file; False (``ahead``
+        removed): the step copies instead (another filesystem, the file already in place, a staged
+        copy no longer of the size it was verified at)."""
+        temp = ahead.temp
+        try:
+            if self.roots:
+                ensure_no_symlinks(f.final, self.roots, event_id=event_id)
+            if (temp is None or not isinstance(f.fs, LocalFileSystem) or os.path.lexists(f.path)
+                    or os.path.getsize(temp) != ahead.size):
+                return False
+            directory = posixpath.dirname(f.path)
+            os.makedirs(directory, exist_ok=True)
+            mine = posixpath.join(directory, f"{TMP_PREFIX}{posixpath.basename(f.path)}-{self.temp_tag}"
+                                             f"{secrets.token_hex(6)}")
+            os.rename(temp, mine)
+        except OSError:
+            return False
+        finally:
+            if ahead.temp is not None and os.path.lexists(ahead.temp):
+                Staged([ahead]).discard()
+        ahead.temp = None
+        f.temp, f.size, f.cm_fallback, f.unverified = mine, ahead.size, ahead.cm_fallback, False
+        return True
 
 
 class SparkFileCopier(PooledFileCopier):
@@ -199,6 +373,9 @@ class SparkFileCopier(PooledFileCopier):
             sorted({r.worker_pid for r in results}), sorted({r.executor_pid or 0 for r in results}),
             sorted({r.module for r in results}),
         )
+
+    def _wants_ahead(self, refs: Sequence[FileRef]) -> bool:
+        return bool(refs) and not self.threshold.wants(refs)
 
     def _tasks(self, n_files: int) -> int:
         limit = self.max_tasks or max(1, self.sc.defaultParallelism) * 4

@@ -45,6 +45,7 @@ from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import FailedOverError, read_record, refuse_if_failed_over
 from streamer.target.job.bounded import UntilReached, reached, split_at
+from streamer.target.job.executor_copy import PooledFileCopier, prestage_groups
 from streamer.target.job.failure import Outcome, Recheck, failure_error, reported_offset
 from streamer.target.job.held_events import HeldEvents, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
@@ -56,6 +57,7 @@ from streamer.target.job.voided_halts import VoidedHalts
 from streamer.target.state.chain import Anchor
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.status import write_mode
+from streamer.target.state.visibility import source_file_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,6 +98,8 @@ class BatchApplier:
         self._on_applied = on_applied
         # consumed and applied progress, the chain's anchor, the watermark (streamer.target.job.progress)
         self.progress = JobProgress(settings, catalog, paths.database_location, self.applier.target_db)
+        # where later steps' files are copied while earlier steps run (PooledFileCopier.prestage)
+        self.staging_dir = paths.warehouse.join(*STAGING_DIR.split("/"), source_file_name(settings.source_id))
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
@@ -131,9 +135,16 @@ class BatchApplier:
         planned = plan(bounded.within, self.applier.progress, set(self.state.halts()))
         the_plan = regrouped(self.applier, planned)  # --coalesce-backlog: per table, fenced
         before = self.progress.consumed
-        report = self.runner.run(
-            self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, halt=True)
-        )
+        copier = self.applier.copier
+        if isinstance(copier, PooledFileCopier):
+            copier.prestage(prestage_groups(the_plan), self.staging_dir)
+        try:
+            report = self.runner.run(
+                self.applier, the_plan, self.state, on_halt=lambda _: self._publish(before, halt=True)
+            )
+        finally:
+            if isinstance(copier, PooledFileCopier):
+                copier.drop_prestaged()  # a halted database's, or a failed batch's: never published
         for db, halt in report.halted.items():
             if halt.event_id in offsets:
                 self.state.set_offset(db, offsets[halt.event_id])
@@ -226,6 +237,10 @@ def _applier(
         markers_per_batch=settings.scale.markers_per_batch,
         coalesce_backlog=settings.scale.coalesce_backlog,
     )
+
+
+STAGING_DIR = "_streamer/staging"
+"""Below the warehouse root, one directory per source: files copied ahead of their steps (hidden)."""
 
 
 # --- Spark wiring ------------------------------------------------------------------------------
