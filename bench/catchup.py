@@ -243,6 +243,11 @@ def run_catchup(
             "caught_up": caught_up,
             "catchup_eps_after_restart": backlog / max(1e-9, t_done - first_batch),
             "restart_s": first_batch - t_restart,
+            # the catch-up's rate from its first micro-batch on, against the same bound
+            "efficiency_after_restart": backlog / max(1e-9, t_done - first_batch) / bound_eps,
+            # INSERT files the steps took from the copier's staging directory (PooledFileCopier.prestage)
+            "prestaged_files": getattr(p.applier.applier.copier if p.applier is not None else None,
+                                       "prestaged_taken", None),
             "batches": batches,
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,
@@ -320,11 +325,12 @@ SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", 
 )
 @click.option(
     "--copier",
-    type=click.Choice(["job", "per-copy"]),
+    type=click.Choice(["job", "no-prestage", "per-copy"]),
     default="job",
     show_default=True,
-    help="The target's file copier: the job's (one long-lived pool), or a thread pool per copy (the "
-    "copier before issue 41), for A/B runs.",
+    help="The target's file copier: the job's (one long-lived pool, prestaging a batch's later INSERT "
+    "files), the job's without prestaging, or a thread pool per copy (the copier before issue 41), for "
+    "A/B runs.",
 )
 @click.option(
     "--py-spy",

@@ -427,7 +427,7 @@ class Pipeline:
         """Start (or restart, from its checkpoint) the Spark target job; waits for its first batch."""
         from streamer.metastore.thrift import HmsCatalog
         from streamer.target.apply.files import FileCopier
-        from streamer.target.job.executor_copy import executor_copier
+        from streamer.target.job.executor_copy import PooledFileCopier, executor_copier
         from streamer.target.job.streaming import spark_session, start_query
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -444,15 +444,18 @@ class Pipeline:
         self._target_catalog = HmsCatalog(self.hms.uri)
         hms_uri = self.hms.uri
         s = self.settings.scale
+        job_copier = executor_copier(
+            self.spark, s.executor_copy_min_bytes, s.executor_copy_min_files, s.copy_workers
+        )
+        if copier == "no-prestage" and isinstance(job_copier, PooledFileCopier):
+            job_copier.prestage_max_bytes = 0  # the job's copier as before its prestaging (A/B runs)
         self.applier = TimedBatchApplier(
             self.settings,
             self._target_catalog,
             on_applied=self._on_applied,
-            # the copier `streamer target run` gives its job; "per-copy": a thread pool per copy (before
-            # issue 41), for A/B runs
-            copier=FileCopier(max_workers=s.copy_workers) if copier == "per-copy" else executor_copier(
-                self.spark, s.executor_copy_min_bytes, s.executor_copy_min_files, s.copy_workers
-            ),
+            # the copier `streamer target run` gives its job ("no-prestage": without prestaging);
+            # "per-copy": a thread pool per copy (before issue 41), for A/B runs
+            copier=FileCopier(max_workers=s.copy_workers) if copier == "per-copy" else job_copier,
             catalogs=lambda: HmsCatalog(hms_uri),  # lanes' connections (--consistency database)
         )
         self.query = start_query(self.spark, self.settings, self.applier)

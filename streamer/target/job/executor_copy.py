@@ -198,8 +198,8 @@ class PooledFileCopier(FileCopier):
         how many were queued. Each is read only where the read rules allow it, and verified as a
         step's own copy is; ``drop_prestaged`` removes what no step took."""
         fs, path = url_to_fs(staging_dir)
-        if not isinstance(fs, LocalFileSystem):
-            return 0  # a rename there is a copy: nothing gained
+        if not isinstance(fs, LocalFileSystem) or self.prestage_max_bytes <= 0:
+            return 0  # a rename there is a copy: nothing gained (or prestaging is off)
         if self.roots and not inside_a_root(staging_dir, self.roots):
             return 0  # never written outside the target's roots (nor at a root itself)
         self._clear_once(path)

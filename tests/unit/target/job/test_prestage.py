@@ -163,7 +163,6 @@ def test_executor_copies_are_not_prestaged(tmp_path: Path, where: tuple[Path, Pa
 
 def test_which_files_a_plan_prestages() -> None:
     t = b.table("db", "t", ("p",))
-    ok = b.write_source_file.__annotations__  # noqa: F841 (the builders' refs need a real file; these do not)
     ref = FileRef(uri="file:///source/warehouse/db.db/t/p=1/f", checksum=hashlib.sha256(b"").hexdigest(),
                   checksum_algorithm="sha256", size=0)
     unverified = FileRef(uri="file:///source/warehouse/db.db/t/p=1/g", size=3)
@@ -209,3 +208,11 @@ def test_a_batch_prestages_its_later_inserts_and_a_halt_leaves_nothing_staged(tm
     assert [p.name for p in _files(wh / "bad.db" / "t")] == ["f0"]  # halted at its second insert
     assert copier.prestaged_taken >= 4
     assert _files(wh / "_streamer" / "staging") == []
+
+
+def test_a_budget_of_zero_turns_prestaging_off(tmp_path: Path, where: tuple[Path, Path, Path]) -> None:
+    src, _, staging = where
+    copier = _copier(tmp_path, SourceRules())
+    copier.prestage_max_bytes = 0
+    assert copier.prestage([_group(src, b.write_source_file(src, "f", b""))], str(staging)) == 0
+    assert not staging.exists()
