@@ -78,6 +78,7 @@ from streamer.target.apply.paths import (
     TargetPaths,
     check_name,
 )
+from streamer.target.state.visibility import source_file_name
 
 MAX_PARTITIONS_PER_CALL = 100_000
 """More than any one Hive DDL statement adds (``hive.exec.max.dynamic.partitions`` is 1,000 by default)."""
@@ -361,9 +362,27 @@ def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> 
     return files.link_dir(src, dst, side.paths.roots, event_id=event_id)
 
 
+TRASH_DIR = "_streamer/trash"
+"""Below the warehouse root, one directory per source: where its dropped trees wait for deletion."""
+
+
+def trash_dir(paths: TargetPaths, source_id: str) -> str:
+    """``source_id``'s trash directory: in streamer's own tree of the warehouse root (hidden from Hive's
+    readers), named as its visibility file is, so no source's removals reach another's trash."""
+    return paths.warehouse.join(*TRASH_DIR.split("/"), source_file_name(source_id))
+
+
 def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
+    """Remove an object's directory: renamed into this source's trash and deleted in the background
+    where the filesystem renames in place (``files.remove_tree``)."""
     check_place(side, url, event_id=event_id)
-    files.remove_tree(url, side.paths.roots, event_id=event_id)
+    trash = trash_dir(side.paths, side.owners.source_id)
+    files.remove_tree(url, side.paths.roots, event_id=event_id, trash=trash)
+
+
+def sweep_trash(paths: TargetPaths, source_id: str) -> None:
+    """At a start: queue what a stopped process of ``source_id`` left in its trash for deletion."""
+    files.sweep_trash(trash_dir(paths, source_id))
 
 
 def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:

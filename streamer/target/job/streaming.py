@@ -38,6 +38,7 @@ from streamer.errors import DataLossError, EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
+from streamer.target.apply import door
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
@@ -86,6 +87,7 @@ class BatchApplier:
         layout, scale = settings.layout, settings.scale
         paths = TargetPaths(layout.warehouse_root, layout.external_base_dir, layout.external_layout)
         check_external_layout(paths)  # never re-points external tables of another layout
+        door.sweep_trash(paths, settings.source_id)  # what a stopped job left in its trash: deleted
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
         self.runner = LaneRunner(scale.consistency, catalogs, scale.apply_lanes)
         write_mode(layout.state_dir, scale.consistency, scale.apply_lanes, layout.db_map)

@@ -23,7 +23,7 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory import MemoryCatalog
-from streamer.target.apply import door
+from streamer.target.apply import door, files
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import (
@@ -257,6 +257,26 @@ def test_a_file_change_of_an_owned_or_new_database_passes(ctx: ApplyContext, tmp
     (tmp_path / "wh" / "mine.db" / "t").mkdir(parents=True)
     door.remove_tree(ctx, _wh(ctx, "mine.db", "t"), event_id=5)
     assert not (tmp_path / "wh" / "mine.db" / "t").exists()
+
+
+def test_a_removal_goes_through_this_sources_trash_and_never_reaches_anothers(
+    ctx: ApplyContext, tmp_path: Path
+) -> None:
+    mine, theirs = door.trash_dir(ctx.paths, b.SOURCE_ID), door.trash_dir(ctx.paths, "other")
+    assert mine != theirs and mine.startswith(_wh(ctx, "_streamer", "trash"))
+    (tmp_path / "wh" / "mine.db" / "t" / "p=1").mkdir(parents=True)
+    (tmp_path / "wh" / "mine.db" / "t" / "p=1" / "f").write_bytes(b"1")
+    leftover = Path(theirs.removeprefix("file://")) / "1-x-t"
+    leftover.mkdir(parents=True)
+    door.remove_tree(ctx, _wh(ctx, "mine.db", "t"), event_id=5)
+    assert not (tmp_path / "wh" / "mine.db" / "t").exists()
+    assert files.wait_for_trash(10)
+    assert list(Path(mine.removeprefix("file://")).iterdir()) == []
+    with pytest.raises(EventError):  # another source's trash is no place this source may change
+        door.remove_tree(ctx, theirs + "/1-x-t", event_id=6)
+    door.sweep_trash(ctx.paths, b.SOURCE_ID)
+    assert files.wait_for_trash(10)
+    assert leftover.is_dir()
 
 
 def test_an_external_directory_another_source_holds_is_not_changed(tmp_path: Path) -> None:
