@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import urllib.request
@@ -35,6 +32,7 @@ from streamer.target.state.state_file import Halt, TargetState
 from streamer.testing.campaign import Child
 from streamer.warehouse import Warehouse
 from streamer.warehouse.files import CHECKSUM_ALGORITHM
+from tests.fixtures.spark_child import SparkChild, session_script
 
 STREAMER = str(Path(sys.executable).with_name("streamer"))
 
@@ -293,24 +291,9 @@ def wait_converged(process: TargetProcess, source: Source, db_map: dict[str, str
 
 # --- reading a target through Spark ----------------------------------------------------------
 
-_READER = textwrap.dedent(
+_READER = session_script(
+    "streamer-target-reader",
     """
-    import json, sys
-    from pyspark.sql import SparkSession
-    uri, warehouse = sys.argv[1:3]
-    spark = (
-        SparkSession.builder.master("local[1]").appName("streamer-target-reader")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.hive.metastore.uris", uri)
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-
     def answer(req):
         op = req["op"]
         if op == "databases":
@@ -336,7 +319,8 @@ _READER = textwrap.dedent(
             out = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         print("RESULT " + json.dumps(out, default=str), flush=True)
     spark.stop()
-    """
+    """,
+    conf=[("spark.sql.session.timeZone", "UTC")],
 )
 
 
@@ -344,48 +328,17 @@ class SparkReader:
     """A Spark session on a target metastore, in a child process answering one JSON request per line."""
 
     def __init__(self, hms_uri: str, warehouse: Path, log_path: Path) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the reader
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _READER, hms_uri, str(warehouse)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
-            start_new_session=True,
-        )
-        self._lock = threading.Lock()
-        self._ready = False
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise TargetError(f"Spark reader exited with {self.proc.poll()}; see {self._log.name}")
-            if line.startswith(("READY", "RESULT ")):
-                return line
+        self._child = SparkChild(_READER, [hms_uri, str(warehouse)], log_path, what="Spark reader",
+                                 error=TargetError)
 
     def ask(self, op: str, **args: str) -> Any:
-        with self._lock:
-            if not self._ready:
-                self._line()
-                self._ready = True
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-            self.proc.stdin.flush()
-            out = json.loads(self._line()[len("RESULT "):])
+        out = self._child.ask(op=op, **args)
         if "error" in out:
             raise TargetError(f"spark {op} {args}: {out['error']}")
         return out["ok"]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._log.close()
+        self._child.close()
 
 
 # --- comparing -------------------------------------------------------------------------------

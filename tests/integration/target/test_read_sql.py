@@ -10,20 +10,16 @@ and refuses a frame used after ``release()`` with a typed error.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.read import SnapshotReleased, TableNotFound, UnknownDatabase, snapshot
+from tests.fixtures.spark_child import SparkChild, session_script
 from tests.integration.target.helpers import Source, TargetProcess, TargetStack, wait_converged
 
 if TYPE_CHECKING:
@@ -34,24 +30,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 COLS = [Column("id", "int"), Column("amount", "bigint")]
 
 # a long-lived Spark SQL session on the target metastore, as a notebook or a BI server keeps one
-_SESSION = textwrap.dedent(
+_SESSION = session_script(
+    "streamer-sql-reader",
     """
-    import json, sys, time
-    from pyspark.sql import SparkSession
-    from streamer.read import bracket
-    uri, warehouse = sys.argv[1:3]
-    spark = (
-        SparkSession.builder.master("local[1]").appName("streamer-sql-reader")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.hive.metastore.uris", uri)
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-
     def answer(req):
         table = req.get("table")
         if req["op"] == "count":  # the plain query of a long-lived session
@@ -67,42 +48,16 @@ _SESSION = textwrap.dedent(
     for line in sys.stdin:
         print("RESULT " + json.dumps(answer(json.loads(line))), flush=True)
     spark.stop()
-    """
+    """,
+    imports="import time\nfrom streamer.read import bracket\n",
 )
 
 
-class _Session:
-    def __init__(self, hms_uri: str, work: Path) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        self._log = open(work / "sql-session.log", "ab")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SESSION, hms_uri, str(work / "sql-warehouse")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
-            start_new_session=True,
-        )
-        self._line()  # READY
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        while line := self.proc.stdout.readline():
-            if line.startswith(("READY", "RESULT ")):
-                return line
-        raise AssertionError(f"the SQL session exited with {self.proc.poll()}; see {self._log.name}")
-
-    def ask(self, **request: Any) -> Any:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self._line()[len("RESULT "):])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._log.close()
+def _session(hms_uri: str, work: Path) -> SparkChild:
+    session = SparkChild(_SESSION, [hms_uri, str(work / "sql-warehouse")], work / "sql-session.log",
+                         what="the SQL session")
+    session.wait_ready()
+    return session
 
 
 def test_bracket_refreshes_a_long_lived_sessions_listing_and_snapshot_errors_are_typed(
@@ -127,7 +82,7 @@ def test_bracket_refreshes_a_long_lived_sessions_listing_and_snapshot_errors_are
     wait_converged(job, source)
     hms_uri = target_stack.hms.uri
 
-    session = _Session(hms_uri, tmp_path)
+    session = _session(hms_uri, tmp_path)
     try:
         assert session.ask(op="count", table=orders) == 3  # the session lists the files once
         wh.insert(shop, "orders", [{"id": 3, "amount": 3}])
@@ -141,7 +96,7 @@ def test_bracket_refreshes_a_long_lived_sessions_listing_and_snapshot_errors_are
         assert unknown["error"] == "UnknownDatabase" and f"{prefix}nope" in unknown["message"], unknown
         assert unknown["seconds"] < 10, unknown  # no waiting out the timeout
     finally:
-        session.close()
+        session.close(60)
 
     # the snapshot API: an unknown database fails at once, naming it
     started = time.monotonic()

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from collections.abc import Mapping
@@ -33,6 +30,7 @@ from streamer.events.model import Column
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.read import SnapshotExpired, snapshot
 from streamer.warehouse import Warehouse
+from tests.fixtures.spark_child import SparkChild, session_script
 from tests.integration.target.helpers import Source, TargetStack, wait_converged
 from tests.integration.target.in_process import TargetInProcess, TargetJob
 
@@ -114,24 +112,9 @@ def _judge(rows: list[list[Any]], claimed: int, rounds: _Rounds) -> str | None:
 
 # --- a long-lived Spark SQL session on the target metastore, in a child process -----------------------
 
-_SESSION = textwrap.dedent(
+_SESSION = session_script(
+    "streamer-sql-reader",
     """
-    import json, sys
-    from pyspark.sql import SparkSession
-    from streamer.read import bracket, bracket_sql, throwable_trail, vanished_file
-    uri, warehouse = sys.argv[1:3]
-    spark = (
-        SparkSession.builder.master("local[1]").appName("streamer-sql-reader")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.hive.metastore.uris", uri)
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-
     def done(d, rows=True):
         result = [list(r) for r in d.result] if rows else d.result
         return {"result": result, "event_id": d.event_id, "attempts": d.attempts, "tables": list(d.tables)}
@@ -179,50 +162,17 @@ _SESSION = textwrap.dedent(
     while line := sys.stdin.readline():
         print("RESULT " + json.dumps(answer(json.loads(line)), default=str), flush=True)
     spark.stop()
-    """
+    """,
+    imports="from streamer.read import bracket, bracket_sql, throwable_trail, vanished_file\n",
 )
 
 
-class _Session:
-    def __init__(self, hms_uri: str, work: Path) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        self._log = open(work / "sql-session.log", "ab")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SESSION, hms_uri, str(work / "sql-warehouse")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
-            start_new_session=True,
-        )
-        self._lock = threading.Lock()
-        self.line()  # READY
-
-    def line(self) -> tuple[str, Any]:
-        assert self.proc.stdout is not None
-        while line := self.proc.stdout.readline():
-            kind, _, payload = line.rstrip("\n").partition(" ")
-            if kind in ("READY", "RESULT", "PAUSED"):
-                return kind, json.loads(payload) if payload else None
-        raise AssertionError(f"the SQL session exited with {self.proc.poll()}; see {self._log.name}")
-
-    def send(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-
-    def ask(self, **request: Any) -> Any:
-        with self._lock:
-            self.send(json.dumps(request))
-            kind, payload = self.line()
-        assert kind == "RESULT", (kind, payload)
-        return payload
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._log.close()
+def _session(hms_uri: str, work: Path) -> SparkChild:
+    """The session answers RESULT lines, and a PAUSED line where a race holds it until the test says GO."""
+    session = SparkChild(_SESSION, [hms_uri, str(work / "sql-warehouse")], work / "sql-session.log",
+                         what="the SQL session", kinds=("READY", "RESULT", "PAUSED"))
+    session.wait_ready()
+    return session
 
 
 def test_bracket_holds_under_writes_runs_again_on_vanished_files_and_refuses_lazy_results(
@@ -242,7 +192,7 @@ def test_bracket_holds_under_writes_runs_again_on_vanished_files_and_refuses_laz
     target_jobs.append(job)
     wait_converged(job, source)
     rounds = _Rounds()
-    session = _Session(target_stack.hms.uri, tmp_path)
+    session = _session(target_stack.hms.uri, tmp_path)
     try:
         # a lazy result would be read after the check: refused, whatever holds it
         for form in ("frame", "dict", "grouped"):
@@ -300,7 +250,7 @@ def test_bracket_holds_under_writes_runs_again_on_vanished_files_and_refuses_laz
         wait_converged(job, source)
         final = session.ask(op="sql", text=_query(shop, books))
     finally:
-        session.close()
+        session.close(60)
 
     errors = [x for x in results if "error" in x]
     assert not errors, errors

@@ -9,11 +9,6 @@ Hive tables with its own datasource writer, which fires no INSERT at all.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,6 +16,7 @@ from typing import Any
 from streamer.embedded_metastore.cm import CHECKSUM_KEY
 from streamer.embedded_metastore.launch import local_fs_classes, pyspark_jars_dir
 from streamer.embedded_metastore.localfs import FS_CLASS
+from tests.fixtures.spark_child import SparkChild
 
 _SCRIPT = textwrap.dedent(
     """
@@ -74,48 +70,19 @@ class SparkWriter:
     def __init__(self, hms_uri: str, warehouse: Path, log_path: Path, *, checksums: bool = False) -> None:
         """``checksums``: write through streamer's local filesystem, whose files have MD5 checksums,
         so the INSERT events carry them (``uri#checksum``) as a writer's on HDFS do."""
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         classes = local_fs_classes(pyspark_jars_dir(), required_by="checksums") if checksums else ""
-        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the writer
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SCRIPT, hms_uri, str(warehouse), str(classes), FS_CLASS, CHECKSUM_KEY],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
-            start_new_session=True,
-        )
-        self._ready = False
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise WriterError(f"Spark writer exited with {self.proc.poll()}; see {self._log.name}")
-            if line.startswith(("READY", "RESULT ")):
-                return line
+        self._child = SparkChild(_SCRIPT, [hms_uri, str(warehouse), str(classes), FS_CLASS, CHECKSUM_KEY],
+                                 log_path, what="Spark writer", error=WriterError)
 
     def wait_ready(self) -> None:
-        if not self._ready:
-            self._line()
-            self._ready = True
+        self._child.wait_ready()
 
     def sql(self, statement: str) -> list[dict[str, Any]]:
-        self.wait_ready()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"sql": statement}) + "\n")
-        self.proc.stdin.flush()
-        out = json.loads(self._line()[len("RESULT "):])
+        out = self._child.ask(sql=statement)
         if "error" in out:
             raise WriterError(f"{statement}: {out['error']}")
         rows: list[dict[str, Any]] = out["ok"]
         return rows
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._log.close()
+        self._child.close()
