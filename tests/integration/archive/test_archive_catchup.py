@@ -37,6 +37,7 @@ from streamer.target.job.checkpoint import resume_offset
 from streamer.target.job.settings import TargetSettings
 from streamer.target.state.chain import read_anchor
 from streamer.warehouse.workload import COLUMNS
+from tests.integration.archive.helpers import converge
 from tests.integration.target.helpers import (
     Source,
     TargetStack,
@@ -49,16 +50,6 @@ from tests.integration.target.in_process import TargetInProcess
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-def _converge(job: TargetInProcess, stack: TargetStack, source: Source) -> None:
-    expected = source.last_ids()
-    try:
-        job.wait_for(lambda: not stack.halts() and stack.applied_ids(expected) == expected,
-                     f"repl.last.id {expected}", 120)
-    finally:
-        job.stop()
-    assert job.error is None, job.error
-
-
 def test_a_target_past_the_topic_s_start_catches_up_from_the_archive_then_reads_the_topic(
     broker: EmbeddedBroker, hms: EmbeddedMetastore, source: Source, prefix: str, tmp_path: Path,
     spark: SparkSession,
@@ -66,7 +57,7 @@ def test_a_target_past_the_topic_s_start_catches_up_from_the_archive_then_reads_
     wh, stack, archive = source.warehouse, TargetStack(hms, tmp_path / "target"), tmp_path / "archive"
     mixed_workload(wh, prefix, 20, seed=3)
     source.publish()
-    _converge(TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start(), stack, source)
+    converge(TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start(), stack, source)
     checkpoint = stack.state_dir / "checkpoint"
     resumed = resume_offset(str(checkpoint))
     assert resumed is not None
@@ -97,7 +88,7 @@ def test_a_target_past_the_topic_s_start_catches_up_from_the_archive_then_reads_
     source.publish()
     job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark,
                           extra=["--archive", str(archive)]).start()
-    _converge(job, stack, source)
+    converge(job, stack, source)
     assert_target_equals_source(source, stack, None)
     anchor = read_anchor(stack.state_dir)
     assert anchor is not None and anchor.topic == source.topic and anchor.event_id == wh.current_event_id()

@@ -17,7 +17,7 @@ from streamer.archive.manifest import MANIFEST_NAME, Entry, Manifest, from_json
 from streamer.embedded_metastore.server import EmbeddedMetastore
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.warehouse.workload import COLUMNS
-from tests.integration.archive.helpers import load
+from tests.integration.archive.helpers import converge, load
 from tests.integration.target.helpers import (
     Source,
     TargetError,
@@ -104,13 +104,7 @@ def test_an_archived_topic_loads_with_no_broker_and_equals_the_source(
     source.publish()
     expected = source.last_ids()
     assert stack.applied_ids(expected) != expected  # the new events are on the topic only
-    job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start()
-    try:
-        job.wait_for(lambda: not stack.halts() and stack.applied_ids(expected) == expected,
-                     f"repl.last.id {expected}", 120)
-    finally:
-        job.stop()
-    assert job.error is None, job.error
+    converge(TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start(), stack, source)
     assert_target_equals_source(source, stack, None)
 
 

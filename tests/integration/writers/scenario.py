@@ -274,6 +274,16 @@ def declared(source_hms: EmbeddedMetastore) -> tuple[str, ...]:
     return ("--source-prefix", Path(source_hms.warehouse_dir).as_uri())
 
 
+def close_all(writer: SparkWriter, job: TargetProcess, agent: SourceAgent, *catalogs: HmsCatalog) -> None:
+    """A writer scenario's teardown: the writer, the target job, the agent and its reader, the catalogs."""
+    writer.close()
+    job.stop()
+    agent.close()
+    agent.reader.close()
+    for catalog in catalogs:
+        catalog.close()
+
+
 def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, target_hms: EmbeddedMetastore,
         work: Path, *, check: bool = True) -> Outcome:
     """The whole scenario: both formats, then an overwrite published only after a rename of its table,
@@ -317,9 +327,4 @@ def run(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetastore, ta
         return Outcome(tables, scenario.cursor.inserts, published, scenario.seconds, scenario.diverged,
                        by_state, events=events)
     finally:
-        writer.close()
-        job.stop()
-        agent.close()
-        agent.reader.close()
-        source.close()
-        target.close()
+        close_all(writer, job, agent, source, target)

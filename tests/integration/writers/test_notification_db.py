@@ -26,7 +26,7 @@ from streamer.source.reader import SqlNotificationReader
 from tests.integration.source.test_agent import topic_events
 from tests.integration.source.test_sql_locator import pg_url
 from tests.integration.target.helpers import TargetProcess, TargetStack
-from tests.integration.writers.scenario import LogCursor, Scenario, Stream, declared
+from tests.integration.writers.scenario import LogCursor, Scenario, Stream, close_all, declared
 from tests.integration.writers.spark_writer import SparkWriter
 
 # the CI tier: a Spark writer
@@ -79,9 +79,4 @@ def test_an_agent_on_the_metastore_database_replicates_spark_sql_overwrites(
             assert isinstance(payload, InsertPayload) and payload.replace and not payload.unlocated, payload
             assert payload.table is not None and payload.files and all(f.checksum for f in payload.files)
     finally:
-        writer.close()
-        job.stop()
-        agent.close()
-        agent.reader.close()
-        source.close()
-        target.close()
+        close_all(writer, job, agent, source, target)

@@ -30,6 +30,7 @@ from tests.integration.writers.scenario import (
     Scenario,
     _equal,
     by_state_statements,
+    close_all,
     declared,
     thrift_agent,
 )
@@ -97,9 +98,4 @@ def test_spark_tables_that_log_no_insert_replicate_through_the_stream(
         print(f"\n{len(watched)} watch records; {len(scenario.seconds)} paced steps in "
               f"{sum(scenario.seconds):.0f} s")
     finally:
-        writer.close()
-        job.stop()
-        agent.close()
-        agent.reader.close()
-        source.close()
-        target.close()
+        close_all(writer, job, agent, source, target)

@@ -45,6 +45,7 @@ from tests.integration.writers.scenario import (
     Scenario,
     _equal,
     by_state_statements,
+    close_all,
     declared,
     statements,
     thrift_agent,
@@ -124,12 +125,7 @@ def run_unpaced(kafka: dict[str, Any], bootstrap: str, source_hms: EmbeddedMetas
         stop.set()
         if publisher.is_alive():
             publisher.join(60)
-        writer.close()
-        job.stop()
-        agent.close()
-        agent.reader.close()
-        source.close()
-        target.close()
+        close_all(writer, job, agent, source, target)
 
 
 SETTLE_SECONDS = 20.0  # a halt unchanged this long is final: the job retries a voidable one sooner
