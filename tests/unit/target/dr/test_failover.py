@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -40,6 +38,7 @@ from streamer.target.job.streaming import BatchApplier
 from streamer.target.state.state_file import TargetState
 from streamer.target.state.status import write_progress
 from tests.unit.target import builders as b
+from tests.unit.target.holder import held_elsewhere
 
 
 def test_cut_is_the_least_replicated_point() -> None:
@@ -143,31 +142,15 @@ def test_a_database_left_mid_batch_out_of_order_is_refused_and_nothing_changes(t
     assert failover(tmp_path, catalog).state == "done"
 
 
-def _hold(path: str, ready: Any, release: Any) -> None:
-    lock = JobLock(path)
-    assert lock.acquire()
-    ready.set()
-    release.wait(30)
-    lock.release()
-
-
 def test_failover_waits_for_the_job_lock(tmp_path: Path) -> None:
     """A running job (another process holding the lock) keeps the failover from taking the cut."""
     catalog = MemoryCatalog()
     replica(catalog, "a", 2)
-    ctx = multiprocessing.get_context("fork")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold, args=(str(tmp_path), ready, release))
-    holder.start()
-    try:
-        assert ready.wait(30)
+    with held_elsewhere(JobLock(tmp_path).held):
         with pytest.raises(JobRunningError):
             failover(tmp_path, catalog, wait_seconds=0.3)
         assert read_record(tmp_path).state == "pending"  # type: ignore[union-attr]  # job is fenced
         assert REPL_TARGET_PARAM in catalog.get_database("a").parameters  # type: ignore[union-attr]
-    finally:
-        release.set()
-        holder.join(30)
     assert failover(tmp_path, catalog, wait_seconds=5).state == "done"
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from streamer.target.state.lock import StateLockTimeout, state_lock
 from streamer.target.state.state_file import TargetState
+from tests.unit.target.holder import held_elsewhere
 
 
 def test_retry_in_another_process_survives_the_jobs_next_halt(tmp_path: Path) -> None:
@@ -60,30 +60,16 @@ def test_concurrent_processes_lose_no_change(tmp_path: Path) -> None:
     assert set(state.halts()) == {f"db{i}" for i in range(4)}
 
 
-def _hold(state_dir: str, ready: Any, done: Any) -> None:
-    with state_lock(state_dir):
-        ready.set()
-        done.wait(30)
-
-
 def test_a_held_lock_is_a_bounded_wait_naming_the_holder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ctx = multiprocessing.get_context("fork")
-    ready, done = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold, args=(str(tmp_path), ready, done))
-    holder.start()
-    try:
-        assert ready.wait(30)
+    with held_elsewhere(lambda: state_lock(str(tmp_path))) as holder:
         with pytest.raises(StateLockTimeout, match=rf"held by pid {holder.pid} on "), \
                 state_lock(tmp_path, wait=0.2):
             pass
         monkeypatch.setenv("STREAMER_STATE_LOCK_WAIT", "0.2")
         with pytest.raises(StateLockTimeout):  # a change from the job or a command waits as long
             TargetState(tmp_path).halt("a", 1, "x")
-    finally:
-        done.set()
-        holder.join(30)
     with state_lock(tmp_path, wait=5):  # released when the holder let go
         pass
 
