@@ -115,8 +115,8 @@ class PrestageGroup:
 
 def prestage_groups(the_plan: Plan) -> list[PrestageGroup]:
     """What a batch may prestage, in the order its steps run: the files of each INSERT applied as an
-    event of its own, after the first step (which starts at once), each file verifiable (a checksum)
-    and of a known size. Coalesced and collapsed steps copy only their last event's files: left out."""
+    event of its own, after the first step (which starts at once), each file verifiable (a checksum).
+    Coalesced and collapsed steps copy only their last event's files: left out."""
     groups: list[PrestageGroup] = []
     for step in the_plan.steps[1:]:
         if step.kind is not StepKind.EVENT:
@@ -125,8 +125,7 @@ def prestage_groups(the_plan: Plan) -> list[PrestageGroup]:
             payload = event.payload
             if event.event_type is not EventType.INSERT or not isinstance(payload, InsertPayload):
                 continue
-            refs = tuple(r for r in payload.files
-                         if r.checksum and r.checksum_algorithm and r.size is not None)
+            refs = tuple(r for r in payload.files if r.checksum and r.checksum_algorithm)
             part = payload.partition.sd.location if payload.partition_values and payload.partition else None
             table = payload.table.sd.location if payload.table is not None else None
             locations = tuple(loc for loc in (part, table) if loc)
@@ -156,6 +155,7 @@ class PooledFileCopier(FileCopier):
         self._cleared: set[str] = set()  # staging directories emptied of a stopped process's files
         self.prestage_max_bytes = PRESTAGE_MAX_BYTES
         self.prestaged_taken = 0  # files steps took from the staging directory (benches read it)
+        self._budget = 0  # bytes the batch may still stage ahead
 
     def _shared_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -203,13 +203,14 @@ class PooledFileCopier(FileCopier):
         if self.roots and not inside_a_root(staging_dir, self.roots):
             return 0  # never written outside the target's roots (nor at a root itself)
         self._clear_once(path)
-        budget, queued = self.prestage_max_bytes, 0
+        with self._pool_lock:
+            self._budget = self.prestage_max_bytes
+        queued = 0
         for group in groups:
             if not self._wants_ahead(group.refs):
                 continue
             for ref in group.refs:
-                size = ref.size or 0
-                if size > PRESTAGE_MAX_FILE_BYTES or size > budget:
+                if (ref.size or 0) > PRESTAGE_MAX_FILE_BYTES:
                     continue
                 with self._pool_lock:
                     if ref in self._prestaged:
@@ -219,7 +220,6 @@ class PooledFileCopier(FileCopier):
                         weakref.finalize(self, self._ahead.shutdown, wait=False)
                     future = self._ahead.submit(self._stage_ahead, ref, group.locations, staging_dir)
                     self._prestaged[ref] = future
-                budget -= size
                 queued += 1
         return queued
 
@@ -259,6 +259,8 @@ class PooledFileCopier(FileCopier):
             if self.sources is not None:
                 for location in locations:
                     self.sources.check(ref, location, target_roots=self.roots)
+            if not self._spend(ref):
+                return None
             final = f"{staging_dir.rstrip('/')}/{secrets.token_hex(8)}"
             fs, path = url_to_fs(final)
             staged = StagedFile(ref=ref, final=final, fs=fs, path=path)
@@ -267,6 +269,21 @@ class PooledFileCopier(FileCopier):
             log.debug("not prestaged: %s: %s", ref.uri, exc)
             return None
         return staged if staged.temp is not None and not staged.unverified else None
+
+    def _spend(self, ref: FileRef) -> bool:
+        """Take ``ref``'s size (the event's, else the source file's) from the batch's budget; False:
+        too large, or over the budget."""
+        size = ref.size
+        if size is None:
+            fs, path = url_to_fs(ref.uri)
+            size = int(fs.size(path) or 0)
+        if size > PRESTAGE_MAX_FILE_BYTES:
+            return False
+        with self._pool_lock:
+            if size > self._budget:
+                return False
+            self._budget -= size
+        return True
 
     def _take(self, ref: FileRef) -> StagedFile | None:
         """The prestaged copy of ``ref``, once it is done; None when there is none (a prestage not

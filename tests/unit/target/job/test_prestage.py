@@ -216,3 +216,19 @@ def test_a_budget_of_zero_turns_prestaging_off(tmp_path: Path, where: tuple[Path
     copier.prestage_max_bytes = 0
     assert copier.prestage([_group(src, b.write_source_file(src, "f", b""))], str(staging)) == 0
     assert not staging.exists()
+
+
+def test_files_without_a_recorded_size_are_prestaged_within_the_budget(
+    tmp_path: Path, where: tuple[Path, Path, Path]
+) -> None:
+    """Source agents record checksums but not always sizes: the source file's size counts then."""
+    src, obj, staging = where
+    refs = [b.replace(b.write_source_file(src, f"f{i}", b"123456"), size=None) for i in range(3)]
+    copier = _copier(tmp_path, SourceRules())
+    copier.prestage_max_bytes = 13  # two of the three files
+    assert copier.prestage([_group(src, *refs)], str(staging)) == 3
+    done = [copier._prestaged[ref].result() for ref in refs]
+    assert sum(d is not None for d in done) == 2 and len(_files(staging)) == 2
+    assert copier.copy_all(refs, lambda _: str(obj), event_id=9, source_location=f"file://{src}").files == 3
+    assert copier.prestaged_taken == 2 and _files(staging) == []
+    assert sorted(p.read_bytes() for p in _files(obj)) == [b"123456"] * 3
