@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.settings import with_overrides
 from streamer.kafka.topics import end_offsets
+from tests.integration.kafka.transactions import send, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -34,12 +35,9 @@ def _committed(config: dict[str, Any], group: str, topic: str) -> int:
 
 
 def _produce(config: dict[str, Any], topic: str, values: list[bytes], txn_id: str) -> None:
-    producer = Producer(with_client_log({**config, "enable.idempotence": True, "transactional.id": txn_id}))
-    producer.init_transactions(10)
+    producer = txn_producer(config, txn_id)
     for value in values:  # one transaction each: its commit marker takes an offset too
-        producer.begin_transaction()
-        producer.produce(topic, value, key=b"db")
-        producer.commit_transaction(10)
+        send(producer, topic, [value])
 
 
 class GroupCheckingSink:

@@ -13,6 +13,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.topics import ensure_topic
+from tests.integration.kafka.transactions import send, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -42,15 +43,7 @@ class Collector:
 def _produce(
     config: dict[str, Any], topic: str, values: list[bytes], txn_id: str, commit: bool = True
 ) -> None:
-    producer = Producer(with_client_log({**config, "enable.idempotence": True, "transactional.id": txn_id}))
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    for value in values:
-        producer.produce(topic, value, key=b"db")
-    if commit:
-        producer.commit_transaction(10)
-    else:
-        producer.abort_transaction(10)
+    send(txn_producer(config, txn_id), topic, values, commit=commit)
 
 
 def _stream(

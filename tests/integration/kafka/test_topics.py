@@ -10,24 +10,9 @@ from streamer.kafka.broker import EmbeddedBroker
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.errors import BrokerError
 from streamer.kafka.topics import end_offsets, ensure_topic, probe_end, read_tail
+from tests.integration.kafka.transactions import send, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-
-def _txn_producer(config: dict[str, Any], txn_id: str) -> Producer:
-    producer = Producer(with_client_log({**config, "enable.idempotence": True, "transactional.id": txn_id}))
-    producer.init_transactions(10)
-    return producer
-
-
-def _send(producer: Producer, topic: str, values: list[bytes], *, commit: bool = True) -> None:
-    producer.begin_transaction()
-    for value in values:
-        producer.produce(topic, value, key=b"db1")
-    if commit:
-        producer.commit_transaction(10)
-    else:
-        producer.abort_transaction(10)
 
 
 def test_ensure_topic_is_idempotent(kafka_config: dict[str, Any], topic: str) -> None:
@@ -39,10 +24,10 @@ def test_ensure_topic_is_idempotent(kafka_config: dict[str, Any], topic: str) ->
 
 def test_read_tail_sees_only_committed_records(kafka_config: dict[str, Any], topic: str) -> None:
     assert read_tail(kafka_config, topic) == []
-    producer = _txn_producer(kafka_config, f"txn-{topic}")
-    _send(producer, topic, [b"1", b"2"])
-    _send(producer, topic, [b"3"])
-    _send(producer, topic, [b"aborted-1", b"aborted-2"], commit=False)
+    producer = txn_producer(kafka_config, f"txn-{topic}")
+    send(producer, topic, [b"1", b"2"], key=b"db1")
+    send(producer, topic, [b"3"], key=b"db1")
+    send(producer, topic, [b"aborted-1", b"aborted-2"], key=b"db1", commit=False)
 
     last = read_tail(kafka_config, topic)
     assert [r.value for r in last] == [b"3"]
@@ -53,10 +38,10 @@ def test_read_tail_sees_only_committed_records(kafka_config: dict[str, Any], top
 
 
 def test_read_tail_widens_past_many_markers(kafka_config: dict[str, Any], topic: str) -> None:
-    producer = _txn_producer(kafka_config, f"txn-{topic}")
-    _send(producer, topic, [b"first"])
+    producer = txn_producer(kafka_config, f"txn-{topic}")
+    send(producer, topic, [b"first"], key=b"db1")
     for _ in range(20):
-        _send(producer, topic, [b"x"], commit=False)
+        send(producer, topic, [b"x"], key=b"db1", commit=False)
     assert [r.value for r in read_tail(kafka_config, topic)] == [b"first"]
 
 
