@@ -14,14 +14,19 @@ from thrift.transport.TTransport import TMemoryBuffer
 from streamer.source.hive_version import PROBE_METHOD, MetastoreApi, probe, refusal, uses_write_ids
 
 
-def _hive2_answer() -> bytes:
+def _exception(kind: int, message: str) -> bytes:
+    """A ``TApplicationException`` answer to the probe, as Thrift's processor writes it."""
     buf = TMemoryBuffer()
     out = TBinaryProtocol(buf)
     out.writeMessageBegin(PROBE_METHOD, TMessageType.EXCEPTION, 0)
-    TApplicationException(TApplicationException.UNKNOWN_METHOD,
-                          f"Invalid method name: '{PROBE_METHOD}'").write(out)
+    TApplicationException(kind, message).write(out)
     out.writeMessageEnd()
     return buf.getvalue()
+
+
+def _hive2_answer() -> bytes:
+    return _exception(TApplicationException.UNKNOWN_METHOD, f"Invalid method name: '{PROBE_METHOD}'")
+
 
 def _hive3_answer() -> bytes:
     """``get_valid_write_ids_result{0: success GetValidWriteIdsResponse{1: tblValidWriteIds []}}``."""
@@ -45,12 +50,7 @@ def _hive3_answer() -> bytes:
 
 def _hive3_internal_error() -> bytes:
     """A Hive 3 server whose handler failed on the empty request: the method exists all the same."""
-    buf = TMemoryBuffer()
-    out = TBinaryProtocol(buf)
-    out.writeMessageBegin(PROBE_METHOD, TMessageType.EXCEPTION, 0)
-    TApplicationException(TApplicationException.INTERNAL_ERROR, "Internal error processing").write(out)
-    out.writeMessageEnd()
-    return buf.getvalue()
+    return _exception(TApplicationException.INTERNAL_ERROR, "Internal error processing")
 
 class _Client:
     """A generated client's protocol pair over memory: the request is kept, the answer scripted."""
