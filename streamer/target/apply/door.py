@@ -45,7 +45,7 @@ from streamer.events.model import (
 )
 from streamer.filesystems import url_to_fs
 from streamer.metastore.catalog import Catalog
-from streamer.target.apply import dir_sync, files, function_resources, swap
+from streamer.target.apply import dir_sync, files, function_resources, swap, trash
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
 from streamer.target.apply.effects import (
@@ -376,13 +376,13 @@ def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
     """Remove an object's directory: renamed into this source's trash and deleted in the background
     where the filesystem renames in place (``files.remove_tree``)."""
     check_place(side, url, event_id=event_id)
-    trash = trash_dir(side.paths, side.owners.source_id)
-    files.remove_tree(url, side.paths.roots, event_id=event_id, trash=trash)
+    own = trash_dir(side.paths, side.owners.source_id)
+    files.remove_tree(url, side.paths.roots, event_id=event_id, trash=own)
 
 
 def sweep_trash(paths: TargetPaths, source_id: str) -> None:
     """At a start: queue what a stopped process of ``source_id`` left in its trash for deletion."""
-    files.sweep_trash(trash_dir(paths, source_id))
+    trash.sweep(trash_dir(paths, source_id))
 
 
 def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:

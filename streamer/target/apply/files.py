@@ -20,9 +20,7 @@ import logging
 import os
 import posixpath
 import secrets
-import shutil
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +41,7 @@ from streamer.errors import (
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
+from streamer.target.apply import trash as trash_mod
 from streamer.target.apply.guard import check_write, ensure_no_symlinks
 from streamer.target.apply.paths import Root
 from streamer.target.apply.sources import SourceRules
@@ -469,7 +468,7 @@ def remove_tree(
     thread: the step goes on once the directory is gone from its place, which is all any later step
     or reader sees. Where a rename would be a copy (object stores) or crosses a mount, it is deleted
     here as before. A process stopped before its background deletion leaves entries in the trash,
-    which the next start removes (``sweep_trash``)."""
+    which the next start removes (``trash.sweep``)."""
     check_write(url, url, roots, event_id=event_id)
     fs, path = url_to_fs(url)
     try:
@@ -494,7 +493,7 @@ def _to_trash(
     if not isinstance(trash_fs, LocalFileSystem):
         return False
     _, entry_path = url_to_fs(entry)
-    _remover.sweep_once(trash_path)  # what an earlier process left, once per process
+    trash_mod.sweep_once(trash_path)  # what an earlier process left, once per process
     os.makedirs(trash_path, exist_ok=True)
     try:
         os.rename(path, entry_path)
@@ -502,103 +501,10 @@ def _to_trash(
         if exc.errno in (errno.EXDEV, errno.EPERM, errno.EACCES):
             return False  # another mount (or not renamable): deleted in place
         raise
-    _remover.add(entry_path)
+    trash_mod.add(entry_path)
     return True
 
 
-def sweep_trash(trash: str) -> None:
-    """Queue for deletion whatever a stopped process left in the local directory ``trash`` (a
-    dropped tree renamed there, its deletion unfinished): a crash mid-removal converges at the next
-    start."""
-    fs, path = url_to_fs(trash)
-    if isinstance(fs, LocalFileSystem):
-        _remover.sweep_once(path, force=True)
-
-
-def wait_for_trash(timeout: float = 30.0) -> bool:
-    """Whether every tree queued so far was deleted within ``timeout`` seconds (tests, a clean stop)."""
-    return _remover.wait(timeout)
-
-
-class _Remover:
-    """One daemon thread deleting trees renamed into a trash directory, in the order they came."""
-
-    def __init__(self) -> None:
-        self._queue: list[str] = []
-        self._queued: set[str] = set()
-        self._swept: set[str] = set()
-        self._busy = 0
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def add(self, path: str) -> None:
-        with self._cond:
-            if path in self._queued:
-                return
-            self._queued.add(path)
-            self._queue.append(path)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="streamer-trash", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def sweep_once(self, trash: str, *, force: bool = False) -> None:
-        """Queue every entry of ``trash`` (first call per directory in this process, or ``force``)."""
-        with self._cond:
-            if trash in self._swept and not force:
-                return
-            self._swept.add(trash)
-        try:
-            entries = os.listdir(trash)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            log.warning("cannot list the trash %s: %s (the next start tries again)", trash, exc)
-            return
-        for entry in entries:
-            self.add(os.path.join(trash, entry))
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue:
-                    self._cond.wait()
-                path = self._queue.pop(0)
-                self._busy += 1
-            try:
-                _delete(path)
-            finally:
-                with self._cond:
-                    self._busy -= 1
-                    self._queued.discard(path)
-                    self._cond.notify_all()
-
-
-def _delete(path: str) -> None:
-    """Delete one trash entry (a tree, or a file a sweep found); a failure is logged and left for
-    the next start's sweep."""
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.warning("cannot delete %s from the trash: %s (the next start tries again)", path, exc)
-
-
-_remover = _Remover()
 
 
 def clear_dir(

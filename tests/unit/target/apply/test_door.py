@@ -23,7 +23,7 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory import MemoryCatalog
-from streamer.target.apply import door, files
+from streamer.target.apply import door, trash
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import (
@@ -270,12 +270,12 @@ def test_a_removal_goes_through_this_sources_trash_and_never_reaches_anothers(
     leftover.mkdir(parents=True)
     door.remove_tree(ctx, _wh(ctx, "mine.db", "t"), event_id=5)
     assert not (tmp_path / "wh" / "mine.db" / "t").exists()
-    assert files.wait_for_trash(10)
+    assert trash.wait(10)
     assert list(Path(mine.removeprefix("file://")).iterdir()) == []
     with pytest.raises(EventError):  # another source's trash is no place this source may change
         door.remove_tree(ctx, theirs + "/1-x-t", event_id=6)
     door.sweep_trash(ctx.paths, b.SOURCE_ID)
-    assert files.wait_for_trash(10)
+    assert trash.wait(10)
     assert leftover.is_dir()
 
 

@@ -21,10 +21,10 @@ from streamer.target.apply.files import (
     clear_dir,
     move_dir,
     remove_tree,
-    sweep_trash,
-    wait_for_trash,
 )
 from streamer.target.apply.paths import Root
+from streamer.target.apply.trash import sweep as sweep_trash
+from streamer.target.apply.trash import wait as wait_for_trash
 from tests.unit.target.builders import write_source_file
 
 
@@ -265,7 +265,8 @@ def test_a_crash_mid_removal_converges_at_the_next_start(dirs: tuple[Path, Path,
         "import os, sys\n"
         "from streamer.target.apply import files\n"
         "from streamer.target.apply.paths import Root\n"
-        "files._delete = lambda path: os._exit(9)  # killed before any deletion\n"
+        "from streamer.target.apply import trash\n"
+        "trash._delete = lambda path: os._exit(9)  # killed before any deletion\n"
         "files.remove_tree(sys.argv[1], [Root.parse(sys.argv[2])], trash=sys.argv[3])\n"
         "import time; time.sleep(30)\n"
     )
