@@ -10,12 +10,14 @@ or defaulted in one place. Pure: no I/O, no generated classes (``load``/``dump``
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from decimal import Decimal, InvalidOperation
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from streamer.events import model as ev
-from streamer.hive.tjson import BOOL, I32, I64, STR, ListOf, MapOf, Struct, TJSONError, TType
+from streamer.hive.tjson import BIN, BOOL, DBL, I16, I32, I64, STR, ListOf, MapOf, Struct, TJSONError, TType
 
 T = TypeVar("T")
 
@@ -30,7 +32,10 @@ class Field:
     refused (the metastore's own answers are trusted). ``send_none_as``: what the Thrift client sends
     for ``None`` (a value Hive 2.3's server needs set). ``unset_false``: TJSON leaves ``False`` unset,
     as Hive does for this optional flag. ``read``/``write``: a value's conversion (wire -> snapshot,
-    snapshot -> wire). ``of``: a nested object (``many``: a list of them).
+    snapshot -> wire; with ``of``, of the nested object's snapshot, and a missing one stays ``None``).
+    ``thrift_write``: the Thrift client's ``write`` where Hive 2.3 takes another form. ``of``: a nested
+    object (``many``: a list of them; ``flat``: a union whose one set member's attributes are the
+    snapshot's own, the member chosen by its object's ``fixed["kind"]``).
     """
 
     fid: int
@@ -43,8 +48,10 @@ class Field:
     unset_false: bool = False
     read: Callable[[Any], Any] | None = None
     write: Callable[[Any], Any] | None = None
+    thrift_write: Callable[[Any], Any] | None = None
     of: HiveObject[Any] | None = None
     many: bool = False
+    flat: bool = False
 
     @property
     def wire_type(self) -> TType:
@@ -87,17 +94,41 @@ def load(obj: HiveObject[T], value: Any, get: Getter = dict_get, *, strict: bool
     where = path or obj.name
     out: dict[str, Any] = dict(obj.fixed)
     for f in obj.fields:
-        if f.ours is None:
+        if f.ours is None and not f.flat:
             continue
         v = None if value is None else get(value, f.theirs)
         if v is None and f.required and strict:
             raise TJSONError(f"{where}: required field {f.theirs!r} is missing")
-        out[f.ours] = _load_value(f, v, get, strict, f"{where}.{f.theirs}")
+        if f.flat:
+            out.update(_load_member(_of(f), v, get, strict, f"{where}.{f.theirs}"))
+        else:
+            out[str(f.ours)] = _load_value(f, v, get, strict, f"{where}.{f.theirs}")
     return obj.snapshot(**out)
+
+
+def _of(f: Field) -> HiveObject[Any]:
+    assert f.of is not None, f.theirs
+    return f.of
+
+
+def _load_member(union: HiveObject[Any], value: Any, get: Getter, strict: bool, path: str) -> Any:
+    """The attributes of a union's one set member (non-``strict``: the first set, in field order)."""
+    present = [] if value is None else [m for m in union.fields if get(value, m.theirs) is not None]
+    if not present or (strict and len(present) != 1):
+        raise TJSONError(f"{path}: a union needs exactly one known member")
+    member = _of(present[0])
+    return load(member, get(value, present[0].theirs), get, strict=strict, path=path)
+
+
+def union_member(union: HiveObject[Any], kind: str) -> Field | None:
+    """The member of ``union`` whose object's kind is ``kind`` (any case)."""
+    return next((m for m in union.fields if _of(m).fixed["kind"] == kind.upper()), None)
 
 
 def _load_value(f: Field, v: Any, get: Getter, strict: bool, path: str) -> Any:
     if f.of is not None:
+        if f.read is not None:
+            return None if v is None else f.read(load(f.of, v, get, strict=strict, path=path))
         if f.many:
             return [load(f.of, x, get, strict=strict, path=path) for x in v or []]
         return load(f.of, v, get, strict=strict, path=path)
@@ -112,27 +143,43 @@ def _load_value(f: Field, v: Any, get: Getter, strict: bool, path: str) -> Any:
 
 def dump(obj: HiveObject[Any], snapshot: Any, make: Maker | None = None) -> Any:
     """``snapshot`` as the struct: a dict keyed by Thrift name for TJSON (``make`` None), or what
-    ``make`` builds of each struct's dict (Thrift objects; ``send_none_as`` then applies)."""
+    ``make`` builds of each struct's dict (Thrift objects; ``send_none_as`` then applies).
+    A snapshot may also be a dict keyed by attribute."""
     thrift = make is not None
     out: dict[str, Any] = {}
     for f in obj.fields:
-        if f.ours is None:
+        if f.ours is None and not f.flat:
             continue
-        v = getattr(snapshot, f.ours)
-        if f.of is not None:
+        write = f.thrift_write if thrift and f.thrift_write is not None else f.write
+        if f.flat:
+            out[f.theirs] = _dump_member(_of(f), snapshot, make)
+            continue
+        name = str(f.ours)
+        v: Any = snapshot.get(name) if isinstance(snapshot, dict) else getattr(snapshot, name)
+        if f.of is not None and write is not None:
+            v = None if v is None else dump(f.of, write(v), make)
+        elif f.of is not None:
             v = [dump(f.of, x, make) for x in v] if f.many else dump(f.of, v, make)
         elif isinstance(f.wire, ListOf):
             v = list(v)
         elif isinstance(f.wire, MapOf):
             v = dict(v) if v else {}
-        elif v is not None and f.write is not None:
-            v = f.write(v)
+        elif v is not None and write is not None:
+            v = write(v)
         if thrift and v is None:
             v = f.send_none_as
         if not thrift and f.unset_false and v is False:
             v = None
         out[f.theirs] = v
     return make(obj, out) if make is not None else out
+
+
+def _dump_member(union: HiveObject[Any], snapshot: Any, make: Maker | None) -> Any:
+    member = union_member(union, snapshot.kind)
+    if member is None:
+        raise ValueError(f"unknown {union.name} kind {snapshot.kind!r}")
+    out = {member.theirs: dump(_of(member), snapshot, make)}
+    return make(union, out) if make is not None else out
 
 
 # --- conversions --------------------------------------------------------------------------------
@@ -313,3 +360,139 @@ CONSTRAINTS = {c.fixed["kind"]: c for c in (
     SQL_PRIMARY_KEY, SQL_FOREIGN_KEY, SQL_UNIQUE, SQL_NOT_NULL, SQL_DEFAULT, SQL_CHECK
 )}
 """Constraint kind -> its struct."""
+
+
+# --- column statistics: ColumnStatisticsData is a union of one struct a kind ------------------------
+# Bounds are text in ``ColumnStatistic`` (every Hive type fits); the structs below carry them.
+
+
+class Unscaled(NamedTuple):
+    """Hive's ``Decimal``: the unscaled value's two's-complement big-endian bytes and its scale."""
+
+    unscaled: bytes
+    scale: int
+
+
+class Count(NamedTuple):
+    """Hive's ``Date`` (days) or ``Timestamp`` (seconds) since the epoch."""
+
+    since: int
+
+
+def decimal_text(d: Unscaled) -> str:
+    return str(Decimal(int.from_bytes(d.unscaled, "big", signed=True)).scaleb(-d.scale))
+
+
+def decimal_value(text: str) -> Unscaled:
+    """As Hive 4 writes it: a positive exponent is a negative scale."""
+    try:
+        sign, digits, exponent = Decimal(text).as_tuple()
+    except InvalidOperation as exc:
+        raise ValueError(f"invalid decimal statistic {text!r}") from exc
+    if not isinstance(exponent, int):
+        raise ValueError(f"decimal statistic {text!r} is not finite")
+    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    return Unscaled(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True), -exponent)
+
+
+def decimal_value_hive23(text: str) -> Unscaled:
+    """Hive 2.3's Decimal has a non-negative scale: a positive exponent is folded into the digits."""
+    d = decimal_value(text)
+    if d.scale >= 0:
+        return d
+    unscaled = int.from_bytes(d.unscaled, "big", signed=True) * 10**-d.scale
+    return Unscaled(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True), 0)
+
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+def count_text(c: Count) -> str:
+    return str(c.since)
+
+
+def count_value(text: str) -> Count:
+    return Count(int(text))
+
+
+def days_value(text: str) -> Count:
+    """Days since the epoch, or an ISO date (what Spark's statistics carry)."""
+    try:
+        return Count(int(text))
+    except ValueError:
+        return Count((dt.date.fromisoformat(text.strip()) - _EPOCH).days)
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)  # a float's str is its repr
+
+
+DECIMAL = HiveObject("Decimal", Unscaled, (
+    Field(1, "unscaled", BIN, "unscaled", default=b""), Field(3, "scale", I16, "scale", default=0),
+))
+DATE = HiveObject("Date", Count, (Field(1, "daysSinceEpoch", I64, "since", default=0),))
+TIMESTAMP = HiveObject("Timestamp", Count, (Field(1, "secondsSinceEpoch", I64, "since", default=0),))
+
+
+def _bounds(wire: TType | None = None, of: HiveObject[Any] | None = None, **conv: Any) -> tuple[Field, Field]:
+    """``lowValue`` and ``highValue``: a scalar (``wire``) or a value struct (``of``), text in ours."""
+    return (Field(1, "lowValue", wire, "low_value", of=of, **conv),
+            Field(2, "highValue", wire, "high_value", of=of, **conv))
+
+
+def _counts(*names: str, first: int) -> tuple[Field, ...]:
+    """Counters; Hive 2.3's server needs them set (0)."""
+    ours = {"numNulls": "num_nulls", "numDVs": "num_distinct", "numTrues": "num_trues",
+            "numFalses": "num_falses", "maxColLen": "max_length"}
+    return tuple(Field(first + i, n, I64, ours[n], send_none_as=0) for i, n in enumerate(names))
+
+
+def _bits(fid: int) -> Field:
+    return Field(fid, "bitVectors", BIN, "bit_vectors")
+
+
+_AVG_LENGTH = Field(2, "avgColLen", DBL, "avg_length", send_none_as=0.0, thrift_write=_or(0.0))  # -0.0 too
+
+
+def _stats(kind: str, name: str, *fields: Field) -> HiveObject[dict[str, Any]]:
+    return HiveObject(name, dict, fields, fixed={"kind": kind})
+
+
+def _ranged(kind: str, name: str, *bounds: Field) -> HiveObject[dict[str, Any]]:
+    return _stats(kind, name, *bounds, *_counts("numNulls", "numDVs", first=3), _bits(5))
+
+
+COLUMN_STATISTICS_DATA = HiveObject("ColumnStatisticsData", dict, (
+    Field(1, "booleanStats", of=_stats("BOOLEAN", "BooleanColumnStatsData",
+                                       *_counts("numTrues", "numFalses", "numNulls", first=1), _bits(4))),
+    Field(2, "longStats", of=_ranged("LONG", "LongColumnStatsData", *_bounds(I64, read=_text, write=int))),
+    Field(3, "doubleStats", of=_ranged("DOUBLE", "DoubleColumnStatsData",
+                                       *_bounds(DBL, read=_text, write=float))),
+    Field(4, "stringStats", of=_stats("STRING", "StringColumnStatsData", *_counts("maxColLen", first=1),
+                                      _AVG_LENGTH, *_counts("numNulls", "numDVs", first=3), _bits(5))),
+    Field(5, "binaryStats", of=_stats("BINARY", "BinaryColumnStatsData", *_counts("maxColLen", first=1),
+                                      _AVG_LENGTH, *_counts("numNulls", first=3), _bits(4))),
+    Field(6, "decimalStats", of=_ranged("DECIMAL", "DecimalColumnStatsData", *_bounds(
+        of=DECIMAL, read=decimal_text, write=decimal_value, thrift_write=decimal_value_hive23))),
+    Field(7, "dateStats", of=_ranged("DATE", "DateColumnStatsData", *_bounds(
+        of=DATE, read=count_text, write=days_value))),
+    Field(8, "timestampStats", of=_ranged("TIMESTAMP", "TimestampColumnStatsData", *_bounds(
+        of=TIMESTAMP, read=count_text, write=count_value))),
+))
+"""The union (its fields are the members); a member's ``fixed["kind"]`` is the ``ColumnStatistic.kind``."""
+
+COLUMN_STATISTICS_OBJ = HiveObject("ColumnStatisticsObj", ev.ColumnStatistic, (
+    Field(1, "colName", STR, "column", required=True),
+    Field(2, "colType", STR, "type", read=_or("")),
+    Field(3, "statsData", of=COLUMN_STATISTICS_DATA, flat=True, required=True),
+))
+COLUMN_STATISTICS_DESC = HiveObject("ColumnStatisticsDesc", dict, (  # attributes keep Thrift's names
+    *(Field(fid, name, wire, name) for fid, name, wire in (
+        (1, "isTblLevel", BOOL), (2, "dbName", STR), (3, "tableName", STR), (4, "partName", STR),
+        (5, "lastAnalyzed", I64), (6, "catName", STR))),
+))
+COLUMN_STATISTICS = HiveObject("ColumnStatistics", dict, (
+    Field(1, "statsDesc", ours="statsDesc", of=COLUMN_STATISTICS_DESC),
+    Field(2, "statsObj", ours="statsObj", of=COLUMN_STATISTICS_OBJ, many=True),
+    Field(4, "engine", STR, "engine"),
+))

@@ -3,16 +3,14 @@
 Pure code, no I/O, so every field's mapping can be checked without a server. Databases, tables,
 partitions, functions and keys follow the field table of ``streamer.hive.fields`` (shared with the
 TJSON of Hive's messages): fields Hive 2.3's generated classes lack are not sent and come back as
-``None``. Column statistics keep bounds as text, as ``streamer.hive.objects`` writes them. See
-docs/design/metastore.md.
+``None``. Column statistics too (bounds stay text); where Hive 2.3 takes another form (a decimal's
+scale), the table says so (``Field.thrift_write``). See docs/design/metastore.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-from collections.abc import Callable, Iterable
-from decimal import Decimal
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from hmsclient.genthrift.hive_metastore import ttypes as tt
@@ -20,8 +18,8 @@ from hmsclient.genthrift.hive_metastore import ttypes as tt
 from streamer.errors import StreamerError
 from streamer.events import model as ev
 from streamer.hive import fields
+from streamer.hive.tjson import TJSONError
 
-_EPOCH = dt.date(1970, 1, 1)
 T = TypeVar("T")
 
 
@@ -69,134 +67,49 @@ def to_foreign_key(c: ev.Constraint) -> tt.SQLForeignKey:
     return to_thrift(fields.SQL_FOREIGN_KEY, c)
 
 
-# --- column statistics ----------------------------------------------------------------------
-
-
-def _int(text: str | None) -> int | None:
-    return None if text is None else int(text)
-
-
-def _float(text: str | None) -> float | None:
-    return None if text is None else float(text)
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
+# --- column statistics: the union of fields.COLUMN_STATISTICS_DATA --------------------------
 
 
 def to_thrift_decimal(text: str | None) -> tt.Decimal | None:
-    if text is None:
-        return None
-    sign, digits, exponent = Decimal(text).as_tuple()
-    if not isinstance(exponent, int):
-        raise ValueError(f"decimal statistic {text!r} is not finite")
-    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    scale = -exponent
-    if scale < 0:  # Hive's Decimal has a non-negative scale
-        unscaled, scale = unscaled * 10**-scale, 0
-    length = max(1, (unscaled.bit_length() + 8) // 8)
-    return tt.Decimal(unscaled=unscaled.to_bytes(length, "big", signed=True), scale=scale)
+    return None if text is None else to_thrift(fields.DECIMAL, fields.decimal_value_hive23(text))
 
 
 def from_thrift_decimal(d: tt.Decimal | None) -> str | None:
-    if d is None:
-        return None
-    unscaled = int.from_bytes(d.unscaled, "big", signed=True)
-    return str(Decimal(unscaled).scaleb(-d.scale))
+    return None if d is None else fields.decimal_text(from_thrift(fields.DECIMAL, d))
 
 
 def to_thrift_date(text: str | None) -> tt.Date | None:
-    if text is None:
-        return None
-    stripped = text.strip()
-    if stripped.lstrip("-").isdigit():
-        return tt.Date(daysSinceEpoch=int(stripped))
-    return tt.Date(daysSinceEpoch=(dt.date.fromisoformat(stripped) - _EPOCH).days)
+    return None if text is None else to_thrift(fields.DATE, fields.days_value(text))
 
 
 def from_thrift_date(d: tt.Date | None) -> str | None:
-    return None if d is None else str(d.daysSinceEpoch)
+    return None if d is None else fields.count_text(from_thrift(fields.DATE, d))
 
 
-# One field of a Thrift statistics struct: its name, ours, and the conversions to and from Thrift.
-_StatField = tuple[str, str, Callable[[Any], Any], Callable[[Any], Any]]
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _or_zero(value: Any) -> Any:
-    return value or 0
-
-
-def _or_zero_float(value: Any) -> Any:
-    return value or 0.0
-
-
-def _bounds(to: Callable[[Any], Any], back: Callable[[Any], Any]) -> tuple[_StatField, ...]:
-    return ("lowValue", "low_value", to, back), ("highValue", "high_value", to, back)
-
-
-_NULLS: _StatField = ("numNulls", "num_nulls", _or_zero, _same)
-_DISTINCT: _StatField = ("numDVs", "num_distinct", _or_zero, _same)
-_BITS: _StatField = ("bitVectors", "bit_vectors", _same, _same)
-_LENGTHS: tuple[_StatField, ...] = (
-    ("maxColLen", "max_length", _or_zero, _same), ("avgColLen", "avg_length", _or_zero_float, _same)
-)
-_TRUES_FALSES: tuple[_StatField, ...] = (
-    ("numTrues", "num_trues", _or_zero, _same), ("numFalses", "num_falses", _or_zero, _same)
-)
-
-# kind -> the ColumnStatisticsData union member, its Thrift struct and fields (checked in this order)
-_STAT_KINDS: dict[str, tuple[str, type, tuple[_StatField, ...]]] = {
-    "BOOLEAN": ("booleanStats", tt.BooleanColumnStatsData, (*_TRUES_FALSES, _NULLS, _BITS)),
-    "LONG": ("longStats", tt.LongColumnStatsData, (*_bounds(_int, _text), _NULLS, _DISTINCT, _BITS)),
-    "DOUBLE": ("doubleStats", tt.DoubleColumnStatsData, (*_bounds(_float, _text), _NULLS, _DISTINCT, _BITS)),
-    "STRING": ("stringStats", tt.StringColumnStatsData, (*_LENGTHS, _NULLS, _DISTINCT, _BITS)),
-    "BINARY": ("binaryStats", tt.BinaryColumnStatsData, (*_LENGTHS, _NULLS, _BITS)),
-    "DECIMAL": (
-        "decimalStats",
-        tt.DecimalColumnStatsData,
-        (*_bounds(to_thrift_decimal, from_thrift_decimal), _NULLS, _DISTINCT, _BITS),
-    ),
-    "DATE": (
-        "dateStats",
-        tt.DateColumnStatsData,
-        (*_bounds(to_thrift_date, from_thrift_date), _NULLS, _DISTINCT, _BITS),
-    ),
-}
-
-
-def to_stats_data(s: ev.ColumnStatistic) -> tt.ColumnStatisticsData:
-    """One column's statistics in the Thrift union member matching ``s.kind``."""
-    kind = _STAT_KINDS.get(s.kind.upper())
-    if kind is None:
+def _supported(s: ev.ColumnStatistic) -> ev.ColumnStatistic:
+    member = fields.union_member(fields.COLUMN_STATISTICS_DATA, s.kind)
+    if member is None or member.of is None or not hasattr(tt, member.of.name):  # TIMESTAMP: Hive 3 on
         raise UnsupportedStatisticError(
             f"column {s.column}: statistics of kind {s.kind} are not supported by this metastore (Hive 2.3)"
         )
-    member, struct, stat_fields = kind
-    data = struct(**{theirs: to(getattr(s, ours)) for theirs, ours, to, _ in stat_fields})
-    return tt.ColumnStatisticsData(**{member: data})
+    return s
 
 
 def to_stats_obj(s: ev.ColumnStatistic) -> tt.ColumnStatisticsObj:
-    return tt.ColumnStatisticsObj(colName=s.column, colType=s.type, statsData=to_stats_data(s))
+    """One column's statistics, in the union member matching ``s.kind``."""
+    return to_thrift(fields.COLUMN_STATISTICS_OBJ, _supported(s))
 
 
 def from_stats_obj(o: tt.ColumnStatisticsObj) -> ev.ColumnStatistic:
-    for kind, (member, _, stat_fields) in _STAT_KINDS.items():
-        data = getattr(o.statsData, member)
-        if data is not None:
-            values = {ours: back(getattr(data, theirs)) for theirs, ours, _, back in stat_fields}
-            return ev.ColumnStatistic(column=o.colName, type=o.colType, kind=kind, **values)
-    raise UnsupportedStatisticError(f"column {o.colName}: statistics of an unknown kind")
+    try:
+        return from_thrift(fields.COLUMN_STATISTICS_OBJ, o)
+    except TJSONError as exc:  # no union member set
+        raise UnsupportedStatisticError(f"column {o.colName}: statistics of an unknown kind") from exc
 
 
 def to_column_statistics(
     db: str, table: str, part_name: str | None, stats: Iterable[ev.ColumnStatistic]
 ) -> tt.ColumnStatistics:
-    desc = tt.ColumnStatisticsDesc(
-        isTblLevel=part_name is None, dbName=db, tableName=table, partName=part_name
-    )
-    return tt.ColumnStatistics(statsDesc=desc, statsObj=[to_stats_obj(s) for s in stats])
+    desc = {"isTblLevel": part_name is None, "dbName": db, "tableName": table, "partName": part_name}
+    objs = [_supported(s) for s in stats]
+    return to_thrift(fields.COLUMN_STATISTICS, {"statsDesc": desc, "statsObj": objs})
