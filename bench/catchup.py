@@ -248,6 +248,10 @@ def run_catchup(
             # INSERT files the steps took from the copier's staging directory (PooledFileCopier.prestage)
             "prestaged_files": getattr(p.applier.applier.copier if p.applier is not None else None,
                                        "prestaged_taken", None),
+            # why a step copied a file itself: not queued (a first or coalesced step, ADD_PARTITION),
+            # not started yet, refused or failed ahead (by exception type), not taken
+            "prestage_counts": dict(getattr(p.applier.applier.copier if p.applier is not None else None,
+                                            "prestage_counts", {})),
             "batches": batches,
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,

@@ -22,6 +22,7 @@ import shutil
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -155,6 +156,7 @@ class PooledFileCopier(FileCopier):
         self._cleared: set[str] = set()  # staging directories emptied of a stopped process's files
         self.prestage_max_bytes = PRESTAGE_MAX_BYTES
         self.prestaged_taken = 0  # files steps took from the staging directory (benches read it)
+        self.prestage_counts: Counter[str] = Counter()  # why others were not (benches read it)
         self._budget = 0  # bytes the batch may still stage ahead
 
     def _shared_pool(self) -> ThreadPoolExecutor:
@@ -260,6 +262,7 @@ class PooledFileCopier(FileCopier):
                 for location in locations:
                     self.sources.check(ref, location, target_roots=self.roots)
             if not self._spend(ref):
+                self.prestage_counts["over budget"] += 1
                 return None
             final = f"{staging_dir.rstrip('/')}/{secrets.token_hex(8)}"
             fs, path = url_to_fs(final)
@@ -267,6 +270,7 @@ class PooledFileCopier(FileCopier):
             super()._stage_one(staged, None)
         except (StreamerError, OSError) as exc:
             log.debug("not prestaged: %s: %s", ref.uri, exc)
+            self.prestage_counts[type(exc).__name__] += 1
             return None
         return staged if staged.temp is not None and not staged.unverified else None
 
@@ -290,7 +294,11 @@ class PooledFileCopier(FileCopier):
         started yet is cancelled: the step copies at once rather than wait behind the queue)."""
         with self._pool_lock:
             future = self._prestaged.pop(ref, None)
-        if future is None or future.cancel():
+        if future is None:
+            self.prestage_counts["not queued"] += 1
+            return None
+        if future.cancel():
+            self.prestage_counts["not started"] += 1
             return None
         return future.result()
 
@@ -313,6 +321,7 @@ class PooledFileCopier(FileCopier):
                 ensure_no_symlinks(f.final, self.roots, event_id=event_id)
             if (temp is None or not isinstance(f.fs, LocalFileSystem) or os.path.lexists(f.path)
                     or os.path.getsize(temp) != ahead.size):
+                self.prestage_counts["not taken"] += 1
                 return False
             directory = posixpath.dirname(f.path)
             os.makedirs(directory, exist_ok=True)
