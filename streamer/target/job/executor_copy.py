@@ -278,9 +278,17 @@ class PooledFileCopier(FileCopier):
         """Take ``ref``'s size (the event's, else the source file's) from the batch's budget; False:
         too large, or over the budget."""
         size = ref.size
+        for url in (ref.uri, ref.cm_uri) if size is None else ():
+            if not url:
+                continue
+            try:  # the copy reads the file or, when it is gone or changed, its cmroot copy
+                fs, path = url_to_fs(url)
+                size = int(fs.size(path) or 0)
+                break
+            except FileNotFoundError:
+                continue
         if size is None:
-            fs, path = url_to_fs(ref.uri)
-            size = int(fs.size(path) or 0)
+            return False  # neither is there: the step meets the same and says so
         if size > PRESTAGE_MAX_FILE_BYTES:
             return False
         with self._pool_lock:

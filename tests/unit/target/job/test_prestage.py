@@ -232,3 +232,24 @@ def test_files_without_a_recorded_size_are_prestaged_within_the_budget(
     assert copier.copy_all(refs, lambda _: str(obj), event_id=9, source_location=f"file://{src}").files == 3
     assert copier.prestaged_taken == 2 and _files(staging) == []
     assert sorted(p.read_bytes() for p in _files(obj)) == [b"123456"] * 3
+
+
+def test_a_file_gone_from_the_source_is_prestaged_from_its_cmroot_copy(
+    tmp_path: Path, where: tuple[Path, Path, Path]
+) -> None:
+    """An overwritten or dropped source file without a recorded size: its cmroot copy is sized, read
+    and verified ahead, as the step's own copy would fall back to it."""
+    src, obj, staging = where
+    ref = b.write_source_file(src, "f", b"original")
+    cm = tmp_path / "cm" / "f_chk"
+    cm.parent.mkdir()
+    cm.write_bytes(b"original")
+    Path(ref.uri.removeprefix("file://")).unlink()
+    ref = b.replace(ref, size=None, cm_uri=f"file://{cm}")
+    copier = _copier(tmp_path, SourceRules(cmroots=(f"file://{cm.parent}",)))
+    copier.prestage([_group(src, ref)], str(staging))
+    ahead = copier._prestaged[ref].result()
+    assert ahead is not None and ahead.cm_fallback
+    report = copier.copy_all([ref], lambda _: str(obj), event_id=9, source_location=f"file://{src}")
+    assert report.cm_fallbacks == 1
+    assert copier.prestaged_taken == 1 and [p.read_bytes() for p in _files(obj)] == [b"original"]
