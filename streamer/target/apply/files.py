@@ -476,9 +476,24 @@ def remove_tree(
             return
         if trash is not None and _to_trash(fs, path, url, trash, roots, event_id):
             return
-        fs.rm(path, recursive=True)
+        _rm_tree(fs, path)
     except OSError as exc:
         raise ApplyError(f"cannot remove {url}: {exc}", event_id=event_id, obj=url) from exc
+
+
+def _rm_tree(fs: AbstractFileSystem, path: str, attempts: int = 3) -> None:
+    """Delete ``path`` recursively. An entry that vanishes during the walk (a swap's reaper deleting
+    a replaced directory it set aside inside the tree) is no failure: the walk starts again, until
+    the tree is gone or the error is another."""
+    for attempt in range(attempts):
+        try:
+            fs.rm(path, recursive=True)
+            return
+        except FileNotFoundError:
+            if not fs.exists(path):
+                return
+            if attempt == attempts - 1:
+                raise
 
 
 def _to_trash(
@@ -503,8 +518,6 @@ def _to_trash(
         raise
     trash_mod.add(entry_path)
     return True
-
-
 
 
 def clear_dir(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamer.target.job.checkpoint import resume_offset
 from tests.integration.target.helpers import Source, TargetStack
 from tests.integration.target.in_process import TargetInProcess
 
@@ -20,13 +21,19 @@ def load(stack: TargetStack, archive: Path, *extra: str, ok: tuple[int, ...] = (
     return done.stdout + done.stderr
 
 
-def converge(job: TargetInProcess, stack: TargetStack, source: Source) -> None:
+def converge(job: TargetInProcess, stack: TargetStack, source: Source, *, committed: bool = False) -> None:
     """Wait (120 s at most) until ``stack`` holds every source database's newest event id with no
-    halt, then stop ``job``; it must have ended without an error."""
+    halt (``committed``: and Spark's checkpoint holds a committed batch, which it writes after the
+    batch's apply ends), then stop ``job``; it must have ended without an error."""
     expected = source.last_ids()
+    checkpoint = str(stack.state_dir / "checkpoint")
+
+    def done() -> bool:
+        applied = not stack.halts() and stack.applied_ids(expected) == expected
+        return applied and (not committed or resume_offset(checkpoint) is not None)
+
     try:
-        job.wait_for(lambda: not stack.halts() and stack.applied_ids(expected) == expected,
-                     f"repl.last.id {expected}", 120)
+        job.wait_for(done, f"repl.last.id {expected}", 120)
     finally:
         job.stop()
     assert job.error is None, job.error

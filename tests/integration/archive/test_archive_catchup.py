@@ -57,7 +57,8 @@ def test_a_target_past_the_topic_s_start_catches_up_from_the_archive_then_reads_
     wh, stack, archive = source.warehouse, TargetStack(hms, tmp_path / "target"), tmp_path / "archive"
     mixed_workload(wh, prefix, 20, seed=3)
     source.publish()
-    converge(TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start(), stack, source)
+    job = TargetInProcess(stack, broker.bootstrap_servers, source, spark=spark).start()
+    converge(job, stack, source, committed=True)
     checkpoint = stack.state_dir / "checkpoint"
     resumed = resume_offset(str(checkpoint))
     assert resumed is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -407,3 +408,29 @@ def test_a_source_file_that_grows_under_the_copy_falls_back_to_its_cmroot_copy(
     alone = FileRef(uri=ref.uri, checksum=ref.checksum, checksum_algorithm="sha256", size=10)
     with pytest.raises(ChecksumMismatchError, match="grew past 5 bytes"):
         _copier(dst).copy_all([alone], lambda r: str(dst / "u"), event_id=9)
+
+
+def test_a_tree_deleted_in_place_survives_an_entry_that_vanishes_during_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A swap's reaper may delete a replaced directory it set aside inside a table while a DROP_TABLE
+    deletes that table in place (object stores, another mount): the drop still removes the tree."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    table = tmp_path / "wh" / "db.db" / "t"
+    (table / ".dt=1.streamer-old-x").mkdir(parents=True)
+    (table / ".dt=1.streamer-old-x" / "f").write_bytes(b"x")
+    (table / "dt=1").mkdir()
+    real_rm = LocalFileSystem.rm
+    calls = []
+
+    def racing_rm(self: LocalFileSystem, path: str, recursive: bool = False, **kw: object) -> None:
+        calls.append(path)
+        if len(calls) == 1:  # the reaper wins the race: the walk meets a vanished entry
+            shutil.rmtree(table / ".dt=1.streamer-old-x")
+            raise FileNotFoundError(2, "No such file or directory", str(table / ".dt=1.streamer-old-x"))
+        real_rm(self, path, recursive=recursive)
+
+    monkeypatch.setattr(LocalFileSystem, "rm", racing_rm)
+    remove_tree(str(table), [Root.parse(str(tmp_path / "wh"))])
+    assert not table.exists() and len(calls) == 2
