@@ -467,6 +467,8 @@ class Pipeline:
         if self.query is not None:
             self.query.stop()
             self.query = None
+        if self.applier is not None:
+            self.applier.close()
         if self._target_catalog is not None:
             self._target_catalog.close()
             self._target_catalog = None

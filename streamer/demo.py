@@ -263,6 +263,7 @@ def run_demo(
         stack.callback(catalog.close)
         stack.enter_context(claim(settings, catalog))  # its state dir as a job's: locked and bound
         batch_applier = BatchApplier(settings, catalog, on_applied=timeline.on_applied)
+        stack.callback(batch_applier.close)  # after the query has stopped
         query = start_query(spark, settings, batch_applier)
         stack.callback(query.stop)  # first: stop() returns once the query and its source have stopped
         warm_until = time.monotonic() + 120

@@ -69,7 +69,7 @@ SHORT_NAME = "streamer_kafka"
 SCHEMA = "offset long, key string, value binary, timestamp timestamp"
 
 
-def _consumer(opts: SourceOptions, **overrides: Any) -> Consumer:
+def consumer_for(opts: SourceOptions, **overrides: Any) -> Consumer:
     """A consumer of the source; none decompresses a zstd batch past the record limit."""
     config = with_overrides(
         opts.config,
@@ -125,9 +125,9 @@ def checked_start(consumer: Consumer, opts: SourceOptions, first: int) -> int:
 def read_offset_range(opts: SourceOptions, first: int, end: int) -> Iterator[tuple[Any, ...]]:
     """Rows of offsets first <= o < end, with new consumers (a Spark task's read; replays)."""
     topic, partition = opts.topic, opts.partition
-    consumer = _consumer(opts, isolation_level="read_committed", auto_offset_reset="error")
+    consumer = consumer_for(opts, isolation_level="read_committed", auto_offset_reset="error")
     try:
-        probe = _consumer(opts)
+        probe = consumer_for(opts)
         try:
             start = checked_start(probe, opts, first)
         finally:
@@ -171,7 +171,7 @@ class _DriverClients:
             overrides: dict[str, Any] = {}
             if role == "committed":
                 overrides = {"isolation_level": "read_committed", "queued_max_messages_kbytes": 1024}
-            self._clients[role] = _consumer(self.opts, **overrides)
+            self._clients[role] = consumer_for(self.opts, **overrides)
         return self._clients[role]
 
     def _committed_end(self) -> int:
@@ -253,8 +253,8 @@ class KafkaDriverReader(_DriverClients, SimpleDataSourceStreamReader, SupportsTr
 
     def _reading(self, begin: int) -> Consumer:
         if "read" not in self._clients:
-            opts = dataclasses.replace(self.opts, config={**_LOW_LATENCY, **self.opts.config})
-            reading = _consumer(opts, isolation_level="read_committed", auto_offset_reset="error")
+            opts = dataclasses.replace(self.opts, config={**LOW_LATENCY, **self.opts.config})
+            reading = consumer_for(opts, isolation_level="read_committed", auto_offset_reset="error")
             self._clients["read"] = reading
         consumer = self._clients["read"]
         if self._next != begin:
@@ -389,7 +389,7 @@ _SUSPECT_SECONDS = 2.0  # idle reads past the reported high mark for this long g
 # default (500 ms) would add up to that to every record; at 10 ms a record is seen ~3 ms after its
 # commit, and an idle consumer costs the Tansu broker ~3% of a core. Apache Kafka answers a held
 # fetch as soon as records arrive: there `kafka.fetch.wait.max.ms=500` costs no lag.
-_LOW_LATENCY: dict[str, Any] = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 10}
+LOW_LATENCY: dict[str, Any] = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 10}
 
 
 class KafkaDataSource(DataSource):

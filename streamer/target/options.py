@@ -219,6 +219,13 @@ scale_options = Group("scale", {
         help="driver: one long-lived consumer reads on the driver while Spark plans (no read task per "
         "micro-batch; lowest lag). task: a Spark task reads each micro-batch with new consumers.",
     ),
+    "batch_read": _option(
+        "--batch-read", type=click.Choice(["driver", "spark"]), default="driver", show_default=True,
+        help="How a micro-batch's records reach the apply. driver: the job's driver reads the offset range "
+        "Spark logged for the batch from Kafka itself (no Spark job per micro-batch; a checkpoint's first "
+        "batch, or one whose checkpoint is not on a local filesystem, is collected through Spark). spark: "
+        "every micro-batch's rows are collected through Spark.",
+    ),
     "copy_workers": _option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1)),
     "consistency": _option(
         "--consistency", type=click.Choice(["global", "database"]), default="global", show_default=True,
@@ -443,6 +450,7 @@ def scale_settings(o: Mapping[str, Any]) -> ScaleSettings:
         max_events_per_trigger=o["max_events_per_trigger"],
         trigger_seconds=o["trigger_seconds"],
         kafka_reader=o["kafka_reader"],
+        batch_read=o["batch_read"],
         consistency=o["consistency"],
         apply_lanes=o["apply_lanes"],
         copy_workers=o["copy_workers"],

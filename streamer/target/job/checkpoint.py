@@ -1,9 +1,11 @@
-"""Where a restarted target query resumes, read from Spark's checkpoint directory.
+"""Offsets read from Spark's checkpoint directory: where a restarted query resumes, and what a
+running micro-batch covers.
 
 Spark keeps one file per micro-batch under ``offsets/`` (``v1``, the batch metadata, then one JSON
-line per source) and marks finished batches under ``commits/``. The job reads it only to explain a
-failed query: if the topic no longer holds the offset the query would resume from, the failure is
-data loss, whatever form it took inside Spark.
+line per source), written before the batch runs, and marks finished batches under ``commits/``. The
+job reads it to explain a failed query (if the topic no longer holds the offset the query would
+resume from, the failure is data loss, whatever form it took inside Spark) and to read a
+micro-batch's records itself (``batch_range``).
 """
 
 from __future__ import annotations
@@ -68,11 +70,32 @@ def resume_offset(checkpoint_dir: str) -> dict[str, Any] | None:
     committed = _batch_ids(root / "commits")
     if not committed:
         return None
-    try:
-        lines = (root / "offsets" / str(committed[-1])).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    return _logged_offset(root, committed[-1], strict=False)
+
+
+def batch_range(checkpoint_dir: str, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The source offsets micro-batch ``batch_id`` runs from and to: the ends Spark logged for the
+    batch before it and for this one. None when either is not there to read: the first batch of a
+    checkpoint (it starts at the source's initial offset, which Spark does not log), a checkpoint
+    not on a local filesystem, or a file of another shape (one source per query is all the job
+    runs)."""
+    root = _local(checkpoint_dir)
+    if root is None or batch_id < 1:
         return None
-    if len(lines) < 3:
+    start, end = _logged_offset(root, batch_id - 1, strict=True), _logged_offset(root, batch_id, strict=True)
+    if start is None or end is None:
+        return None
+    return start, end
+
+
+def _logged_offset(root: Path, batch_id: int, *, strict: bool) -> dict[str, Any] | None:
+    """The source's offset in ``offsets/<batch_id>``, or None (no such file, another shape).
+    ``strict``: only the format this Spark writes (``v1``, one source), as records are read by it."""
+    try:
+        lines = (root / "offsets" / str(batch_id)).read_text(encoding="utf-8").splitlines()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if len(lines) < 3 or (strict and (len(lines) != 3 or lines[0] != "v1")):
         return None
     try:
         offset = json.loads(lines[2])

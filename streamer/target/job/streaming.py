@@ -105,6 +105,13 @@ class BatchApplier:
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
+        self.closers: list[Callable[[], None]] = [self.runner.close]  # run by close(), newest first
+
+    def close(self) -> None:
+        """Release the lanes' connections and the clients a query started for this job (its
+        micro-batches' Kafka reader); after the query has stopped."""
+        while self.closers:
+            self.closers.pop()()
 
     def process(self, records: Iterable[tuple[int, bytes]], *, bound: int | None = None) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed.
@@ -306,30 +313,23 @@ def start_query(
 
     register(spark)
     _choose_checkpoint_manager(spark, settings.layout.checkpoint_dir)
-    reader = (
-        spark.readStream.format("streamer_kafka")
-        .option("bootstrap.servers", settings.kafka.bootstrap_servers)
-        .option("topic", settings.kafka.topic)
-        .option("startingOffsets", "earliest")
-        .option("maxEventsPerTrigger", str(settings.scale.max_events_per_trigger))
-        .option("maxRecordBytes", str(settings.trust.max_record_bytes))
-        .option("reader", settings.scale.kafka_reader)
-        .option("waitMs", str(round(settings.scale.trigger_seconds * 1000)))
-        .option("commitGroup", consumer_group(settings))
-    )
-    for key, value in settings.kafka.config.items():
-        reader = reader.option(f"kafka.{key}", value)
+    options = source_options(settings)
+    reader = spark.readStream.format("streamer_kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
     stream = reader.load()
+    records = batch_records(
+        settings.layout.checkpoint_dir, options, settings.scale.batch_read, batch_applier.closers
+    )
 
     quiet_normal_stops()
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
-        rows = df.select("offset", "value").collect()
-        records = sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
-        if records:
+        read = records(df, batch_id)
+        if read:
             with batch_applier.lock:
                 try:
-                    batch_applier.process(records)
+                    batch_applier.process(read)
                 except NORMAL_STOPS:
                     quiet_query_end(spark)
                     raise
@@ -341,6 +341,55 @@ def start_query(
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
     )
+
+
+def source_options(settings: TargetSettings) -> dict[str, str]:
+    """The ``streamer_kafka`` source's options for this target."""
+    options = {
+        "bootstrap.servers": settings.kafka.bootstrap_servers,
+        "topic": settings.kafka.topic,
+        "startingOffsets": "earliest",
+        "maxEventsPerTrigger": str(settings.scale.max_events_per_trigger),
+        "maxRecordBytes": str(settings.trust.max_record_bytes),
+        "reader": settings.scale.kafka_reader,
+        "waitMs": str(round(settings.scale.trigger_seconds * 1000)),
+        "commitGroup": consumer_group(settings),
+    }
+    for key, value in settings.kafka.config.items():
+        options[f"kafka.{key}"] = value
+    return options
+
+
+def batch_records(
+    checkpoint_dir: str, options: dict[str, str], batch_read: str, closers: list[Callable[[], None]]
+) -> Callable[[DataFrame, int], list[tuple[int, bytes]]]:
+    """How ``foreachBatch`` gets a micro-batch's ``(offset, value)`` records, in offset order.
+
+    ``--batch-read driver`` (``batch_read``): read from Kafka by the driver over the range Spark logged for the batch
+    (``streamer.kafka.batch_reader``), so no Spark job runs for it; a batch whose range is not
+    logged where the job can read it (a checkpoint's first batch, a remote checkpoint) is collected
+    through Spark instead. ``spark``: every batch is collected. The reader's consumer is closed
+    through ``closers`` (``BatchApplier.close``).
+    """
+    from streamer.kafka.batch_reader import BatchReader
+    from streamer.kafka.spark_source_options import offset_of, parse_options
+    from streamer.target.job.checkpoint import batch_range
+
+    opts = parse_options(options)
+    direct = BatchReader(opts) if batch_read == "driver" else None
+    if direct is not None:
+        closers.append(direct.close)
+
+    def records(df: DataFrame, batch_id: int) -> list[tuple[int, bytes]]:
+        logged = batch_range(checkpoint_dir, batch_id) if direct is not None else None
+        if direct is not None and logged is not None:
+            metrics.TARGET_BATCH_READS.labels(via="kafka").inc()
+            return direct.read(offset_of(opts, logged[0]), offset_of(opts, logged[1]))
+        metrics.TARGET_BATCH_READS.labels(via="spark").inc()
+        rows = df.select("offset", "value").collect()
+        return sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
+
+    return records
 
 
 NORMAL_STOPS = (UntilReached, FailedOverError)
@@ -490,7 +539,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
         if external_sync is not None:
             external_sync.stop()
         query.stop()
-        batch_applier.runner.close()
+        batch_applier.close()
 
 
 def _target_name(settings: TargetSettings) -> Callable[[str], str]:

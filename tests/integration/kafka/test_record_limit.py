@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from streamer.kafka.batch_reader import BatchReader
 from streamer.kafka.client_log import with_client_log
 from streamer.kafka.record_limit import OversizedRecordError, batch_bytes
 from streamer.kafka.record_size import producer_settings
@@ -78,6 +79,16 @@ def test_a_record_just_over_the_limit_ends_the_read_before_it_and_is_refused_wit
     with pytest.raises(OversizedRecordError) as info:
         list(read_offset_range(task, 0, 5))
     assert (info.value.offset, info.value.size) == (3, LIMIT + 1)
+
+    # the job's driver reading a micro-batch's logged range itself (--batch-read driver): the same
+    batch = BatchReader(task)
+    try:
+        assert [value for _, value in batch.read(0, 3)] == [b"r0", b"r1", at_limit]
+        with pytest.raises(OversizedRecordError) as info:
+            batch.read(3, 5)
+        assert (info.value.offset, info.value.size) == (3, LIMIT + 1)
+    finally:
+        batch.close()
 
 
 def test_a_zstd_bomb_is_never_decompressed_past_the_limit(kafka_config: dict[str, Any], topic: str) -> None:

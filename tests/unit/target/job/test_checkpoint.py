@@ -1,11 +1,16 @@
-"""Reading the resume offset out of a Spark checkpoint directory."""
+"""Reading the resume offset and a running micro-batch's range out of a Spark checkpoint directory."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from streamer.target.job.checkpoint import LOCAL_CHECKPOINT_MANAGERS, manager_for, resume_offset
+from streamer.target.job.checkpoint import (
+    LOCAL_CHECKPOINT_MANAGERS,
+    batch_range,
+    manager_for,
+    resume_offset,
+)
 
 
 def _batch(root: Path, batch: int, offset: int, *, committed: bool) -> None:
@@ -35,6 +40,36 @@ def test_nothing_committed_or_unreadable_gives_none(tmp_path: Path) -> None:
     (tmp_path / "offsets" / "0").write_text("v1\n{}\nnot json")
     assert resume_offset(str(tmp_path)) is None
     assert resume_offset("hdfs://nn/checkpoints/x") is None
+
+
+def _at(offset: int) -> dict[str, object]:
+    return {"topic": "t", "partition": 0, "offset": offset}
+
+
+def test_a_batch_runs_from_the_end_logged_for_the_batch_before_it(tmp_path: Path) -> None:
+    _batch(tmp_path, 0, 5, committed=True)
+    _batch(tmp_path, 1, 9, committed=True)
+    _batch(tmp_path, 2, 14, committed=False)  # the running batch: logged before it runs
+    assert batch_range(str(tmp_path), 2) == (_at(9), _at(14))
+    assert batch_range(tmp_path.as_uri(), 1) == (_at(5), _at(9))
+
+
+def test_a_range_not_known_for_certain_is_none(tmp_path: Path) -> None:
+    _batch(tmp_path, 0, 5, committed=True)
+    assert batch_range(str(tmp_path), 0) is None  # starts at the source's initial offset: not logged
+    assert batch_range(str(tmp_path), 1) is None  # not logged (yet)
+    _batch(tmp_path, 1, 9, committed=False)
+    assert batch_range("hdfs://nn/checkpoints/x", 1) is None
+    assert batch_range(str(tmp_path / "missing"), 1) is None
+    for body in (
+        "v2\n{}\n" + json.dumps(_at(9)),  # a format this Spark does not write
+        "v1\n{}\n" + json.dumps(_at(9)) + "\n" + json.dumps(_at(3)),  # two sources
+        "v1\n{}\nnot json",
+        "v1\n{}\n[9]",
+    ):
+        (tmp_path / "offsets" / "1").write_text(body)
+        assert batch_range(str(tmp_path), 1) is None, body
+    assert resume_offset(str(tmp_path)) == _at(5)
 
 
 NEW, OLD = LOCAL_CHECKPOINT_MANAGERS

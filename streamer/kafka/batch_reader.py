@@ -1,0 +1,110 @@
+"""A micro-batch's records read by the job's driver itself, from the offset range Spark logged.
+
+``foreachBatch`` hands the job a DataFrame; collecting it is a Spark job per micro-batch (~0.1 s
+idle, ~0.35 s for 500 records on two cores), the largest fixed cost of a live micro-batch and ~8% of
+a catch-up (bench/README.md, issue 41). The range the batch covers is in Spark's checkpoint before
+the batch runs (``checkpoint.batch_range``), and Kafka gives the same records to any
+``read_committed`` reader of that range. So the driver reads them with one long-lived consumer
+that reads on from where the last batch ended (what it fetched ahead is kept), with the same record
+limit and data-loss checks the source's readers make. Spark's DataFrame is left unread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+
+from streamer.kafka.errors import KafkaClientError
+from streamer.kafka.record_limit import check_message
+from streamer.kafka.spark_source import LOW_LATENCY, checked_start, consumer_for
+from streamer.kafka.spark_source_options import SourceOptions
+from streamer.kafka.topics import is_data
+
+_POLL = 0.01  # seconds per wait for the range's next record, or for the position to pass a marker
+_DRAIN = 1000  # records taken from the consumer's queue per call, besides the one polled
+
+
+class BatchReader:
+    """Reads offset ranges ``[start, end)`` of the source's partition in the calling process."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = dataclasses.replace(opts, config={**LOW_LATENCY, **opts.config})
+        self._consumer: Consumer | None = None
+        self._next: int | None = None  # where the consumer reads on (None: assign first)
+        self._ahead: list[Message] = []  # fetched at or past ``_next``
+
+    def read(self, start: int, end: int) -> list[tuple[int, bytes]]:
+        """``(offset, value)`` of every committed data record with ``start <= offset < end``, in order.
+
+        ``end`` is a bound the source's reader already reached, so every offset below it is decided
+        (committed, aborted or a transaction marker). Records gone from the topic raise
+        ``DataLossError`` (or, with ``failOnDataLoss=false``, the range starts where the topic does,
+        as the source's readers do); a record over the limit raises ``OversizedRecordError``.
+        """
+        if end <= start:
+            return []
+        consumer = self._positioned(start)
+        topic, partition = self.opts.topic, self.opts.partition
+        out: list[tuple[int, bytes]] = []
+        assert self._next is not None
+        position, progressed = self._next, time.monotonic()
+        held, self._ahead = self._ahead, []
+        while position < end:
+            if held:
+                fetched, held = held, []
+            else:
+                first = consumer.poll(_POLL)
+                fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+            for i, msg in enumerate(fetched):
+                if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
+                    continue
+                offset = int(msg.offset() or 0)
+                if offset >= end:
+                    self._ahead = fetched[i:]  # the next batch's: kept for it
+                    position = end
+                    break
+                if offset < position:
+                    continue
+                check_message(msg, self.opts.max_record_bytes)
+                out.append((offset, msg.value() or b""))
+                position = offset + 1
+            if position < end:
+                # offsets passed without a record (transaction markers, aborted records) count as read
+                current = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if current != OFFSET_INVALID and current > position:
+                    position = min(current, end)
+                    progressed = time.monotonic()
+                elif fetched:
+                    progressed = time.monotonic()
+                elif time.monotonic() - progressed > self.opts.poll_timeout_s:
+                    self._next = None
+                    raise KafkaClientError(
+                        f"reading {topic}[{partition}] stalled at offset {position} (the micro-batch "
+                        f"ends at {end}) for {self.opts.poll_timeout_s:.0f}s: an unreachable broker"
+                    )
+        self._next = end
+        return out
+
+    def _positioned(self, start: int) -> Consumer:
+        """The consumer, reading on at ``start``: assigned there (after the data-loss check) unless
+        the last range ended there."""
+        if self._consumer is None:
+            self._consumer = consumer_for(
+                self.opts, isolation_level="read_committed", auto_offset_reset="error"
+            )
+        if self._next != start:
+            probe = consumer_for(self.opts)
+            try:
+                begin = checked_start(probe, self.opts, start)
+            finally:
+                probe.close()
+            self._consumer.assign([TopicPartition(self.opts.topic, self.opts.partition, begin)])
+            self._next, self._ahead = begin, []
+        return self._consumer
+
+    def close(self) -> None:
+        consumer, self._consumer, self._next, self._ahead = self._consumer, None, None, []
+        if consumer is not None:
+            consumer.close()
