@@ -45,7 +45,7 @@ from streamer.events.model import (
 )
 from streamer.filesystems import url_to_fs
 from streamer.metastore.catalog import Catalog
-from streamer.target.apply import dir_sync, files, function_resources, swap, trash
+from streamer.target.apply import dir_sync, files, function_resources, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
 from streamer.target.apply.effects import (
@@ -78,7 +78,6 @@ from streamer.target.apply.paths import (
     TargetPaths,
     check_name,
 )
-from streamer.target.state.visibility import source_file_name
 
 MAX_PARTITIONS_PER_CALL = 100_000
 """More than any one Hive DDL statement adds (``hive.exec.max.dynamic.partitions`` is 1,000 by default)."""
@@ -362,27 +361,10 @@ def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> 
     return files.link_dir(src, dst, side.paths.roots, event_id=event_id)
 
 
-TRASH_DIR = "_streamer/trash"
-"""Below the warehouse root, one directory per source: where its dropped trees wait for deletion."""
-
-
-def trash_dir(paths: TargetPaths, source_id: str) -> str:
-    """``source_id``'s trash directory: in streamer's own tree of the warehouse root (hidden from Hive's
-    readers), named as its visibility file is, so no source's removals reach another's trash."""
-    return paths.warehouse.join(*TRASH_DIR.split("/"), source_file_name(source_id))
-
-
 def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
-    """Remove an object's directory, in place. (The background deletion through this source's trash,
-    ``files.remove_tree(trash=...)``, is off: tests that read the warehouse while it deleted failed, and
-    a quiet-machine run is still to show its gain; ``sweep_trash`` still empties a trash left behind.)"""
+    """Remove an object's directory, in place."""
     check_place(side, url, event_id=event_id)
     files.remove_tree(url, side.paths.roots, event_id=event_id)
-
-
-def sweep_trash(paths: TargetPaths, source_id: str) -> None:
-    """At a start: queue what a stopped process of ``source_id`` left in its trash for deletion."""
-    trash.sweep(trash_dir(paths, source_id))
 
 
 def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:

@@ -15,13 +15,11 @@ against the source rules (``sources.SourceRules``: declared stores, checksums) b
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import posixpath
 import secrets
 import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,7 +39,6 @@ from streamer.errors import (
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
-from streamer.target.apply import trash as trash_mod
 from streamer.target.apply.guard import check_write, ensure_no_symlinks
 from streamer.target.apply.paths import Root
 from streamer.target.apply.sources import SourceRules
@@ -458,23 +455,12 @@ def _remove_quietly(fs: AbstractFileSystem, path: str) -> None:
 # anything outside the roots and any symlink on the way.
 
 
-def remove_tree(
-    url: str, roots: Sequence[Root], *, event_id: int | None = None, trash: str | None = None
-) -> None:
-    """Delete an object's directory (never a root); absent is fine (a replay after a crash).
-
-    With ``trash`` (this source's trash directory, strictly inside a root: ``door.trash_dir``) and a
-    local filesystem, the tree is renamed into it, one metadata change, and deleted by a background
-    thread: the step goes on once the directory is gone from its place, which is all any later step
-    or reader sees. Where a rename would be a copy (object stores) or crosses a mount, it is deleted
-    here as before. A process stopped before its background deletion leaves entries in the trash,
-    which the next start removes (``trash.sweep``)."""
+def remove_tree(url: str, roots: Sequence[Root], *, event_id: int | None = None) -> None:
+    """Delete an object's directory (never a root), in place; absent is fine (a replay after a crash)."""
     check_write(url, url, roots, event_id=event_id)
     fs, path = url_to_fs(url)
     try:
         if not fs.exists(path):
-            return
-        if trash is not None and _to_trash(fs, path, url, trash, roots, event_id):
             return
         _rm_tree(fs, path)
     except OSError as exc:
@@ -494,30 +480,6 @@ def _rm_tree(fs: AbstractFileSystem, path: str, attempts: int = 3) -> None:
                 return
             if attempt == attempts - 1:
                 raise
-
-
-def _to_trash(
-    fs: AbstractFileSystem, path: str, url: str, trash: str, roots: Sequence[Root], event_id: int | None
-) -> bool:
-    """Rename ``path`` into ``trash`` and queue its deletion; False: not possible here, nothing done."""
-    if not isinstance(fs, LocalFileSystem):
-        return False  # an object store's rename copies every object: no cheaper than deleting them
-    entry = _join(trash, f"{time.time_ns()}-{secrets.token_hex(4)}-{posixpath.basename(path)[:100]}")
-    check_write(entry, trash, roots, event_id=event_id)  # strictly inside a root, no symlink on the way
-    trash_fs, trash_path = url_to_fs(trash)
-    if not isinstance(trash_fs, LocalFileSystem):
-        return False
-    _, entry_path = url_to_fs(entry)
-    trash_mod.sweep_once(trash_path)  # what an earlier process left, once per process
-    os.makedirs(trash_path, exist_ok=True)
-    try:
-        os.rename(path, entry_path)
-    except OSError as exc:
-        if exc.errno in (errno.EXDEV, errno.EPERM, errno.EACCES):
-            return False  # another mount (or not renamable): deleted in place
-        raise
-    trash_mod.add(entry_path)
-    return True
 
 
 def clear_dir(

@@ -38,7 +38,6 @@ from streamer.errors import DataLossError, EventChainError, StreamerError
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.metastore.catalog import Catalog
-from streamer.target.apply import door
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.layout import check_external_layout
@@ -87,7 +86,6 @@ class BatchApplier:
         layout, scale = settings.layout, settings.scale
         paths = TargetPaths(layout.warehouse_root, layout.external_base_dir, layout.external_layout)
         check_external_layout(paths)  # never re-points external tables of another layout
-        door.sweep_trash(paths, settings.source_id)  # what a stopped job left in its trash: deleted
         # consistency mode: lanes of metastore connections from ``catalogs`` (streamer.target.job.lane_runner)
         self.runner = LaneRunner(scale.consistency, catalogs, scale.apply_lanes)
         write_mode(layout.state_dir, scale.consistency, scale.apply_lanes, layout.db_map)
@@ -365,11 +363,11 @@ def batch_records(
 ) -> Callable[[DataFrame, int], list[tuple[int, bytes]]]:
     """How ``foreachBatch`` gets a micro-batch's ``(offset, value)`` records, in offset order.
 
-    ``--batch-read driver`` (``batch_read``): read from Kafka by the driver over the range Spark logged for the batch
-    (``streamer.kafka.batch_reader``), so no Spark job runs for it; a batch whose range is not
-    logged where the job can read it (a checkpoint's first batch, a remote checkpoint) is collected
-    through Spark instead. ``spark``: every batch is collected. The reader's consumer is closed
-    through ``closers`` (``BatchApplier.close``).
+    ``batch_read="driver"`` (``--batch-read``): the driver reads the range Spark logged for the
+    batch from Kafka (``streamer.kafka.batch_reader``), so no Spark job runs for it; a batch whose
+    range is not logged where the job can read it (a checkpoint's first batch, a remote checkpoint)
+    is collected through Spark instead. ``"spark"``: every batch is collected. The reader's consumer
+    is closed through ``closers`` (``BatchApplier.close``).
     """
     from streamer.kafka.batch_reader import BatchReader
     from streamer.kafka.spark_source_options import offset_of, parse_options

@@ -23,7 +23,7 @@ from streamer.events.model import (
 )
 from streamer.metastore.catalog import REPL_SOURCE_PARAM
 from streamer.metastore.memory import MemoryCatalog
-from streamer.target.apply import door, trash
+from streamer.target.apply import door
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
 from streamer.target.apply.context import ApplyContext
 from streamer.target.apply.effects import (
@@ -259,23 +259,14 @@ def test_a_file_change_of_an_owned_or_new_database_passes(ctx: ApplyContext, tmp
     assert not (tmp_path / "wh" / "mine.db" / "t").exists()
 
 
-def test_a_removal_deletes_in_place_and_never_reaches_another_sources_trash(
-    ctx: ApplyContext, tmp_path: Path
-) -> None:
-    mine, theirs = door.trash_dir(ctx.paths, b.SOURCE_ID), door.trash_dir(ctx.paths, "other")
-    assert mine != theirs and mine.startswith(_wh(ctx, "_streamer", "trash"))
-    (tmp_path / "wh" / "mine.db" / "t" / "p=1").mkdir(parents=True)
-    (tmp_path / "wh" / "mine.db" / "t" / "p=1" / "f").write_bytes(b"1")
-    leftover = Path(theirs.removeprefix("file://")) / "1-x-t"
-    leftover.mkdir(parents=True)
-    door.remove_tree(ctx, _wh(ctx, "mine.db", "t"), event_id=5)
-    assert not (tmp_path / "wh" / "mine.db" / "t").exists()
-    assert not Path(mine.removeprefix("file://")).exists()  # deleted in place: the trash is off
-    with pytest.raises(EventError):  # another source's trash is no place this source may change
-        door.remove_tree(ctx, theirs + "/1-x-t", event_id=6)
-    door.sweep_trash(ctx.paths, b.SOURCE_ID)
-    assert trash.wait(10)
-    assert leftover.is_dir()
+def test_a_removal_never_reaches_streamers_own_tree(ctx: ApplyContext, tmp_path: Path) -> None:
+    """Another source's staging directory (``_streamer/`` below the warehouse root) is no place this
+    source may remove."""
+    theirs = tmp_path / "wh" / "_streamer" / "staging" / "other"
+    (theirs / "1-x").mkdir(parents=True)
+    with pytest.raises(EventError):
+        door.remove_tree(ctx, _wh(ctx, "_streamer", "staging", "other", "1-x"), event_id=6)
+    assert (theirs / "1-x").is_dir()
 
 
 def test_an_external_directory_another_source_holds_is_not_changed(tmp_path: Path) -> None:

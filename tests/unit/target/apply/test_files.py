@@ -7,8 +7,6 @@ import hashlib
 import os
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,8 +22,6 @@ from streamer.target.apply.files import (
     remove_tree,
 )
 from streamer.target.apply.paths import Root
-from streamer.target.apply.trash import sweep as sweep_trash
-from streamer.target.apply.trash import wait as wait_for_trash
 from tests.unit.target.builders import write_source_file
 
 
@@ -225,71 +221,16 @@ def _tree(top: Path, files: int = 30) -> None:
         (top / f"p={i % 3}" / f"f{i}").write_bytes(b"x" * i)
 
 
-def test_a_removed_tree_leaves_its_place_at_once_and_the_trash_in_the_background(
-    dirs: tuple[Path, Path, Path],
-) -> None:
+def test_a_removed_tree_is_deleted_and_a_root_is_never_removed(dirs: tuple[Path, Path, Path]) -> None:
     _, _, dst = dirs
     roots = [Root.parse(str(dst))]
-    trash = dst / "_streamer" / "trash" / "me"
     _tree(dst / "db.db" / "t")
-    remove_tree(str(dst / "db.db" / "t"), roots, trash=str(trash))
-    assert not (dst / "db.db" / "t").exists()  # gone from its place before the call returns
-    assert (dst / "db.db").is_dir()
-    assert wait_for_trash(10)
-    assert list(trash.iterdir()) == []  # and really deleted, not just moved
-    remove_tree(str(dst / "db.db" / "t"), roots, trash=str(trash))  # a replay: absent is fine
-    with pytest.raises(PathEscapeError):  # a trash at a root itself (or outside) is refused
-        _tree(dst / "db.db" / "u")
-        remove_tree(str(dst / "db.db" / "u"), roots, trash=str(dst))
-    assert (dst / "db.db" / "u").is_dir()
-
-
-def test_a_trash_reached_through_a_symlink_is_refused(dirs: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    _, _, dst = dirs
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (dst / "_streamer").symlink_to(outside)
-    _tree(dst / "db.db" / "t")
+    remove_tree(str(dst / "db.db" / "t"), roots)
+    assert not (dst / "db.db" / "t").exists() and (dst / "db.db").is_dir()
+    remove_tree(str(dst / "db.db" / "t"), roots)  # a replay: absent is fine
     with pytest.raises(PathEscapeError):
-        remove_tree(str(dst / "db.db" / "t"), [Root.parse(str(dst))], trash=str(dst / "_streamer" / "trash"))
-    assert (dst / "db.db" / "t").is_dir() and list(outside.iterdir()) == []
-
-
-def test_a_crash_mid_removal_converges_at_the_next_start(dirs: tuple[Path, Path, Path]) -> None:
-    """A process killed after renaming a tree into its trash, before deleting it: the next start's
-    sweep deletes it (and only what is in that source's trash)."""
-    _, _, dst = dirs
-    trash, theirs = dst / "_streamer" / "trash" / "me", dst / "_streamer" / "trash" / "other"
-    _tree(dst / "db.db" / "t")
-    _tree(theirs / "1-x-t")
-    script = (
-        "import os, sys\n"
-        "from streamer.target.apply import files\n"
-        "from streamer.target.apply.paths import Root\n"
-        "from streamer.target.apply import trash\n"
-        "trash._delete = lambda path: os._exit(9)  # killed before any deletion\n"
-        "files.remove_tree(sys.argv[1], [Root.parse(sys.argv[2])], trash=sys.argv[3])\n"
-        "import time; time.sleep(30)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script, str(dst / "db.db" / "t"), str(dst), str(trash)],
-                          timeout=60, check=False)
-    assert done.returncode == 9
-    assert not (dst / "db.db" / "t").exists() and len(list(trash.iterdir())) == 1  # left in the trash
-    sweep_trash(str(trash))
-    assert wait_for_trash(10)
-    assert list(trash.iterdir()) == []
-    assert (theirs / "1-x-t").is_dir()  # another source's trash is its own to sweep
-
-
-def test_where_a_rename_copies_the_tree_is_deleted_in_place() -> None:
-    """An object store (fsspec's memory filesystem here): no trash, the objects are deleted at once."""
-    import fsspec
-
-    mem = fsspec.filesystem("memory")
-    mem.pipe("/wh41/db.db/t/p=1/f", b"1")
-    trash = "memory:///wh41/_streamer/trash/me"
-    remove_tree("memory:///wh41/db.db/t", [Root.parse("memory:///wh41")], trash=trash)
-    assert not mem.exists("/wh41/db.db/t") and not mem.exists("/wh41/_streamer/trash/me")
+        remove_tree(str(dst), roots)
+    assert (dst / "db.db").is_dir()
 
 
 def _hdfs(algorithm: str, data: bytes) -> str:
