@@ -165,12 +165,14 @@ def run_catchup(
     jdbc_user: str | None = None,
     py_spy: Path | None = None,
     copier: str = "job",
+    batch_read: str = "driver",
 ) -> dict[str, Any]:
     from streamer.metastore.thrift import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
-        p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier)
+        p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
+                       batch_read=batch_read)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
@@ -192,7 +194,8 @@ def run_catchup(
         ):
             CALLS.reset()
             t_restart = time.time()
-            p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier)
+            p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
+                       batch_read=batch_read)
             caught_up = p.wait_applied(last, timeout)
         catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
@@ -256,6 +259,7 @@ def run_catchup(
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,
             "copier": copier,
+            "batch_read": batch_read,
             "source_write_eps": backlog / source_s,
             "mix_catchup": _mix(p, first, last),
             "mix_live": _mix(p, live_first, live_last),
@@ -337,6 +341,14 @@ SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", 
     "A/B runs.",
 )
 @click.option(
+    "--batch-read",
+    type=click.Choice(["driver", "spark"]),
+    default="driver",
+    show_default=True,
+    help="The target's --batch-read: the driver reads each micro-batch's records from Kafka, or Spark "
+    "collects them (the job before issue 41's fourth stop), for A/B runs.",
+)
+@click.option(
     "--py-spy",
     "py_spy",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -357,6 +369,7 @@ def main(
     timeout: float,
     coalesce: bool,
     copier: str,
+    batch_read: str,
     py_spy: Path | None,
     work_dir: Path | None,
 ) -> None:
@@ -376,6 +389,7 @@ def main(
             f"--timeout={timeout}",
             "--coalesce-backlog" if coalesce else "--no-coalesce-backlog",
             f"--copier={copier}",
+            f"--batch-read={batch_read}",
             *([f"--work-dir={work_dir}"] if work_dir is not None else []),
         ]
         variants = {kind: _in_subprocess(kind, args) for kind in METASTORES}
@@ -402,6 +416,7 @@ def main(
             jdbc_user=jdbc_user,
             py_spy=py_spy.resolve() if py_spy is not None else None,
             copier=copier,
+            batch_read=batch_read,
         )
     title = f"catch-up and paced lag ({metastore} target metastore)"
     emit(title, {"metastore": metastore, **result}, as_json)
