@@ -81,7 +81,7 @@ class ScaleSettings:
     max_events_per_trigger: int = 5000
     trigger_seconds: float = 0.5
     kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
-    batch_read: str = "driver"  # "driver" or "spark": how foreachBatch gets records (streaming.batch_records)
+    batch_read: str = "driver"  # "driver" or "spark": how foreachBatch gets records (batch_source)
     # scaling out (streamer.target.job.lanes, streamer.target.job.executor_copy)
     consistency: str = "global"  # global | database
     apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes

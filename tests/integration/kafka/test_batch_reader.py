@@ -14,7 +14,7 @@ from streamer import metrics
 from streamer.kafka.batch_reader import BatchReader
 from streamer.kafka.spark_source import register
 from streamer.kafka.spark_source_options import SourceOptions, parse_options
-from streamer.target.job.streaming import batch_records
+from streamer.target.job.batch_source import batch_records
 from tests.integration.kafka.transactions import send, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

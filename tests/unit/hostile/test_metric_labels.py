@@ -28,7 +28,7 @@ from tests.unit.target import builders as b
 pytestmark = pytest.mark.timeout(60)
 
 # kind: the agent's error kinds; le: histogram buckets; python, version: streamer_build_info's
-ALLOWED_LABELS = {"db", "event_type", "kind", "le", "python", "version"}
+ALLOWED_LABELS = {"db", "event_type", "kind", "le", "python", "version", "via"}
 ODD_TABLES = ['t"quote', "t\nnewline", "t{brace}", "t\\back", "tabl\u00e9_\u202e", "t=1,x=2", "x" * 300]
 ODD_DB = 'db"{odd}\\'
 INVALID_DB = "db\nforged"  # no metastore holds it: refused, and its halt's label is a bounded stand-in
@@ -50,6 +50,8 @@ def test_odd_names_stay_out_of_metric_labels(tmp_path: Path) -> None:
         for sample in family.samples:
             assert set(sample.labels) <= ALLOWED_LABELS, f"{sample.name} has labels {sorted(sample.labels)}"
             values.update(sample.labels.values())
+            if "via" in sample.labels:  # how a micro-batch was read: a fixed pair, never a name
+                assert sample.labels["via"] in {"kafka", "spark"}, sample
             if "event_type" in sample.labels:
                 assert sample.labels["event_type"] in {t.value for t in EventType}, sample
     for name in ODD_TABLES:

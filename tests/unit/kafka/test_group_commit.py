@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from streamer.kafka.group_commit import REFRESH_S, GroupCommitter, commit_due
 from streamer.kafka.naming import target_group
+from streamer.target.job.batch_source import consumer_group
 from streamer.target.job.settings import (
     KafkaSettings,
     LayoutSettings,
     MetastoreSettings,
     TargetSettings,
 )
-from streamer.target.job.streaming import consumer_group
 
 
 def test_a_commit_is_due_on_a_new_offset_or_when_the_last_one_is_old() -> None:
