@@ -220,12 +220,12 @@ TARGET_EVENTS_VOIDED = Counter(
     "event of their table replaced or dropped those files (applied as one voiding run with it)",
     registry=TARGET_REGISTRY,
 )
-TARGET_BATCH_READS = Counter(
-    "streamer_target_batch_reads_total",
-    "Micro-batches whose records the job read: from Kafka by the driver (via=kafka), or collected "
+TARGET_BATCH_READ_SECONDS = Histogram(
+    "streamer_target_batch_read_seconds",
+    "Time to get one micro-batch's records: read from Kafka by the driver (via=kafka), or collected "
     "through Spark (via=spark: --batch-read spark, or a batch whose range was not logged where the job "
     "reads it)",
-    ["via"], registry=TARGET_REGISTRY,
+    ["via"], buckets=_LATENCY_BUCKETS, registry=TARGET_REGISTRY,
 )
 TARGET_BYTES_COPIED = Counter(
     "streamer_target_bytes_copied_total", "Bytes of data files copied", registry=TARGET_REGISTRY

@@ -46,6 +46,15 @@ class BatchReader:
         if end <= start:
             return []
         consumer = self._positioned(start)
+        try:
+            out = self._read_to(consumer, end)
+        except BaseException:
+            self._next, self._ahead = None, []  # where the consumer stands is unknown: assign again
+            raise
+        self._next = end
+        return out
+
+    def _read_to(self, consumer: Consumer, end: int) -> list[tuple[int, bytes]]:
         topic, partition = self.opts.topic, self.opts.partition
         out: list[tuple[int, bytes]] = []
         assert self._next is not None
@@ -58,18 +67,17 @@ class BatchReader:
                 first = consumer.poll(_POLL)
                 fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
             for i, msg in enumerate(fetched):
-                if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
-                    continue
                 offset = int(msg.offset() or 0)
                 if offset >= end:
-                    self._ahead = fetched[i:]  # the next batch's: kept for it
+                    self._ahead = fetched[i:]  # the next batch's (records or errors): kept for it
                     position = end
                     break
-                if offset < position:
+                check_message(msg, self.opts.max_record_bytes)  # a refusal (client errors too) first
+                if not is_data(msg, topic, partition, position, f" while reading up to {end}"):
                     continue
-                check_message(msg, self.opts.max_record_bytes)
-                out.append((offset, msg.value() or b""))
-                position = offset + 1
+                if offset >= position:
+                    out.append((offset, msg.value() or b""))
+                    position = offset + 1
             if position < end:
                 # offsets passed without a record (transaction markers, aborted records) count as read
                 current = consumer.position([TopicPartition(topic, partition)])[0].offset
@@ -79,12 +87,10 @@ class BatchReader:
                 elif fetched:
                     progressed = time.monotonic()
                 elif time.monotonic() - progressed > self.opts.poll_timeout_s:
-                    self._next = None
                     raise KafkaClientError(
                         f"reading {topic}[{partition}] stalled at offset {position} (the micro-batch "
                         f"ends at {end}) for {self.opts.poll_timeout_s:.0f}s: an unreachable broker"
                     )
-        self._next = end
         return out
 
     def _positioned(self, start: int) -> Consumer:

@@ -64,10 +64,10 @@ def batch_records(
     def records(df: DataFrame, batch_id: int) -> list[tuple[int, bytes]]:
         logged = batch_range(checkpoint_dir, batch_id) if direct is not None else None
         if direct is not None and logged is not None:
-            metrics.TARGET_BATCH_READS.labels(via="kafka").inc()
-            return direct.read(offset_of(opts, logged[0]), offset_of(opts, logged[1]))
-        metrics.TARGET_BATCH_READS.labels(via="spark").inc()
-        rows = df.select("offset", "value").collect()
-        return sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
+            with metrics.TARGET_BATCH_READ_SECONDS.labels(via="kafka").time():
+                return direct.read(offset_of(opts, logged[0]), offset_of(opts, logged[1]))
+        with metrics.TARGET_BATCH_READ_SECONDS.labels(via="spark").time():
+            rows = df.select("offset", "value").collect()
+            return sorted((int(r["offset"]), bytes(r["value"])) for r in rows)
 
     return records

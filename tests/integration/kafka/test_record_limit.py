@@ -105,6 +105,16 @@ def test_a_zstd_bomb_is_never_decompressed_past_the_limit(kafka_config: dict[str
         list(read_offset_range(_options(kafka_config, topic, "task"), 0, 3))
     assert (info.value.offset, info.value.size) == (1, None)
 
+    batch = BatchReader(_options(kafka_config, topic, "driver"))  # the job's driver (--batch-read driver)
+    try:
+        assert batch.read(0, 1) == [(0, b"r0")]
+        with pytest.raises(OversizedRecordError) as info:
+            batch.read(1, 3)
+        assert (info.value.offset, info.value.size) == (1, None)
+        assert batch.read(0, 1) == [(0, b"r0")]  # after a failed read it is assigned again
+    finally:
+        batch.close()
+
 
 def test_verify_reads_the_topic_under_the_same_limit(kafka_config: dict[str, Any], topic: str) -> None:
     """`streamer verify` (and the job's --verify-every) read the whole topic too: a record over the
