@@ -151,6 +151,14 @@ def _wait_published(p: Pipeline, last: int) -> None:
         time.sleep(0.05)
 
 
+def _batch_read_seconds() -> float:
+    """Seconds this process has spent getting micro-batches' records, both ways (--batch-read)."""
+    from streamer.metrics import TARGET_REGISTRY
+
+    name = "streamer_target_batch_read_seconds_sum"
+    return sum(TARGET_REGISTRY.get_sample_value(name, {"via": via}) or 0.0 for via in ("kafka", "spark"))
+
+
 def run_catchup(
     work: Path,
     *,
@@ -193,10 +201,12 @@ def run_catchup(
             RssSampler({"driver": "self", "jvm": jvm}) as rss,
         ):
             CALLS.reset()
+            read_before = _batch_read_seconds()
             t_restart = time.time()
             p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
                        batch_read=batch_read)
             caught_up = p.wait_applied(last, timeout)
+        catchup_read_s = _batch_read_seconds() - read_before
         catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
         t_done = p.stages.applied.get(last, time.time())
@@ -211,8 +221,10 @@ def run_catchup(
         live_rate = live_fraction * catchup_eps
         say(f"live: {live_events} events at {live_rate:.1f}/s ({live_fraction:.0%} of the catch-up rate)")
         CALLS.reset()
+        read_before = _batch_read_seconds()
         live_first, live_last, live_source_s = _write_paced(p, workload, live_events, live_rate)
         live_caught_up = p.wait_applied(live_last, timeout)
+        live_read_s = _batch_read_seconds() - read_before
         live_seconds = CALLS.seconds
         live_calls = CALLS.reset()
         live_n = live_last - live_first + 1
@@ -238,6 +250,9 @@ def run_catchup(
             "metastore_seconds_per_event": catchup_seconds / backlog,
             "metastore_seconds_per_event_live": live_seconds / live_n,
             "metastore_share": catchup_seconds / (t_done - t_restart),
+            # getting the micro-batches' records (streamer_target_batch_read_seconds: Kafka or collect)
+            "batch_read_share": catchup_read_s / (t_done - t_restart),
+            "batch_read_seconds_live_per_event": live_read_s / live_n,
             "peak_rss_bytes": rss.peak("driver"),
             "rss_growth_ratio": ratio(rss.peak("driver"), rss.peak("driver", until=quarter)),
             "jvm_peak_rss_bytes": rss.peak("jvm"),
