@@ -32,7 +32,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from streamer import metrics
 from streamer.errors import ApplyError, ChecksumMismatchError, PathEscapeError, StreamerError
-from streamer.events.model import EventType, FileRef, InsertPayload
+from streamer.events.model import AddPartitionPayload, EventType, FileRef, InsertPayload, TableSnapshot
 from streamer.filesystems import FsSettings, configure, current_settings, url_to_fs
 from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, StagedFile
 from streamer.target.apply.guard import ensure_no_symlinks, inside_a_root
@@ -116,23 +116,33 @@ class PrestageGroup:
 
 def prestage_groups(the_plan: Plan) -> list[PrestageGroup]:
     """What a batch may prestage, in the order its steps run: the files of each INSERT applied as an
-    event of its own, after the first step (which starts at once), each file verifiable (a checksum).
+    event of its own and of each ADD_PARTITION step (one event or a merged run: all their files are
+    copied), after the first step (which starts at once), each file verifiable (a checksum).
     Coalesced and collapsed steps copy only their last event's files: left out."""
     groups: list[PrestageGroup] = []
     for step in the_plan.steps[1:]:
-        if step.kind is not StepKind.EVENT:
+        if step.kind not in (StepKind.EVENT, StepKind.ADD_PARTITIONS):
             continue
         for event in step.events:
             payload = event.payload
-            if event.event_type is not EventType.INSERT or not isinstance(payload, InsertPayload):
-                continue
-            refs = tuple(r for r in payload.files if r.checksum and r.checksum_algorithm)
-            part = payload.partition.sd.location if payload.partition_values and payload.partition else None
-            table = payload.table.sd.location if payload.table is not None else None
-            locations = tuple(loc for loc in (part, table) if loc)
-            if refs and locations:
-                groups.append(PrestageGroup(refs, locations))
+            if event.event_type is EventType.INSERT and isinstance(payload, InsertPayload):
+                located = payload.partition_values and payload.partition is not None
+                part = payload.partition.sd.location if located and payload.partition else None
+                groups += _group(payload.files, part, payload.table)
+            elif event.event_type is EventType.ADD_PARTITION and isinstance(payload, AddPartitionPayload):
+                for p in payload.partitions:  # each partition's files: those below its location
+                    below = (p.sd.location or "").rstrip("/") + "/"
+                    mine = [r for r in payload.files if p.sd.location and r.uri.startswith(below)]
+                    groups += _group(mine, p.sd.location, payload.table)
     return groups
+
+
+def _group(files: Sequence[FileRef], part: str | None, table: TableSnapshot | None) -> list[PrestageGroup]:
+    """The verifiable ``files`` of one object, read only where its own location and its table's allow
+    (the read rules at both); none without a location to read against."""
+    refs = tuple(r for r in files if r.checksum and r.checksum_algorithm)
+    locations = tuple(loc for loc in (part, table.sd.location if table is not None else None) if loc)
+    return [PrestageGroup(refs, locations)] if refs and locations else []
 
 
 class PooledFileCopier(FileCopier):

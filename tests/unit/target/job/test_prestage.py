@@ -181,6 +181,53 @@ def test_which_files_a_plan_prestages() -> None:
     assert later.event_type is EventType.INSERT
 
 
+def test_which_files_of_added_partitions_a_plan_prestages() -> None:
+    """An ADD_PARTITION step copies every file of its events: each partition's own files are grouped
+    under its location; a file below none of them is left to the step (which refuses it)."""
+    t = b.table("db", "t", ("p",))
+
+    def ref(rel: str) -> FileRef:
+        return FileRef(uri=f"{t.sd.location}/{rel}", checksum=hashlib.sha256(rel.encode()).hexdigest(),
+                       checksum_algorithm="sha256", size=1)
+
+    p1, p2, p3 = b.partition(t, "1"), b.partition(t, "2"), b.partition(t, "3")
+    one = b.add_partition(2, t, [p1, p2], [ref("p=1/a"), ref("p=2/b"), ref("p=10/stray"),
+                                            FileRef(uri=f"{t.sd.location}/p=1/unverified", size=1)])
+    merged = (b.add_partition(3, t, [p3], [ref("p=3/c")]),)
+    steps = (
+        Step(StepKind.EVENT, (b.add_partition(1, t, [p1], [ref("p=1/first")]),), "db"),  # starts at once
+        Step(StepKind.EVENT, (one,), "db"),
+        Step(StepKind.ADD_PARTITIONS, merged, "db"),
+    )
+    assert prestage_groups(Plan(steps=steps)) == [
+        PrestageGroup((ref("p=1/a"),), (p1.sd.location, t.sd.location)),
+        PrestageGroup((ref("p=2/b"),), (p2.sd.location, t.sd.location)),
+        PrestageGroup((ref("p=3/c"),), (p3.sd.location, t.sd.location)),
+    ]
+
+
+def test_a_batch_prestages_the_files_of_its_later_added_partitions(tmp_path: Path) -> None:
+    """Through the job's batch: ADD_PARTITION steps after the first take their files from the staging
+    directory and publish the same bytes a copy from the source gives."""
+    src = tmp_path / "src" / "db.db" / "t"
+    t = b.table("db", "t", ("p",), location=f"file://{src}")
+    events = [b.create_db(1, "db"), b.create_table(2, t)]
+    for i in range(4):
+        part = b.partition(t, str(i))
+        ref = b.write_source_file(src / f"p={i}", f"f{i}", f"data{i}".encode())
+        events.append(b.add_partition(3 + i, t, [part], [ref]))
+    copier = PooledFileCopier(max_workers=2)
+    job = BatchApplier(settings(tmp_path, None), MemoryCatalog(), copier=copier)
+    job.process(records(events))
+    assert job.state.halts() == {}
+    wh = tmp_path / "wh" / "db.db" / "t"
+    assert {f"{p.parent.name}/{p.name}": p.read_bytes() for p in _files(wh)} == {
+        f"p={i}/f{i}": f"data{i}".encode() for i in range(4)
+    }
+    assert copier.prestaged_taken >= 3  # every ADD_PARTITION step but the batch's first
+    assert _files(tmp_path / "wh" / "_streamer" / "staging") == []
+
+
 def test_a_batch_prestages_its_later_inserts_and_a_halt_leaves_nothing_staged(tmp_path: Path) -> None:
     """Through the job's batch: the steps after the first take their files from the staging
     directory; a database halted at a bad file leaves its later steps' prestaged copies unused, and
