@@ -1,12 +1,12 @@
 """A micro-batch's records read by the job's driver itself, from the offset range Spark logged.
 
-``foreachBatch`` hands the job a DataFrame; collecting it is a Spark job per micro-batch (~0.1 s
-idle, ~0.35 s for 500 records on two cores), the largest fixed cost of a live micro-batch and ~8% of
-a catch-up (bench/README.md, issue 41). The range the batch covers is in Spark's checkpoint before
-the batch runs (``checkpoint.batch_range``), and Kafka gives the same records to any
-``read_committed`` reader of that range. So the driver reads them with one long-lived consumer
-that reads on from where the last batch ended (what it fetched ahead is kept), with the same record
-limit and data-loss checks the source's readers make. Spark's DataFrame is left unread.
+``foreachBatch`` hands the job a DataFrame; collecting it is a Spark job per micro-batch (on two
+quiet cores ~3 ms per event of a live batch and 3-6% of a catch-up; bench/README.md, issue 41).
+The range the batch covers is in Spark's checkpoint before the batch runs
+(``checkpoint.batch_range``), and Kafka gives the same records to any ``read_committed`` reader of
+that range. So the driver reads them with one long-lived consumer that reads on from where the last
+batch ended (what it fetched ahead is kept), with the same record limit and data-loss checks the
+source's readers make. Spark's DataFrame is left unread.
 """
 
 from __future__ import annotations
