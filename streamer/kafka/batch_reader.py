@@ -1,7 +1,7 @@
 """A micro-batch's records read by the job's driver itself, from the offset range Spark logged.
 
 ``foreachBatch`` hands the job a DataFrame; collecting it is a Spark job per micro-batch (on two
-quiet cores ~3 ms per event of a live batch and 3-6% of a catch-up; bench/README.md, issue 41).
+quiet cores ~3 ms per event of a live batch and 2.6-5.9% of a catch-up; bench/README.md, issue 41).
 The range the batch covers is in Spark's checkpoint before the batch runs
 (``checkpoint.batch_range``), and Kafka gives the same records to any ``read_committed`` reader of
 that range. So the driver reads them with one long-lived consumer that reads on from where the last

@@ -126,14 +126,14 @@ def prestage_groups(the_plan: Plan) -> list[PrestageGroup]:
         for event in step.events:
             payload = event.payload
             if event.event_type is EventType.INSERT and isinstance(payload, InsertPayload):
-                located = payload.partition_values and payload.partition is not None
-                part = payload.partition.sd.location if located and payload.partition else None
-                groups += _group(payload.files, part, payload.table)
+                partition = payload.partition if payload.partition_values else None
+                groups += _group(payload.files, partition.sd.location if partition else None, payload.table)
             elif event.event_type is EventType.ADD_PARTITION and isinstance(payload, AddPartitionPayload):
                 for p in payload.partitions:  # each partition's files: those below its location
-                    below = (p.sd.location or "").rstrip("/") + "/"
-                    mine = [r for r in payload.files if p.sd.location and r.uri.startswith(below)]
-                    groups += _group(mine, p.sd.location, payload.table)
+                    if p.sd.location:
+                        below = p.sd.location.rstrip("/") + "/"
+                        mine = [r for r in payload.files if r.uri.startswith(below)]
+                        groups += _group(mine, p.sd.location, payload.table)
     return groups
 
 
