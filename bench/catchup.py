@@ -172,15 +172,17 @@ def run_catchup(
     jdbc_url: str | None = None,
     jdbc_user: str | None = None,
     py_spy: Path | None = None,
+    py_spy_live: Path | None = None,
     copier: str = "job",
     batch_read: str = "driver",
+    batch_follow: float = 2.0,
 ) -> dict[str, Any]:
     from streamer.metastore.thrift import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
         p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
-                       batch_read=batch_read)
+                       batch_read=batch_read, batch_follow_seconds=batch_follow)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
@@ -204,7 +206,7 @@ def run_catchup(
             read_before = _batch_read_seconds()
             t_restart = time.time()
             p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
-                       batch_read=batch_read)
+                       batch_read=batch_read, batch_follow_seconds=batch_follow)
             caught_up = p.wait_applied(last, timeout)
         catchup_read_s = _batch_read_seconds() - read_before
         catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
@@ -222,8 +224,9 @@ def run_catchup(
         say(f"live: {live_events} events at {live_rate:.1f}/s ({live_fraction:.0%} of the catch-up rate)")
         CALLS.reset()
         read_before = _batch_read_seconds()
-        live_first, live_last, live_source_s = _write_paced(p, workload, live_events, live_rate)
-        live_caught_up = p.wait_applied(live_last, timeout)
+        with PySpy(py_spy_live) if py_spy_live is not None else contextlib.nullcontext():
+            live_first, live_last, live_source_s = _write_paced(p, workload, live_events, live_rate)
+            live_caught_up = p.wait_applied(live_last, timeout)
         live_read_s = _batch_read_seconds() - read_before
         live_seconds = CALLS.seconds
         live_calls = CALLS.reset()
@@ -275,6 +278,7 @@ def run_catchup(
             "coalesce_backlog": coalesce,
             "copier": copier,
             "batch_read": batch_read,
+            "batch_follow_seconds": batch_follow,
             "source_write_eps": backlog / source_s,
             "mix_catchup": _mix(p, first, last),
             "mix_live": _mix(p, live_first, live_last),
@@ -364,12 +368,28 @@ SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", 
     "collects them (the job before issue 41's fourth stop), for A/B runs.",
 )
 @click.option(
+    "--batch-follow",
+    "batch_follow",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="The target's --batch-follow: seconds a micro-batch goes on applying the records that arrive "
+    "after its own (0: off, the job before issue 41's fifth stop), for A/B runs.",
+)
+@click.option(
     "--py-spy",
     "py_spy",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Sample the catch-up (restart to last apply) with py-spy (the dev extra) into this file, as raw "
     "stacks of this process and its subprocesses; bench/profile_table.py makes the table (one metastore).",
+)
+@click.option(
+    "--py-spy-live",
+    "py_spy_live",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The same for the paced live phase (first write to last apply).",
 )
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def main(
@@ -385,15 +405,17 @@ def main(
     coalesce: bool,
     copier: str,
     batch_read: str,
+    batch_follow: float,
     py_spy: Path | None,
+    py_spy_live: Path | None,
     work_dir: Path | None,
 ) -> None:
     """Catch-up rate after a target outage against the metastore's bound, and the lag at a share of it."""
     quiet_logs()
     exit_on_sigterm()
     if metastore == "both":
-        if py_spy is not None:
-            raise click.UsageError("--py-spy profiles one --metastore (derby or postgres)")
+        if py_spy is not None or py_spy_live is not None:
+            raise click.UsageError("--py-spy and --py-spy-live profile one --metastore (derby or postgres)")
         args = [
             f"--events={events}",
             f"--max-events-per-trigger={per_trigger}",
@@ -405,6 +427,7 @@ def main(
             "--coalesce-backlog" if coalesce else "--no-coalesce-backlog",
             f"--copier={copier}",
             f"--batch-read={batch_read}",
+            f"--batch-follow={batch_follow}",
             *([f"--work-dir={work_dir}"] if work_dir is not None else []),
         ]
         variants = {kind: _in_subprocess(kind, args) for kind in METASTORES}
@@ -430,8 +453,10 @@ def main(
             jdbc_url=jdbc_url,
             jdbc_user=jdbc_user,
             py_spy=py_spy.resolve() if py_spy is not None else None,
+            py_spy_live=py_spy_live.resolve() if py_spy_live is not None else None,
             copier=copier,
             batch_read=batch_read,
+            batch_follow=batch_follow,
         )
     title = f"catch-up and paced lag ({metastore} target metastore)"
     emit(title, {"metastore": metastore, **result}, as_json)

@@ -465,6 +465,8 @@ class Pipeline:
 
     def stop_target(self) -> None:
         if self.query is not None:
+            if self.applier is not None:
+                self.applier.stop_reading()
             self.query.stop()
             self.query = None
         if self.applier is not None:

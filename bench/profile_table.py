@@ -37,6 +37,7 @@ CATEGORIES: Sequence[tuple[str, Sequence[str]]] = (
     ("planning, regrouping, policy", ("streamer/target/plan", "streamer/target/apply/regroup",
                                       "streamer/target/apply/plan")),
     ("applier logic (streamer/target/apply, rest)", ("streamer/target/apply/",)),
+    ("waiting for records after the batch's own (--batch-follow)", ("BatchReader.read_on",)),
     ("job logic (streamer/target/job, rest)", ("streamer/target/job/",)),
 )
 OTHER = "other"

@@ -265,7 +265,8 @@ def run_demo(
         batch_applier = BatchApplier(settings, catalog, on_applied=timeline.on_applied)
         stack.callback(batch_applier.close)  # after the query has stopped
         query = start_query(spark, settings, batch_applier)
-        stack.callback(query.stop)  # first: stop() returns once the query and its source have stopped
+        stack.callback(query.stop)  # stop() returns once the query and its source have stopped
+        stack.callback(batch_applier.stop_reading)  # first: the running micro-batch's reading on ends
         warm_until = time.monotonic() + 120
         while batch_applier.batches == 0 and time.monotonic() < warm_until and query.isActive:
             time.sleep(0.1)  # the first micro-batch starts Spark's Python workers: not replication lag

@@ -136,6 +136,7 @@ class EventChainError(DataLossError):
         offset: int,
         last_offset: int,
         same_offset: bool = False,
+        missing: bool = False,
     ) -> None:
         self.topic = topic
         self.expected_prev = expected_prev
@@ -145,7 +146,10 @@ class EventChainError(DataLossError):
         self.offset = offset
         self.last_offset = last_offset
         found = (
-            f"is event {event_id} {event_type}, not event {expected_prev} consumed there before"
+            f"holds no record of this stream now, where event {expected_prev} was consumed before, yet "
+            f"the records before it are read again (the first is event {event_id} {event_type})"
+            if missing
+            else f"is event {event_id} {event_type}, not event {expected_prev} consumed there before"
             if same_offset
             else f"(event {event_id} {event_type}) follows event {found_prev}, but the last record consumed "
             f"(offset {last_offset}) was event {expected_prev}"

@@ -123,8 +123,8 @@ def status_cmd(archive_dir: str, state_dir: Path, as_json: bool) -> None:
 _NOT_FOR_LOAD: dict[str, Any] = {
     "bootstrap_servers": "no-broker:9", "kafka_setting": (), "topic": None, "source_id": "source",
     "checkpoint_dir": None, "max_record_bytes": DEFAULT_TARGET_MAX_RECORD_BYTES, "trigger_seconds": 0.5,
-    "kafka_reader": "driver", "batch_read": "driver", "consumer_group": "", "executor_copy_min_bytes": 0,
-    "executor_copy_min_files": 0,
+    "kafka_reader": "driver", "batch_read": "driver", "batch_follow": 0.0, "consumer_group": "",
+    "executor_copy_min_bytes": 0, "executor_copy_min_files": 0,
     "py_files": (), "spark_master": None, "external_sync_seconds": 0.0, "external_source_prefix": "file://",
     "verify_every": 0.0, "verify_source_hms_uri": None, "verify_source_notification_db": None,
     "metrics_port": 0, "metrics_addr": "127.0.0.1", "metrics_tls_cert": None, "metrics_tls_key": None,

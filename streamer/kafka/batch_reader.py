@@ -7,6 +7,11 @@ The range the batch covers is in Spark's checkpoint before the batch runs
 that range. So the driver reads them with one long-lived consumer that reads on from where the last
 batch ended (what it fetched ahead is kept), with the same record limit and data-loss checks the
 source's readers make. Spark's DataFrame is left unread.
+
+``read_on`` goes past the batch's range (``--batch-follow``): the records that came after it, handed
+to the apply before Spark plans the next micro-batch. The next range then starts where they ended,
+so a record is handed out once per reader; a failure forgets that (``forget``), and the records are
+read again, to be skipped by event id (``repl.last.id``) as after any crash.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class BatchReader:
         self._consumer: Consumer | None = None
         self._next: int | None = None  # where the consumer reads on (None: assign first)
         self._ahead: list[Message] = []  # fetched at or past ``_next``
+        self._handed: int | None = None  # ``read_on`` handed out every record below this offset
 
     def read(self, start: int, end: int) -> list[tuple[int, bytes]]:
         """``(offset, value)`` of every committed data record with ``start <= offset < end``, in order.
@@ -43,15 +49,81 @@ class BatchReader:
         ``DataLossError`` (or, with ``failOnDataLoss=false``, the range starts where the topic does,
         as the source's readers do); a record over the limit raises ``OversizedRecordError``.
         """
+        handed = self._handed
+        if handed is not None and start < handed:  # read on past ``start`` already: from there on
+            if end <= handed:
+                return []
+            start = handed
+        self._handed = None
         if end <= start:
             return []
         consumer = self._positioned(start)
         try:
             out = self._read_to(consumer, end)
         except BaseException:
-            self._next, self._ahead = None, []  # where the consumer stands is unknown: assign again
+            self.forget()  # where the consumer stands is unknown: assign again
             raise
         self._next = end
+        return out
+
+    def read_on(self, limit: int, wait: float) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` committed data records from where the last read ended, as many as have
+        arrived (waiting up to ``wait`` seconds for the first), in order; [] when none came or the
+        reader has not read yet. Each is handed out once: the next ``read`` starts after them."""
+        if self._consumer is None or self._next is None:
+            return []
+        try:
+            out = self._read_available(self._consumer, limit, wait)
+        except BaseException:
+            self.forget()
+            raise
+        self._handed = self._next
+        return out
+
+    @property
+    def reading(self) -> bool:
+        """Whether the reader knows where it reads on (a range ended there, or ``seek``)."""
+        return self._consumer is not None and self._next is not None
+
+    def seek(self, offset: int) -> None:
+        """Read on from ``offset`` (a range read some other way ended there), after the data-loss check."""
+        try:
+            self._positioned(offset)
+        except BaseException:
+            self.forget()
+            raise
+
+    def forget(self) -> None:
+        """Read the next range whole, from a new assignment: what was handed out is unknown (its
+        apply failed), or the consumer stands somewhere unknown."""
+        self._next, self._ahead, self._handed = None, [], None
+
+    def _read_available(self, consumer: Consumer, limit: int, wait: float) -> list[tuple[int, bytes]]:
+        topic, partition = self.opts.topic, self.opts.partition
+        assert self._next is not None
+        position = self._next
+        fetched, self._ahead = self._ahead, []
+        if not fetched:
+            first = consumer.poll(wait)
+            fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+        out: list[tuple[int, bytes]] = []
+        for i, msg in enumerate(fetched):
+            if len(out) >= limit:
+                self._ahead = fetched[i:]  # kept, in order, for the next read
+                break
+            check_message(msg, self.opts.max_record_bytes)
+            if not is_data(msg, topic, partition, position, " while reading on"):
+                continue
+            offset = int(msg.offset() or 0)
+            if offset >= position:
+                out.append((offset, msg.value() or b""))
+                position = offset + 1
+        if not self._ahead:
+            # offsets passed without a record (transaction markers, aborted records): read too
+            current = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if current != OFFSET_INVALID and current > position:
+                position = current
+        self._next = position
         return out
 
     def _read_to(self, consumer: Consumer, end: int) -> list[tuple[int, bytes]]:
@@ -111,6 +183,7 @@ class BatchReader:
         return self._consumer
 
     def close(self) -> None:
-        consumer, self._consumer, self._next, self._ahead = self._consumer, None, None, []
+        consumer, self._consumer = self._consumer, None
+        self.forget()
         if consumer is not None:
             consumer.close()

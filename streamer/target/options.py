@@ -226,6 +226,13 @@ scale_options = Group("scale", {
         "batch, or one whose checkpoint is not on a local filesystem, is collected through Spark). spark: "
         "every micro-batch's rows are collected through Spark.",
     ),
+    "batch_follow": _option(
+        "--batch-follow", default=2.0, show_default=True, type=click.FloatRange(min=0),
+        help="With --batch-read driver: after its own records, a micro-batch goes on applying the records "
+        "that arrive, for up to this many seconds, before Spark checkpoints it. A live record then waits "
+        "for neither Spark's next micro-batch nor its fixed costs. A restart re-reads at most this span, "
+        "skipping what was applied. 0: off.",
+    ),
     "copy_workers": _option("--copy-workers", default=8, show_default=True, type=click.IntRange(min=1)),
     "consistency": _option(
         "--consistency", type=click.Choice(["global", "database"]), default="global", show_default=True,
@@ -451,6 +458,7 @@ def scale_settings(o: Mapping[str, Any]) -> ScaleSettings:
         trigger_seconds=o["trigger_seconds"],
         kafka_reader=o["kafka_reader"],
         batch_read=o["batch_read"],
+        batch_follow_seconds=o["batch_follow"],
         consistency=o["consistency"],
         apply_lanes=o["apply_lanes"],
         copy_workers=o["copy_workers"],

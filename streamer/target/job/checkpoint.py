@@ -88,6 +88,12 @@ def batch_range(checkpoint_dir: str, batch_id: int) -> tuple[dict[str, Any], dic
     return start, end
 
 
+def batch_end(checkpoint_dir: str, batch_id: int) -> dict[str, Any] | None:
+    """The source offset micro-batch ``batch_id`` runs to (as ``batch_range``, for the first batch too)."""
+    root = _local(checkpoint_dir)
+    return None if root is None else _logged_offset(root, batch_id, strict=True)
+
+
 def _logged_offset(root: Path, batch_id: int, *, strict: bool) -> dict[str, Any] | None:
     """The source's offset in ``offsets/<batch_id>``, or None (no such file, another shape).
     ``strict``: only the format this Spark writes (``v1``, one source), as records are read by it."""

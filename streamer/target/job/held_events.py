@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from streamer.events.codec import EventDeserializer
 from streamer.events.model import Event, EventType
 from streamer.target.apply.plan import step_db
 from streamer.target.job.settings import TargetSettings
 from streamer.target.state.state_file import TargetState
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -62,26 +66,33 @@ class HeldEvents:
             yield self._deserialize(value)
 
 
+def _consumer(settings: TargetSettings) -> Consumer:
+    """A ``read_committed`` consumer of the job's topic, outside Spark, under the job's record limit."""
+    from confluent_kafka import Consumer
+
+    from streamer.kafka.client_log import with_client_log
+    from streamer.kafka.record_limit import consumer_settings
+
+    config = {
+        "bootstrap.servers": settings.kafka.bootstrap_servers,
+        "group.id": f"streamer-replay-{settings.source_id}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "error",
+        **settings.kafka.config,
+    }
+    return Consumer(with_client_log({**config, **consumer_settings(settings.trust.max_record_bytes, config)}))
+
+
 def kafka_replay(settings: TargetSettings) -> Replay:
     """Re-reads a range of the topic outside Spark (the consumer connects on the first call)."""
 
     def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
-        from confluent_kafka import Consumer
-
-        from streamer.kafka.client_log import with_client_log
-        from streamer.kafka.record_limit import check_message, consumer_settings
+        from streamer.kafka.record_limit import check_message
         from streamer.kafka.topics import iter_range
 
         limit = settings.trust.max_record_bytes
-        config = {
-            "bootstrap.servers": settings.kafka.bootstrap_servers,
-            "group.id": f"streamer-replay-{settings.source_id}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            **settings.kafka.config,
-        }
-        consumer = Consumer(with_client_log({**config, **consumer_settings(limit, config)}))
+        consumer = _consumer(settings)
         try:
             for msg in iter_range(consumer, settings.kafka.topic, 0, start, end,
                                   check=lambda msg: check_message(msg, limit)):
@@ -90,3 +101,23 @@ def kafka_replay(settings: TargetSettings) -> Replay:
             consumer.close()
 
     return replay
+
+
+def kafka_record_at(settings: TargetSettings) -> Callable[[int], bytes | None]:
+    """The committed record at one offset of the topic, or None when the topic holds none there (it
+    ends before it, or a transaction marker or an aborted record takes it)."""
+
+    def record_at(offset: int) -> bytes | None:
+        from streamer.kafka.spark_source import checked_watermarks
+
+        topic = settings.kafka.topic
+        consumer = _consumer(settings)
+        try:
+            marks = checked_watermarks(consumer, topic, 0, offset + 1)
+            if marks is None or not marks[0] <= offset < marks[1]:
+                return None
+        finally:
+            consumer.close()
+        return next((value for _, value in kafka_replay(settings)(offset, offset + 1)), None)
+
+    return record_at

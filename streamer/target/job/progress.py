@@ -43,6 +43,7 @@ class JobProgress:
         }
         self.anchor: Anchor | None = read_anchor(settings.layout.state_dir)  # the last record consumed
         self.chain_error: EventChainError | None = None  # set once the chain broke: the job stops
+        self._anchor_held: Anchor | None = None  # the topic was seen to hold this anchor's record
         name = settings.layout.watermark_db
         if name is None:
             name = default_watermark_db(settings.source_id)
@@ -51,17 +52,53 @@ class JobProgress:
         )
         self.watermark.prepare()
 
-    def check_chain(self, decoded: Sequence[tuple[int, Event]]) -> ChainCheck:
+    def check_chain(
+        self, decoded: Sequence[tuple[int, Event]], record_at: Callable[[int], Event | None]
+    ) -> ChainCheck:
         """Whether ``decoded`` continues the chain from the anchor; a break is kept, and raised again by
-        every later batch (``EventChainError``) once this one's intact records are applied."""
+        every later batch (``EventChainError``) once this one's intact records are applied.
+        ``record_at(offset)`` reads one record of the topic (``anchor_held``)."""
         if self.chain_error is not None:
             raise self.chain_error
-        chain = check_chain(self.settings.kafka.topic, decoded, self.anchor)
+        gone = self.anchor_gone(decoded, record_at)
+        if gone is not None:
+            chain = ChainCheck(0, self.anchor, gone)
+        else:
+            chain = check_chain(self.settings.kafka.topic, decoded, self.anchor)
         if chain.error is not None:
             self.chain_error = chain.error
             metrics.TARGET_DATA_LOSS.set(1)
             log.error("%s", chain.error)
         return chain
+
+    def anchor_gone(
+        self, decoded: Sequence[tuple[int, Event]], record_at: Callable[[int], Event | None]
+    ) -> EventChainError | None:
+        """Records from before the anchor come again when Spark's checkpoint trails what the job
+        applied (``--batch-follow``; a crash between a batch's end and Spark's commit). The chain
+        does not check them (they were checked when first consumed), so first the topic must still
+        hold the anchor's record: else they are another topic's (recreated and refilled) and none
+        may be applied. Read once per anchor, from the batch when it holds that offset."""
+        anchor, topic = self.anchor, self.settings.kafka.topic
+        if anchor is None or anchor.topic != topic or anchor == self._anchor_held:
+            return None
+        again = [(offset, event) for offset, event in decoded if offset < anchor.offset]
+        if not again:
+            return None
+        there = next((event for offset, event in decoded if offset == anchor.offset), None)
+        if there is None:
+            there = record_at(anchor.offset)
+        if there is not None and there.event_id == anchor.event_id:
+            self._anchor_held = anchor
+            return None
+        first = again[0][1]
+        return EventChainError(
+            topic, expected_prev=anchor.event_id,
+            found_prev=there.event_id if there is not None else first.event_id,
+            event_id=there.event_id if there is not None else first.event_id,
+            event_type=str((there or first).event_type), offset=anchor.offset, last_offset=anchor.offset,
+            same_offset=True, missing=there is None,
+        )
 
     def publish(self, progress: dict[str, int], stuck: Collection[str], *, consumed: int | None = None,
                 halt: bool = False) -> None:

@@ -82,6 +82,7 @@ class ScaleSettings:
     trigger_seconds: float = 0.5
     kafka_reader: str = "driver"  # "driver" or "task"; see streamer.kafka.spark_source and trigger()
     batch_read: str = "driver"  # "driver" or "spark": how foreachBatch gets records (batch_source)
+    batch_follow_seconds: float = 2.0  # a micro-batch applies later records for this long (batch_source)
     # scaling out (streamer.target.job.lanes, streamer.target.job.executor_copy)
     consistency: str = "global"  # global | database
     apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes

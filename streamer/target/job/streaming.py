@@ -44,11 +44,11 @@ from streamer.target.apply.layout import check_external_layout
 from streamer.target.apply.paths import TargetPaths
 from streamer.target.apply.plan import Plan, plan
 from streamer.target.dr.failover import FailedOverError, read_record, refuse_if_failed_over
-from streamer.target.job.batch_source import batch_records, consumer_group, source_options
+from streamer.target.job.batch_source import BatchSource, consumer_group, source_options
 from streamer.target.job.bounded import UntilReached, reached, split_at
 from streamer.target.job.executor_copy import PooledFileCopier, prestage_groups
 from streamer.target.job.failure import Outcome, Recheck, failure_error, reported_offset
-from streamer.target.job.held_events import HeldEvents, kafka_replay
+from streamer.target.job.held_events import HeldEvents, kafka_record_at, kafka_replay
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.preflight import Waiting, claim
 from streamer.target.job.progress import JobProgress
@@ -78,6 +78,7 @@ class BatchApplier:
         catalog: Catalog,
         *,
         replay: Callable[[int, int], Iterable[tuple[int, bytes]]] | None = None,
+        record_at: Callable[[int], bytes | None] | None = None,
         on_applied: Callable[[Event, float], None] | None = None,
         copier: FileCopier | None = None,
         catalogs: Callable[[], Catalog] | None = None,
@@ -95,6 +96,7 @@ class BatchApplier:
         self.deserialize = EventDeserializer(check_envelope=False)  # the applier refuses it: a halt
         # held events are always re-read from the topic: a release that cannot replay would pass them
         self.held = HeldEvents(replay if replay is not None else kafka_replay(settings), self.deserialize)
+        self._record_at = record_at if record_at is not None else kafka_record_at(settings)
         self.voided = VoidedHalts(self.held.events_between)  # halts at gone files a later event voids
         self._on_applied = on_applied
         # consumed and applied progress, the chain's anchor, the watermark (streamer.target.job.progress)
@@ -105,6 +107,13 @@ class BatchApplier:
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
         self.closers: list[Callable[[], None]] = [self.runner.close]  # run by close(), newest first
+        self.stoppers: list[Callable[[], None]] = []  # run by stop_reading(): before the query stops
+
+    def stop_reading(self) -> None:
+        """End the running micro-batch's reading on (``--batch-follow``): call it before stopping the
+        query, which waits for that micro-batch."""
+        for stop in self.stoppers:
+            stop()
 
     def close(self) -> None:
         """Release the lanes' connections and the clients a query started for this job (its
@@ -124,7 +133,7 @@ class BatchApplier:
         refuse_if_failed_over(self.settings.layout.state_dir)  # a failover fences the job before any change
         self.reload_state()
         decoded = [(offset, self.deserialize(value)) for offset, value in records]
-        chain = self.progress.check_chain(decoded)
+        chain = self.progress.check_chain(decoded, self._event_at)
         # the halts as they stand (after a restart, or an operator's retry or skip), before any step:
         # no metastore call when the record already says so
         self._publish(halt=True)
@@ -179,6 +188,16 @@ class BatchApplier:
             log.info("%s", self.stopped_at_until)
             raise self.stopped_at_until
         return the_plan
+
+    def _event_at(self, offset: int) -> Event | None:
+        """The event of the topic's record at ``offset`` (None: no record, or not one of a stream's)."""
+        value = self._record_at(offset)
+        if value is None:
+            return None
+        try:
+            return self.deserialize(value)
+        except StreamerError:
+            return None
 
     @property
     def anchor(self) -> Anchor | None:
@@ -307,21 +326,26 @@ def start_query(
     for key, value in options.items():
         reader = reader.option(key, value)
     stream = reader.load()
-    records = batch_records(
-        settings.layout.checkpoint_dir, options, settings.scale.batch_read, batch_applier.closers
-    )
+    source = BatchSource(settings.layout.checkpoint_dir, options, settings.scale.batch_read,
+                         settings.scale.batch_follow_seconds)
+    batch_applier.closers.append(source.close)
+    batch_applier.stoppers.append(source.stop)
 
     quiet_normal_stops()
 
+    def apply(read: list[tuple[int, bytes]]) -> None:
+        with batch_applier.lock:
+            try:
+                batch_applier.process(read)
+            except NORMAL_STOPS:
+                quiet_query_end(spark)
+                raise
+
     def on_batch(df: DataFrame, batch_id: int) -> None:
-        read = records(df, batch_id)
+        read = source.records(df, batch_id)
         if read:
-            with batch_applier.lock:
-                try:
-                    batch_applier.process(read)
-                except NORMAL_STOPS:
-                    quiet_query_end(spark)
-                    raise
+            apply(read)
+        source.follow(batch_id, apply, lambda: batch_applier.reached_until)
 
     return (
         stream.writeStream.foreachBatch(on_batch)
@@ -478,6 +502,7 @@ def _run(settings: TargetSettings, until: Callable[[], bool] | None, catalog: Ca
             verifier.stop()
         if external_sync is not None:
             external_sync.stop()
+        batch_applier.stop_reading()
         query.stop()
         batch_applier.close()
 

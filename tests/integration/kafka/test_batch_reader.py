@@ -1,8 +1,11 @@
-"""The driver's own read of a micro-batch's range (``--batch-read driver``), against a real broker and
-real Spark: the records are those a plain ``read_committed`` consumer and Spark's collect give."""
+"""The driver's own read of a micro-batch's range (``--batch-read driver``) and of the records after it
+(``--batch-follow``), against a real broker and real Spark: the records are those a plain
+``read_committed`` consumer and Spark's collect give, each handed out once."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ from streamer import metrics
 from streamer.kafka.batch_reader import BatchReader
 from streamer.kafka.spark_source import register
 from streamer.kafka.spark_source_options import SourceOptions, parse_options
-from streamer.target.job.batch_source import batch_records
+from streamer.target.job.batch_source import BatchSource
 from tests.integration.kafka.transactions import send, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -80,8 +83,49 @@ def test_ranges_read_on_and_again_give_what_a_read_committed_consumer_gives(
         reader.close()
 
 
+def test_reading_on_hands_each_record_out_once(kafka_config: dict[str, Any], topic: str) -> None:
+    _fill(kafka_config, topic)
+    expected, high = _plain_read(kafka_config, topic)
+    reader = BatchReader(_opts(kafka_config, topic))
+    try:
+        assert reader.read_on(10, 0.1) == []  # nowhere to read on from yet
+        first = reader.read(0, 4)
+        on: list[tuple[int, bytes]] = []
+        while got := reader.read_on(3, 1.0):  # at most 3 at a time: the rest is kept, in order
+            assert len(got) <= 3
+            on += got
+        assert first + on == expected
+        # Spark's next ranges cover what was read on: nothing again, then on from where it ended
+        assert reader.read(4, 10) == []
+        assert reader.read(10, high) == []
+        send(txn_producer(kafka_config, f"more-{topic}"), topic, [b"late-1", b"late-2"])
+        later, new_high = _plain_read(kafka_config, topic)
+        assert reader.read(high, new_high) == later[len(expected):]
+        assert [v for _, v in later[len(expected):]] == [b"late-1", b"late-2"]
+        # a failed apply of what was read on: the next range is read whole again
+        assert reader.read_on(5, 0.2) == []
+        reader.forget()
+        assert reader.read(4, new_high) == [r for r in later if r[0] >= 4]
+    finally:
+        reader.close()
+
+
+def test_reading_on_from_a_seek(kafka_config: dict[str, Any], topic: str) -> None:
+    _fill(kafka_config, topic)
+    expected, _ = _plain_read(kafka_config, topic)
+    reader = BatchReader(_opts(kafka_config, topic))
+    try:
+        reader.seek(expected[3][0])  # a range read some other way (Spark's collect) ended there
+        on: list[tuple[int, bytes]] = []
+        while got := reader.read_on(100, 1.0):
+            on += got
+        assert on == expected[3:]
+    finally:
+        reader.close()
+
+
 class _Compare:
-    """foreachBatch: the records ``batch_records`` gives, next to the rows Spark collects."""
+    """foreachBatch: the records ``BatchSource`` gives, next to the rows Spark collects."""
 
     def __init__(self, records: Any) -> None:
         self.records = records
@@ -107,8 +151,8 @@ def test_a_micro_batch_read_by_the_driver_is_the_one_spark_collects(
     checkpoint = str(tmp_path / "checkpoint")
     options = {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic,
                "maxEventsPerTrigger": "3", "reader": "driver"}
-    closers: list[Any] = []
-    sink = _Compare(batch_records(checkpoint, options, "driver", closers))
+    batch_source = BatchSource(checkpoint, options, "driver")
+    sink = _Compare(batch_source.records)
     kafka_before, spark_before = _reads("kafka"), _reads("spark")
     source = spark.readStream.format("streamer_kafka")
     for key, value in options.items():
@@ -119,8 +163,7 @@ def test_a_micro_batch_read_by_the_driver_is_the_one_spark_collects(
         query.awaitTermination(120)
     finally:
         query.stop()
-        for close in closers:
-            close()
+        batch_source.close()
     assert query.exception() is None
     with_rows = [b for b in sink.batches if b[2]]
     assert len(with_rows) >= 5
@@ -130,3 +173,71 @@ def test_a_micro_batch_read_by_the_driver_is_the_one_spark_collects(
     # the first batch's start is not logged: collected through Spark; every later one read by the driver
     assert _reads("spark") - spark_before == 1
     assert _reads("kafka") - kafka_before == len(sink.batches) - 1
+
+
+class _Follow:
+    """foreachBatch as the target job's: the batch's records, then those that arrive (``follow``)."""
+
+    def __init__(self, source: BatchSource) -> None:
+        self.source = source
+        self.applied: list[tuple[int, bytes]] = []
+        self.from_batches = 0
+        self.followed = 0
+
+    def apply(self, records: list[tuple[int, bytes]]) -> None:
+        self.applied += records
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        read = self.source.records(df, batch_id)
+        self.from_batches += len(read)
+        self.apply(read)
+        before = len(self.applied)
+        self.source.follow(batch_id, self.apply, lambda: False)
+        self.followed += len(self.applied) - before
+
+
+def test_a_micro_batch_follows_the_records_after_it_once_each(
+    spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path
+) -> None:
+    register(spark)
+    send(txn_producer(kafka_config, f"first-{topic}"), topic, [b"first"])
+    checkpoint = str(tmp_path / "checkpoint")
+    options = {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic, "reader": "driver",
+               "waitMs": "100"}
+    follow = _Follow(BatchSource(checkpoint, options, "driver", follow_seconds=1.0))
+    source = spark.readStream.format("streamer_kafka")
+    for key, value in options.items():
+        source = source.option(key, value)
+    query = (source.load().writeStream.foreachBatch(follow).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="0 seconds").start())
+
+    def produce() -> None:
+        producer = txn_producer(kafka_config, f"live-{topic}")
+        for i in range(40):
+            send(producer, topic, [f"live-{i}".encode()], commit=i % 7 != 3)  # some aborted
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=produce)
+    try:
+        deadline = time.monotonic() + 120
+        while not follow.applied and time.monotonic() < deadline:
+            time.sleep(0.05)
+        writer.start()
+        writer.join(60)
+        expected, _ = _plain_read(kafka_config, topic)
+        while len(follow.applied) < len(expected) and time.monotonic() < deadline and query.isActive:
+            time.sleep(0.05)
+        started = time.monotonic()
+        follow.source.stop()
+        query.stop()
+        stopped_in = time.monotonic() - started
+    finally:
+        follow.source.stop()
+        query.stop()
+        follow.source.close()
+    assert query.exception() is None
+    # every committed record once, in order, whether a batch's range or a follow brought it
+    assert follow.applied == expected
+    assert len(expected) == 1 + 40 - 6
+    assert follow.followed > 0 and follow.from_batches > 0
+    assert stopped_in < 1.0  # a follow ends at stop(), not at its deadline

@@ -112,6 +112,10 @@ def test_a_zstd_bomb_is_never_decompressed_past_the_limit(kafka_config: dict[str
             batch.read(1, 3)
         assert (info.value.offset, info.value.size) == (1, None)
         assert batch.read(0, 1) == [(0, b"r0")]  # after a failed read it is assigned again
+        with pytest.raises(OversizedRecordError) as info:  # reading on past a range (--batch-follow)
+            batch.read_on(10, 1.0)
+        assert (info.value.offset, info.value.size) == (1, None)
+        assert not batch.reading  # forgotten: the next range is assigned and checked again
     finally:
         batch.close()
 

@@ -114,7 +114,9 @@ def test_recreated_topic_refilled_past_the_checkpoint_stops_the_target(
         job.run(settings, until=seen)
     error = broken.value
     assert error.expected_prev == last and error.found_prev > last
-    assert error.offset > anchor.offset and error.last_offset == anchor.offset
+    # found at the first record past the anchor, or (Spark's checkpoint trails what was applied:
+    # --batch-follow) at the anchor's own offset, which the refilled topic holds another record at
+    assert error.offset >= anchor.offset and error.last_offset == anchor.offset
     assert "event chain broken" in str(error) and str(error.event_id) in str(error)
     assert metrics.REGISTRY.get_sample_value("streamer_target_data_loss") == 1
     assert target_stack.applied_ids([a])[a] == last  # none of the refilled events was applied

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,13 @@ def test_anchor_file_round_trip_and_reset(tmp_path: Path) -> None:
     assert read_anchor(tmp_path) is None
 
 
-def _batch_applier(tmp_path: Path, catalog: MemoryCatalog) -> BatchApplier:
+def _no_topic(offset: int) -> bytes | None:
+    raise AssertionError(f"the topic was read at offset {offset}")
+
+
+def _batch_applier(
+    tmp_path: Path, catalog: MemoryCatalog, record_at: Callable[[int], bytes | None] = _no_topic
+) -> BatchApplier:
     settings = TargetSettings(
         source_id=b.SOURCE_ID,
         kafka=KafkaSettings(bootstrap_servers="unused:9092", topic=TOPIC),
@@ -114,7 +121,7 @@ def _batch_applier(tmp_path: Path, catalog: MemoryCatalog) -> BatchApplier:
             checkpoint_dir=str(tmp_path / "ckpt"),
         ),
     )
-    return BatchApplier(settings, catalog)
+    return BatchApplier(settings, catalog, record_at=record_at)
 
 
 def test_the_job_applies_up_to_the_break_then_stops_for_good(tmp_path: Path) -> None:
@@ -140,3 +147,65 @@ def test_the_job_applies_up_to_the_break_then_stops_for_good(tmp_path: Path) -> 
     assert read_anchor(tmp_path / "state") == Anchor(TOPIC, later[0][0], 3)
     with pytest.raises(EventChainError):  # every later batch too: the job stops
         job.process([(o + 200, encode_event(e)) for o, e in chained([progress(5, None)], start_prev=4)])
+
+
+def _encoded(records: list[tuple[int, Event]]) -> list[tuple[int, bytes]]:
+    return [(o, encode_event(e)) for o, e in records]
+
+
+def test_records_before_the_anchor_pass_again_once_its_record_is_seen(tmp_path: Path) -> None:
+    """Spark's checkpoint trails what was applied (--batch-follow): the same topic's records come again
+    and change nothing; a refilled topic's records at those offsets are another stream's: none applied."""
+    catalog = MemoryCatalog()
+    metrics.TARGET_DATA_LOSS.set(0)
+    first = chained([b.create_db(1, "a"), b.create_db(2, "b"), b.create_db(3, "c")])
+    _batch_applier(tmp_path, catalog).process(_encoded(first))
+    anchor = read_anchor(tmp_path / "state")
+    assert anchor == Anchor(TOPIC, first[-1][0], 3)
+
+    # the same topic from the checkpoint on, with the anchor's own record in the batch: no read
+    again = _batch_applier(tmp_path, catalog)
+    more = chained([b.create_db(4, "d")], start_prev=3, first_offset=anchor.offset + 2)
+    again.process(_encoded(first[1:] + more))
+    assert "d" in {d.lower() for d in catalog.list_databases()}
+
+    # a batch that stops before the anchor's offset: its record is read from the topic, once
+    reads: list[int] = []
+    by_offset = dict(_encoded(first + more))
+
+    def record_at(offset: int) -> bytes | None:
+        reads.append(offset)
+        return by_offset.get(offset)
+
+    third = _batch_applier(tmp_path, catalog, record_at)
+    anchor = read_anchor(tmp_path / "state")
+    assert anchor is not None
+    third.process(_encoded(first[:2]))
+    third.process(_encoded(first[1:2]))
+    assert reads == [anchor.offset]
+    assert metrics.REGISTRY.get_sample_value("streamer_target_data_loss") == 0
+
+
+@pytest.mark.parametrize("at_anchor", ["another event", "no record"])
+def test_a_refilled_topic_read_from_before_the_anchor_applies_nothing(tmp_path: Path, at_anchor: str) -> None:
+    catalog = MemoryCatalog()
+    metrics.TARGET_DATA_LOSS.set(0)
+    first = chained([b.create_db(1, "a"), b.create_db(2, "b"), b.create_db(3, "c")])
+    _batch_applier(tmp_path, catalog).process(_encoded(first))
+    anchor = read_anchor(tmp_path / "state")
+    assert anchor is not None
+    # recreated and refilled after event 3 (a gap is possible: 7 follows 3 here), read from offset 0
+    refill = chained([b.create_db(7, "x"), b.create_db(8, "y"), b.create_db(9, "z")], start_prev=3)
+    batch = [r for r in refill if r[0] < anchor.offset]
+    if at_anchor == "another event":
+        batch = refill  # the refill holds event 9 where event 3 was consumed
+    job = _batch_applier(tmp_path, catalog, lambda offset: None)
+    with pytest.raises(EventChainError) as broken:
+        job.process(_encoded(batch))
+    assert not {"x", "y", "z"} & {d.lower() for d in catalog.list_databases()}
+    error = broken.value
+    assert (error.offset, error.last_offset, error.expected_prev) == (anchor.offset, anchor.offset, 3)
+    expected = "holds no record" if at_anchor == "no record" else "is event 9 CREATE_DATABASE, not event 3"
+    assert expected in str(error)
+    assert metrics.REGISTRY.get_sample_value("streamer_target_data_loss") == 1
+    assert read_anchor(tmp_path / "state") == anchor
