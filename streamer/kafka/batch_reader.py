@@ -111,8 +111,15 @@ class BatchReader:
             if len(out) >= limit:
                 self._ahead = fetched[i:]  # kept, in order, for the next read
                 break
-            check_message(msg, self.opts.max_record_bytes)
-            if not is_data(msg, topic, partition, position, " while reading on"):
+            try:
+                check_message(msg, self.opts.max_record_bytes)
+                data = is_data(msg, topic, partition, position, " while reading on")
+            except Exception:
+                if not out:
+                    raise
+                self._ahead = fetched[i:]  # the records before it first; the next read raises
+                break
+            if not data:
                 continue
             offset = int(msg.offset() or 0)
             if offset >= position:

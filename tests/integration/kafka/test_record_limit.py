@@ -116,6 +116,10 @@ def test_a_zstd_bomb_is_never_decompressed_past_the_limit(kafka_config: dict[str
             batch.read_on(10, 1.0)
         assert (info.value.offset, info.value.size) == (1, None)
         assert not batch.reading  # forgotten: the next range is assigned and checked again
+        batch.seek(0)
+        assert batch.read_on(10, 1.0) == [(0, b"r0")]  # the records before a refused one first
+        with pytest.raises(OversizedRecordError):
+            batch.read_on(10, 1.0)
     finally:
         batch.close()
 
