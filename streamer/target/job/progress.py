@@ -57,7 +57,7 @@ class JobProgress:
     ) -> ChainCheck:
         """Whether ``decoded`` continues the chain from the anchor; a break is kept, and raised again by
         every later batch (``EventChainError``) once this one's intact records are applied.
-        ``record_at(offset)`` reads one record of the topic (``anchor_held``)."""
+        ``record_at(offset)`` reads one record of the topic (``anchor_gone``)."""
         if self.chain_error is not None:
             raise self.chain_error
         gone = self.anchor_gone(decoded, record_at)
