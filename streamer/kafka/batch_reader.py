@@ -104,8 +104,7 @@ class BatchReader:
         position = self._next
         fetched, self._ahead = self._ahead, []
         if not fetched:
-            first = consumer.poll(wait)
-            fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+            fetched = _fetch(consumer, wait)
         out: list[tuple[int, bytes]] = []
         for i, msg in enumerate(fetched):
             if len(out) >= limit:
@@ -125,11 +124,8 @@ class BatchReader:
             if offset >= position:
                 out.append((offset, msg.value() or b""))
                 position = offset + 1
-        if not self._ahead:
-            # offsets passed without a record (transaction markers, aborted records): read too
-            current = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if current != OFFSET_INVALID and current > position:
-                position = current
+        if not self._ahead:  # offsets passed without a record (markers, aborted records): read too
+            position = max(position, self._consumed_to(consumer))
         self._next = position
         return out
 
@@ -143,8 +139,7 @@ class BatchReader:
             if held:
                 fetched, held = held, []
             else:
-                first = consumer.poll(_POLL)
-                fetched = ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)
+                fetched = _fetch(consumer, _POLL)
             for i, msg in enumerate(fetched):
                 offset = int(msg.offset() or 0)
                 if offset >= end:
@@ -159,8 +154,8 @@ class BatchReader:
                     position = offset + 1
             if position < end:
                 # offsets passed without a record (transaction markers, aborted records) count as read
-                current = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if current != OFFSET_INVALID and current > position:
+                current = self._consumed_to(consumer)
+                if current > position:
                     position = min(current, end)
                     progressed = time.monotonic()
                 elif fetched:
@@ -171,6 +166,11 @@ class BatchReader:
                         f"ends at {end}) for {self.opts.poll_timeout_s:.0f}s: an unreachable broker"
                     )
         return out
+
+    def _consumed_to(self, consumer: Consumer) -> int:
+        """The consumer's position (past transaction markers and aborted records); -1 when unknown."""
+        current = consumer.position([TopicPartition(self.opts.topic, self.opts.partition)])[0].offset
+        return -1 if current == OFFSET_INVALID else int(current)
 
     def _positioned(self, start: int) -> Consumer:
         """The consumer, reading on at ``start``: assigned there (after the data-loss check) unless
@@ -194,3 +194,9 @@ class BatchReader:
         self.forget()
         if consumer is not None:
             consumer.close()
+
+
+def _fetch(consumer: Consumer, wait: float) -> list[Message]:
+    """What the consumer has: one message waited for up to ``wait`` seconds, and those queued after it."""
+    first = consumer.poll(wait)
+    return ([first] if first is not None else []) + consumer.consume(_DRAIN, 0)

@@ -58,7 +58,7 @@ class BatchSource:
     ``follow``: with the driver's reader, the micro-batch then goes on applying the records that
     arrive, up to ``follow_seconds``, before Spark checkpoints it and plans the next. A live record
     then waits for neither Spark's next micro-batch nor its fixed costs (offset log, commit log,
-    planning: ~60 ms a batch on two cores); the next batch's range starts after what was applied.
+    planning: ~45-60 ms a batch on two cores); the next batch's range starts after what was applied.
     The applier's own progress (``repl.last.id``) keeps the effect exactly-once: a crash re-reads
     from the checkpoint and skips what was applied, as for any batch.
     """

@@ -82,8 +82,8 @@ class JobProgress:
         anchor, topic = self.anchor, self.settings.kafka.topic
         if anchor is None or anchor.topic != topic or anchor == self._anchor_held:
             return None
-        again = [(offset, event) for offset, event in decoded if offset < anchor.offset]
-        if not again:
+        first = next((event for offset, event in decoded if offset < anchor.offset), None)
+        if first is None:
             return None
         there = next((event for offset, event in decoded if offset == anchor.offset), None)
         if there is None:
@@ -91,7 +91,6 @@ class JobProgress:
         if there is not None and there.event_id == anchor.event_id:
             self._anchor_held = anchor
             return None
-        first = again[0][1]
         return EventChainError(
             topic, expected_prev=anchor.event_id,
             found_prev=there.event_id if there is not None else first.event_id,

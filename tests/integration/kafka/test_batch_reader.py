@@ -60,6 +60,25 @@ def _opts(config: dict[str, Any], topic: str) -> SourceOptions:
     return parse_options({"bootstrap.servers": config["bootstrap.servers"], "topic": topic})
 
 
+def _read_on_to_the_end(reader: BatchReader, limit: int) -> list[tuple[int, bytes]]:
+    """Everything ``read_on`` gives until a read finds nothing more, each read at most ``limit``."""
+    out: list[tuple[int, bytes]] = []
+    while got := reader.read_on(limit, 1.0):
+        assert len(got) <= limit
+        out += got
+    return out
+
+
+def _started(spark: SparkSession, options: dict[str, str], sink: Any, checkpoint: str, **trigger: Any) -> Any:
+    """A streaming query of the ``streamer_kafka`` source with ``options`` into ``sink`` (foreachBatch)."""
+    register(spark)
+    source = spark.readStream.format("streamer_kafka")
+    for key, value in options.items():
+        source = source.option(key, value)
+    return (source.load().writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+            .trigger(**trigger).start())
+
+
 def test_ranges_read_on_and_again_give_what_a_read_committed_consumer_gives(
     kafka_config: dict[str, Any], topic: str
 ) -> None:
@@ -90,10 +109,7 @@ def test_reading_on_hands_each_record_out_once(kafka_config: dict[str, Any], top
     try:
         assert reader.read_on(10, 0.1) == []  # nowhere to read on from yet
         first = reader.read(0, 4)
-        on: list[tuple[int, bytes]] = []
-        while got := reader.read_on(3, 1.0):  # at most 3 at a time: the rest is kept, in order
-            assert len(got) <= 3
-            on += got
+        on = _read_on_to_the_end(reader, 3)  # at most 3 at a time: the rest is kept, in order
         assert first + on == expected
         # Spark's next ranges cover what was read on: nothing again, then on from where it ended
         assert reader.read(4, 10) == []
@@ -116,10 +132,7 @@ def test_reading_on_from_a_seek(kafka_config: dict[str, Any], topic: str) -> Non
     reader = BatchReader(_opts(kafka_config, topic))
     try:
         reader.seek(expected[3][0])  # a range read some other way (Spark's collect) ended there
-        on: list[tuple[int, bytes]] = []
-        while got := reader.read_on(100, 1.0):
-            on += got
-        assert on == expected[3:]
+        assert _read_on_to_the_end(reader, 100) == expected[3:]
     finally:
         reader.close()
 
@@ -147,18 +160,13 @@ def test_a_micro_batch_read_by_the_driver_is_the_one_spark_collects(
 ) -> None:
     _fill(kafka_config, topic)
     expected, _ = _plain_read(kafka_config, topic)
-    register(spark)
     checkpoint = str(tmp_path / "checkpoint")
     options = {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic,
                "maxEventsPerTrigger": "3", "reader": "driver"}
     batch_source = BatchSource(checkpoint, options, "driver")
     sink = _Compare(batch_source.records)
     kafka_before, spark_before = _reads("kafka"), _reads("spark")
-    source = spark.readStream.format("streamer_kafka")
-    for key, value in options.items():
-        source = source.option(key, value)
-    query = (source.load().writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = _started(spark, options, sink, checkpoint, availableNow=True)
     try:
         query.awaitTermination(120)
     finally:
@@ -199,17 +207,13 @@ class _Follow:
 def test_a_micro_batch_follows_the_records_after_it_once_each(
     spark: SparkSession, kafka_config: dict[str, Any], topic: str, tmp_path: Path
 ) -> None:
-    register(spark)
     send(txn_producer(kafka_config, f"first-{topic}"), topic, [b"first"])
     checkpoint = str(tmp_path / "checkpoint")
     options = {"bootstrap.servers": kafka_config["bootstrap.servers"], "topic": topic, "reader": "driver",
                "waitMs": "100"}
-    follow = _Follow(BatchSource(checkpoint, options, "driver", follow_seconds=1.0))
-    source = spark.readStream.format("streamer_kafka")
-    for key, value in options.items():
-        source = source.option(key, value)
-    query = (source.load().writeStream.foreachBatch(follow).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="0 seconds").start())
+    # a span far longer than the test: the live records come by follow, and only stop() ends it
+    follow = _Follow(BatchSource(checkpoint, options, "driver", follow_seconds=60.0))
+    query = _started(spark, options, follow, checkpoint, processingTime="0 seconds")
 
     def produce() -> None:
         producer = txn_producer(kafka_config, f"live-{topic}")
