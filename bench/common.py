@@ -516,9 +516,9 @@ def _timed_batch_applier() -> type:
 
         batch_started = 0.0
 
-        def process(self, records: Iterable[tuple[int, bytes]]) -> Any:
+        def process(self, records: Iterable[tuple[int, bytes]], **kwargs: Any) -> Any:
             self.batch_started = time.time()
-            return super().process(records)
+            return super().process(records, **kwargs)
 
     return _Timed
 

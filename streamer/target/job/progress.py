@@ -18,9 +18,10 @@ from streamer.errors import EventChainError
 from streamer.events.model import Event
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply.plan import Plan
+from streamer.target.job.batch_end import BatchEndWriter
 from streamer.target.job.bounded import Bounded, consumed_through
 from streamer.target.job.settings import TargetSettings
-from streamer.target.job.watermark import WatermarkPublisher, compute, default_watermark_db
+from streamer.target.job.watermark import Watermark, WatermarkPublisher, compute, default_watermark_db
 from streamer.target.state.chain import Anchor, ChainCheck, check_chain, read_anchor, write_anchor
 from streamer.target.state.status import lag_events, read_progress, write_progress
 
@@ -32,8 +33,10 @@ class JobProgress:
 
     def __init__(
         self, settings: TargetSettings, catalog: Catalog, database_location: Callable[[str], str],
-        target_db: Callable[[str], str],
+        target_db: Callable[[str], str], *, watermark_catalog: Catalog | None = None,
     ) -> None:
+        """``watermark_catalog``: a connection of the watermark's own, so that a batch's end can be
+        written while the next batch applies (``batch_done(later=True)``); without it, never."""
         self.settings = settings
         self.target_db = target_db
         known, self.consumed = read_progress(settings.layout.state_dir)  # the newest event id consumed
@@ -48,9 +51,12 @@ class JobProgress:
         if name is None:
             name = default_watermark_db(settings.source_id)
         self.watermark = WatermarkPublisher(
-            catalog, name or None, database_location(name) if name else "", settings.source_id
+            watermark_catalog or catalog, name or None, database_location(name) if name else "",
+            settings.source_id,
         )
         self.watermark.prepare()
+        self.ends = BatchEndWriter() if watermark_catalog is not None else None
+        self._ended: Watermark | None = None  # the watermark of the last batch's end (maybe unwritten)
 
     def check_chain(
         self, decoded: Sequence[tuple[int, Event]], record_at: Callable[[int], Event | None]
@@ -103,12 +109,27 @@ class JobProgress:
                 halt: bool = False) -> None:
         """Publish the watermark as of ``consumed`` (default: the newest event id whose batch is fully
         applied); at a ``halt`` mid-batch the previous batch's, so that the halt is known before any
-        later step (failing to publish a halt stops the batch)."""
-        mark = compute(
-            progress, self.consumed if consumed is None else consumed, stuck, self.target_db,
-            self.settings.source_id, consistency=self.settings.scale.consistency,
-        )
+        later step (failing to publish a halt stops the batch). Nothing to write when the last
+        batch's end holds the same ids (being written, or written)."""
+        mark = self._mark(progress, stuck, self.consumed if consumed is None else consumed)
+        if mark.same_ids(self._ended):
+            return
+        self.settle()
         self.watermark.publish(mark, required=halt)
+
+    def _mark(self, progress: dict[str, int], stuck: Collection[str], consumed: int) -> Watermark:
+        return compute(progress, consumed, stuck, self.target_db, self.settings.source_id,
+                       consistency=self.settings.scale.consistency)
+
+    def settle(self) -> None:
+        """Wait until the last batch's end is written (``batch_done(later=True)``); raises its error."""
+        if self.ends is not None:
+            self.ends.settle()
+
+    def close(self) -> None:
+        """Write the last batch's end, if it waits, and stop its thread."""
+        if self.ends is not None:
+            self.ends.close()
 
     def applied(self, the_plan: Plan, applied: Iterable[int]) -> list[Event]:
         """Note each step of ``the_plan`` whose last event is in ``applied``; returns their events."""
@@ -122,17 +143,34 @@ class JobProgress:
 
     def batch_done(
         self, the_plan: Plan, bounded: Bounded, newest: int, any_applied: bool, chain: ChainCheck,
-        progress: dict[str, int], stuck: Collection[str],
+        progress: dict[str, int], stuck: Collection[str], *, later: bool = False,
     ) -> None:
         """After every step of a batch: the consumed id and applied times (``progress.json``), then the
-        watermark, the lag, and the chain's anchor, in that order."""
+        watermark, and the chain's anchor, in that order; ``later`` (with a watermark connection of
+        its own): written on the ``BatchEndWriter``'s thread while the caller goes on."""
+        state_dir = self.settings.layout.state_dir
         consumed = consumed_through(bounded, newest, self.settings.kafka.until_event)
+        times: dict[str, tuple[int, int]] | None = None
         if any_applied or consumed > self.consumed:
             self.consumed = max(self.consumed, consumed)
-            write_progress(self.settings.layout.state_dir, self.applied_times, self.consumed)
-        self.publish(progress, stuck)  # after every step of the batch (DESIGN invariant 2)
+            times = dict(self.applied_times)  # as of now: the next batch changes the job's own
+        mark = self._mark(progress, stuck, self.consumed)  # after every step (DESIGN invariant 2)
         if the_plan.source_head is not None and progress:
             metrics.TARGET_LAG_EVENTS.set(lag_events(the_plan.source_head, progress, self.consumed, stuck))
-        if chain.anchor is not None and chain.anchor != self.anchor:
-            write_anchor(self.settings.layout.state_dir, chain.anchor)
-            self.anchor = chain.anchor
+        anchor = chain.anchor if chain.anchor is not None and chain.anchor != self.anchor else None
+        if anchor is not None:
+            self.anchor = anchor
+        self._ended, consumed_now = mark, self.consumed
+
+        def end() -> None:
+            if times is not None:
+                write_progress(state_dir, times, consumed_now)
+            self.watermark.publish(mark)
+            if anchor is not None:
+                write_anchor(state_dir, anchor)
+
+        if later and self.ends is not None:
+            self.ends.submit(end)
+        else:
+            self.settle()
+            end()

@@ -100,13 +100,19 @@ class BatchApplier:
         self.voided = VoidedHalts(self.held.events_between)  # halts at gone files a later event voids
         self._on_applied = on_applied
         # consumed and applied progress, the chain's anchor, the watermark (streamer.target.job.progress)
-        self.progress = JobProgress(settings, catalog, paths.database_location, self.applier.target_db)
+        # with --batch-follow, a watermark connection of its own: a batch's end is written while the
+        # next records apply (streamer.target.job.batch_end)
+        watermark_catalog = catalogs() if catalogs is not None and scale.batch_follow_seconds > 0 else None
+        self.progress = JobProgress(settings, catalog, paths.database_location, self.applier.target_db,
+                                    watermark_catalog=watermark_catalog)
         # where later steps' files are copied while earlier steps run (PooledFileCopier.prestage)
         self.staging_dir = paths.warehouse.join(*STAGING_DIR.split("/"), source_file_name(settings.source_id))
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
         self.closers: list[Callable[[], None]] = [self.runner.close]  # run by close(), newest first
+        if watermark_catalog is not None:
+            self.closers += [watermark_catalog.close, self.progress.close]
         self.stoppers: list[Callable[[], None]] = []  # run by stop_reading(): before the query stops
 
     def stop_reading(self) -> None:
@@ -121,9 +127,17 @@ class BatchApplier:
         while self.closers:
             self.closers.pop()()
 
-    def process(self, records: Iterable[tuple[int, bytes]], *, bound: int | None = None) -> Plan:
+    def settle(self) -> None:
+        """Wait until the last batch's end (progress file, watermark, anchor) is written: before Spark
+        commits a micro-batch whose records were processed with ``settle=False``."""
+        self.progress.settle()
+
+    def process(
+        self, records: Iterable[tuple[int, bytes]], *, bound: int | None = None, settle: bool = True
+    ) -> Plan:
         """Apply one batch of ``(offset, value)`` records; returns the plan that was executed.
         ``bound``: held events are re-read up to it when there is no record (``replay_held``).
+        ``settle=False``: the batch's end may be written after this returns (``settle``).
 
         Raises ``EventChainError`` (after applying the records before it) when the batch does not
         continue the event chain, and on every batch after that."""
@@ -176,7 +190,7 @@ class BatchApplier:
                 self._on_applied(event, now)
         newest = max((e.event_id for e in events), default=0)  # PROGRESS records included
         self.progress.batch_done(the_plan, bounded, newest, bool(report.applied), chain,
-                                 self.applier.progress, self._stuck())
+                                 self.applier.progress, self._stuck(), later=not settle)
         metrics.TARGET_BATCH_SECONDS.observe(time.monotonic() - started)
         self.batches += 1
         if chain.error is not None:
@@ -336,7 +350,7 @@ def start_query(
     def apply(read: list[tuple[int, bytes]]) -> None:
         with batch_applier.lock:
             try:
-                batch_applier.process(read)
+                batch_applier.process(read, settle=False)
             except NORMAL_STOPS:
                 quiet_query_end(spark)
                 raise
@@ -346,6 +360,7 @@ def start_query(
         if read:
             apply(read)
         source.follow(batch_id, apply, lambda: batch_applier.reached_until)
+        batch_applier.settle()  # every end of this micro-batch written before Spark commits it
 
     return (
         stream.writeStream.foreachBatch(on_batch)

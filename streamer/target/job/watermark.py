@@ -144,6 +144,7 @@ class WatermarkPublisher:
         self.sleep = sleep
         self.published: Watermark | None = None  # the last record written to the metastore
         self._db: DatabaseSnapshot | None = None
+        self._seen_at: float | None = None  # when the database was last seen to exist
         self._labels: set[str] = set()
 
     def prepare(self) -> None:
@@ -153,6 +154,7 @@ class WatermarkPublisher:
             self._db = self._checked(self.catalog.get_database(self.name))
 
     def _checked(self, current: DatabaseSnapshot | None) -> DatabaseSnapshot | None:
+        self._seen_at = self.clock() if current is not None else None
         if current is not None and REPL_SOURCE_PARAM in current.parameters:
             raise ConfigError(
                 f"watermark database {self.name!r} is a replicated database (source "
@@ -209,10 +211,20 @@ class WatermarkPublisher:
                     parameters=to_parameters(mark),
                 )
                 self.catalog.create_database(created)
-                self._db = created
+                self._db, self._seen_at = created, self.clock()
                 return
             self._db = current
         kept = {k: v for k, v in self._db.parameters.items() if not k.startswith(PREFIX)}
         desired = replace(self._db, parameters={**kept, **to_parameters(mark)})
-        self.catalog.alter_database(self.name, desired)
+        # a metastore may ignore an alter of a missing database (Hive 2.3): it is read again before a
+        # write once RECHECK_SECONDS have passed (one call more), so a dropped one is created again
+        seen = self._seen_at is not None and self.clock() - self._seen_at < RECHECK_SECONDS
+        self.catalog.alter_database(self.name, desired, exists=seen)
+        if not seen:
+            self._seen_at = self.clock()
         self._db = desired
+
+
+RECHECK_SECONDS = 30.0
+"""How long the watermark database counts as there after it was read, created or altered after a read:
+writes within it make one metastore call each."""

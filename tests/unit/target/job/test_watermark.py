@@ -15,6 +15,7 @@ from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.plan import GLOBAL_DB
 from streamer.target.job.watermark import (
     EVENT_ID_PARAM,
+    RECHECK_SECONDS,
     Watermark,
     WatermarkPublisher,
     compute,
@@ -121,10 +122,10 @@ def test_publisher_refuses_a_replicated_database() -> None:
 class _Failing(MemoryCatalog):
     fail = True
 
-    def alter_database(self, name: str, db: DatabaseSnapshot) -> None:
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
         if self.fail:
             raise ConnectionError("metastore away")
-        super().alter_database(name, db)
+        super().alter_database(name, db, exists=exists)
 
 
 def test_a_failed_write_is_retried_with_the_next_batch() -> None:
@@ -157,3 +158,38 @@ def test_a_halt_that_cannot_be_published_stops_the_batch() -> None:
     else:
         raise AssertionError("an unpublished halt let the batch go on")
     assert naps == [1.0, 1.0]
+
+
+class _Hive23(MemoryCatalog):
+    """Like a Hive 2.3 metastore: an alter of a missing database is ignored, unless the caller asks
+    for the existence read (``exists=False``, one call more), which then refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+        if not exists:
+            self.reads += 1
+            if name.lower() not in self.databases:
+                raise ConnectionError(f"{name} does not exist")
+        if name.lower() in self.databases:
+            super().alter_database(name, db, exists=exists)
+
+
+def test_writes_skip_the_existence_read_for_a_while_and_a_dropped_database_comes_back() -> None:
+    catalog, clock = _Hive23(), [0.0]
+    publisher = _publisher(catalog, clock)
+    publisher.prepare()  # absent: created by the first write
+    for i in range(1, 6):
+        clock[0] = float(i)
+        publisher.publish(Watermark(i, {"a": i}))
+    assert catalog.reads == 0  # created, then altered four times: one call each
+    catalog.databases.pop("streamer_watermark_src")  # an operator drops it
+    clock[0] = 5.0 + RECHECK_SECONDS
+    publisher.publish(Watermark(6, {"a": 6}))  # read first: missing, so not written (logged)
+    assert catalog.reads == 1 and "streamer_watermark_src" not in catalog.databases
+    clock[0] += 1
+    publisher.publish(Watermark(7, {"a": 7}))  # the next batch creates it again
+    stored = from_parameters(catalog.databases["streamer_watermark_src"].parameters)
+    assert stored is not None and stored.event_id == 7

@@ -1,0 +1,155 @@
+"""A batch's end (progress file, watermark, anchor) written while the next batch applies: in order,
+the newest one only, settled before anything relies on it, and failures raised on the job's thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from streamer.events.codec import encode_event
+from streamer.events.model import DatabaseSnapshot
+from streamer.metastore.memory import MemoryCatalog
+from streamer.target.job.batch_end import BatchEndWriter
+from streamer.target.job.settings import KafkaSettings, LayoutSettings, MetastoreSettings, TargetSettings
+from streamer.target.job.streaming import BatchApplier
+from streamer.target.job.watermark import default_watermark_db, from_parameters
+from streamer.target.state.chain import read_anchor
+from streamer.target.state.status import read_progress
+from tests.unit.target import builders as b
+from tests.unit.target.state.test_chain import TOPIC, chained, progress
+
+
+def test_ends_run_in_order_and_a_waiting_end_is_replaced_by_a_newer_one() -> None:
+    writer, ran = BatchEndWriter(), []
+    started, gate = threading.Event(), threading.Event()
+
+    def first() -> None:
+        started.set()
+        gate.wait(5)
+        ran.append(1)
+
+    writer.submit(first)
+    assert started.wait(5)
+    for n in (2, 3, 4):  # while 1 is being written: only the newest waits
+        writer.submit(lambda n=n: ran.append(n))  # type: ignore[misc]
+    assert ran == []
+    gate.set()
+    writer.settle()
+    assert ran == [1, 4]
+    writer.close()
+
+
+def test_a_failed_end_is_raised_on_the_callers_thread_once() -> None:
+    writer, taken = BatchEndWriter(), threading.Event()
+
+    def fail() -> None:
+        taken.set()
+        raise OSError("disk full")
+
+    writer.submit(fail)
+    with pytest.raises(OSError, match="disk full"):
+        writer.settle()
+    writer.settle()  # raised once: the writer goes on
+    taken.clear()
+    writer.submit(fail)
+    assert taken.wait(5)  # being written: no later submit replaces it
+    with pytest.raises(OSError, match="disk full"):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the next submit raises it once it has failed
+            writer.submit(lambda: None)
+    writer.close()
+
+
+def test_close_writes_the_end_that_waits() -> None:
+    writer, ran = BatchEndWriter(), []
+    writer.submit(lambda: ran.append(1))
+    writer.close()
+    assert ran == [1]
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.submit(lambda: None)
+
+
+class _Gated(MemoryCatalog):
+    """The watermark's own connection to ``shared``: its writes wait for ``gate``."""
+
+    def __init__(self, shared: MemoryCatalog) -> None:
+        super().__init__()
+        self.databases = shared.databases
+        self.gate = threading.Event()
+        self.closed = False
+
+    def create_database(self, db: DatabaseSnapshot) -> None:
+        assert self.gate.wait(5)
+        super().create_database(db)
+
+    def alter_database(self, name: str, db: DatabaseSnapshot, *, exists: bool = False) -> None:
+        assert self.gate.wait(5)
+        super().alter_database(name, db, exists=exists)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _job(tmp_path: Path, catalog: MemoryCatalog, watermark: _Gated) -> BatchApplier:
+    settings = TargetSettings(
+        source_id=b.SOURCE_ID,
+        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic=TOPIC),
+        metastore=MetastoreSettings(uri="thrift://unused"),
+        layout=LayoutSettings(
+            warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
+            checkpoint_dir=str(tmp_path / "ckpt"),
+        ),
+    )
+    return BatchApplier(settings, catalog, record_at=lambda _: None, catalogs=lambda: watermark)
+
+
+def test_a_follows_apply_returns_before_its_end_is_written_and_settle_writes_it(tmp_path: Path) -> None:
+    catalog = MemoryCatalog()
+    watermark = _Gated(catalog)
+    watermark.gate.set()
+    job = _job(tmp_path, catalog, watermark)
+    records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None),
+                       b.create_db(3, "c"), progress(3, None)])
+    state = tmp_path / "state"
+    wm_db = default_watermark_db(b.SOURCE_ID)
+    job.process([(o, encode_event(e)) for o, e in records[:2]])
+    watermark.gate.clear()  # the watermark's metastore connection stalls from here on
+
+    job.process([(o, encode_event(e)) for o, e in records[2:4]], settle=False)
+    assert "b" in {d.lower() for d in catalog.list_databases()}  # applied, its end not written
+    job.process([(o, encode_event(e)) for o, e in records[4:]], settle=False)  # the next one goes on
+    assert "c" in {d.lower() for d in catalog.list_databases()}
+    mark = from_parameters(catalog.databases[wm_db].parameters)
+    assert mark is not None and mark.event_id == 1
+    anchor = read_anchor(state)
+    assert anchor is not None and anchor.offset == records[1][0]
+    watermark.gate.set()
+    job.settle()
+    mark = from_parameters(catalog.databases[wm_db].parameters)
+    assert mark is not None and mark.event_id == 3
+    anchor = read_anchor(state)
+    assert anchor is not None and anchor.offset == records[-1][0]
+    assert read_progress(state)[1] == 3
+    job.close()
+    assert watermark.closed
+
+
+def test_processing_settles_by_default_and_close_writes_a_waiting_end(tmp_path: Path) -> None:
+    catalog = MemoryCatalog()
+    watermark = _Gated(catalog)
+    watermark.gate.set()
+    job = _job(tmp_path, catalog, watermark)
+    records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None)])
+    wm_db = default_watermark_db(b.SOURCE_ID)
+    job.process([(o, encode_event(e)) for o, e in records[:2]])  # settle=True: written on return
+    mark = from_parameters(catalog.databases[wm_db].parameters)
+    assert mark is not None and mark.event_id == 1
+    watermark.gate.clear()
+    job.process([(o, encode_event(e)) for o, e in records[2:]], settle=False)
+    threading.Timer(0.2, watermark.gate.set).start()
+    job.close()  # waits for the end, then closes the connection
+    mark = from_parameters(catalog.databases[wm_db].parameters)
+    assert mark is not None and mark.event_id == 2 and watermark.closed
