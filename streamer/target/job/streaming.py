@@ -355,20 +355,31 @@ def start_query(
                 quiet_query_end(spark)
                 raise
 
-    def on_batch(df: DataFrame, batch_id: int) -> None:
-        read = source.records(df, batch_id)
-        if read:
-            apply(read)
-        source.follow(batch_id, apply, lambda: batch_applier.reached_until)
-        batch_applier.settle()  # every end of this micro-batch written before Spark commits it
-
     return (
-        stream.writeStream.foreachBatch(on_batch)
+        stream.writeStream.foreachBatch(micro_batch(source, batch_applier, apply))
         .option("checkpointLocation", settings.layout.checkpoint_dir)
         .trigger(processingTime=f"{trigger_interval(settings)} seconds")
         .queryName(f"streamer-target-{settings.source_id}")
         .start()
     )
+
+
+def micro_batch(
+    source: BatchSource, job: BatchApplier, apply: Callable[[list[tuple[int, bytes]]], None]
+) -> Callable[[DataFrame, int], None]:
+    """``foreachBatch``'s function: the micro-batch's records, then those that arrive after them
+    (``BatchSource.follow``), each read through ``apply``; then every apply's end is written
+    (``BatchApplier.settle``) before Spark commits the batch, so that the chain's anchor is never
+    behind what Spark's checkpoint says was consumed."""
+
+    def on_batch(df: DataFrame, batch_id: int) -> None:
+        read = source.records(df, batch_id)
+        if read:
+            apply(read)
+        source.follow(batch_id, apply, lambda: job.reached_until)
+        job.settle()
+
+    return on_batch
 
 
 NORMAL_STOPS = (UntilReached, FailedOverError)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +15,9 @@ from streamer.events.codec import encode_event
 from streamer.events.model import DatabaseSnapshot
 from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.batch_end import BatchEndWriter
+from streamer.target.job.batch_source import BatchSource
 from streamer.target.job.settings import KafkaSettings, LayoutSettings, MetastoreSettings, TargetSettings
-from streamer.target.job.streaming import BatchApplier
+from streamer.target.job.streaming import BatchApplier, micro_batch
 from streamer.target.job.watermark import default_watermark_db, from_parameters
 from streamer.target.state.chain import read_anchor
 from streamer.target.state.status import read_progress
@@ -153,3 +156,38 @@ def test_processing_settles_by_default_and_close_writes_a_waiting_end(tmp_path: 
     job.close()  # waits for the end, then closes the connection
     mark = from_parameters(catalog.databases[wm_db].parameters)
     assert mark is not None and mark.event_id == 2 and watermark.closed
+
+
+class _Records(BatchSource):
+    """A micro-batch's records and those a follow reads on, without Kafka or Spark."""
+
+    def __init__(self, own: list[tuple[int, bytes]], after: list[tuple[int, bytes]]) -> None:
+        super().__init__("unused", {"topic": TOPIC, "bootstrap.servers": "unused:9092"}, "spark")
+        self.own, self.after = own, after
+
+    def records(self, df: Any, batch_id: int) -> list[tuple[int, bytes]]:
+        return self.own
+
+    def follow(self, batch_id: int, apply: Callable[[list[tuple[int, bytes]]], None],
+               done: Callable[[], bool]) -> None:
+        apply(self.after)
+
+
+def test_a_micro_batch_returns_to_spark_only_once_every_end_of_it_is_written(tmp_path: Path) -> None:
+    catalog = MemoryCatalog()
+    watermark = _Gated(catalog)
+    watermark.gate.set()
+    job = _job(tmp_path, catalog, watermark)
+    records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None)])
+    encoded = [(o, encode_event(e)) for o, e in records]
+    source = _Records(encoded[:2], encoded[2:])
+    job.process([], settle=True)  # the start's publish done with the gate open
+    watermark.gate.clear()
+    threading.Timer(0.3, watermark.gate.set).start()  # the watermark's connection stalls for a while
+
+    micro_batch(source, job, lambda read: job.process(read, settle=False))(None, 0)
+    mark = from_parameters(catalog.databases[default_watermark_db(b.SOURCE_ID)].parameters)
+    assert mark is not None and mark.event_id == 2  # both applies' ends written before the return
+    anchor = read_anchor(tmp_path / "state")
+    assert anchor is not None and anchor.offset == records[-1][0]
+    job.close()
