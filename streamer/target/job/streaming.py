@@ -102,7 +102,8 @@ class BatchApplier:
         # consumed and applied progress, the chain's anchor, the watermark (streamer.target.job.progress)
         # with --batch-follow, a watermark connection of its own: a batch's end is written while the
         # next records apply (streamer.target.job.batch_end)
-        watermark_catalog = catalogs() if catalogs is not None and scale.batch_follow_seconds > 0 else None
+        follows = scale.batch_follow_seconds > 0 and scale.batch_read == "driver"
+        watermark_catalog = catalogs() if catalogs is not None and follows else None
         self.progress = JobProgress(settings, catalog, paths.database_location, self.applier.target_db,
                                     watermark_catalog=watermark_catalog)
         # where later steps' files are copied while earlier steps run (PooledFileCopier.prestage)
