@@ -84,19 +84,26 @@ def _consumer(settings: TargetSettings) -> Consumer:
     return Consumer(with_client_log({**config, **consumer_settings(settings.trust.max_record_bytes, config)}))
 
 
+def _records(
+    consumer: Consumer, settings: TargetSettings, start: int, end: int
+) -> Iterable[tuple[int, bytes]]:
+    """``(offset, value)`` of the committed records in ``[start, end)``, under the job's record limit."""
+    from streamer.kafka.record_limit import check_message
+    from streamer.kafka.topics import iter_range
+
+    limit = settings.trust.max_record_bytes
+    for msg in iter_range(consumer, settings.kafka.topic, 0, start, end,
+                          check=lambda msg: check_message(msg, limit)):
+        yield int(msg.offset() or 0), bytes(msg.value() or b"")
+
+
 def kafka_replay(settings: TargetSettings) -> Replay:
     """Re-reads a range of the topic outside Spark (the consumer connects on the first call)."""
 
     def replay(start: int, end: int) -> Iterable[tuple[int, bytes]]:
-        from streamer.kafka.record_limit import check_message
-        from streamer.kafka.topics import iter_range
-
-        limit = settings.trust.max_record_bytes
         consumer = _consumer(settings)
         try:
-            for msg in iter_range(consumer, settings.kafka.topic, 0, start, end,
-                                  check=lambda msg: check_message(msg, limit)):
-                yield int(msg.offset() or 0), bytes(msg.value() or b"")
+            yield from _records(consumer, settings, start, end)
         finally:
             consumer.close()
 
@@ -110,14 +117,13 @@ def kafka_record_at(settings: TargetSettings) -> Callable[[int], bytes | None]:
     def record_at(offset: int) -> bytes | None:
         from streamer.kafka.spark_source import checked_watermarks
 
-        topic = settings.kafka.topic
         consumer = _consumer(settings)
         try:
-            marks = checked_watermarks(consumer, topic, 0, offset + 1)
+            marks = checked_watermarks(consumer, settings.kafka.topic, 0, offset + 1)
             if marks is None or not marks[0] <= offset < marks[1]:
                 return None
+            return next((value for _, value in _records(consumer, settings, offset, offset + 1)), None)
         finally:
             consumer.close()
-        return next((value for _, value in kafka_replay(settings)(offset, offset + 1)), None)
 
     return record_at
