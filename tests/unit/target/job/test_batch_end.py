@@ -12,17 +12,16 @@ from typing import Any
 import pytest
 
 from streamer.events.codec import encode_event
-from streamer.events.model import DatabaseSnapshot
+from streamer.events.model import DatabaseSnapshot, Event
 from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.batch_end import BatchEndWriter
 from streamer.target.job.batch_source import BatchSource
-from streamer.target.job.settings import KafkaSettings, LayoutSettings, MetastoreSettings, TargetSettings
 from streamer.target.job.streaming import BatchApplier, micro_batch
 from streamer.target.job.watermark import default_watermark_db, from_parameters
 from streamer.target.state.chain import read_anchor
 from streamer.target.state.status import read_progress
 from tests.unit.target import builders as b
-from tests.unit.target.state.test_chain import TOPIC, chained, progress
+from tests.unit.target.state.test_chain import TOPIC, _batch_applier, chained, progress
 
 
 def test_ends_run_in_order_and_a_waiting_end_is_replaced_by_a_newer_one() -> None:
@@ -96,43 +95,43 @@ class _Gated(MemoryCatalog):
         self.closed = True
 
 
-def _job(tmp_path: Path, catalog: MemoryCatalog, watermark: _Gated) -> BatchApplier:
-    settings = TargetSettings(
-        source_id=b.SOURCE_ID,
-        kafka=KafkaSettings(bootstrap_servers="unused:9092", topic=TOPIC),
-        metastore=MetastoreSettings(uri="thrift://unused"),
-        layout=LayoutSettings(
-            warehouse_root=str(tmp_path / "wh"), state_dir=str(tmp_path / "state"),
-            checkpoint_dir=str(tmp_path / "ckpt"),
-        ),
-    )
-    return BatchApplier(settings, catalog, record_at=lambda _: None, catalogs=lambda: watermark)
-
-
-def test_a_follows_apply_returns_before_its_end_is_written_and_settle_writes_it(tmp_path: Path) -> None:
+def _gated_job(tmp_path: Path) -> tuple[MemoryCatalog, _Gated, BatchApplier]:
+    """A job on a memory catalog whose watermark connection (open at first) can be stalled."""
     catalog = MemoryCatalog()
     watermark = _Gated(catalog)
     watermark.gate.set()
-    job = _job(tmp_path, catalog, watermark)
+    return catalog, watermark, _batch_applier(tmp_path, catalog, lambda _: None, catalogs=lambda: watermark)
+
+
+def _encoded(records: list[tuple[int, Event]]) -> list[tuple[int, bytes]]:
+    return [(o, encode_event(e)) for o, e in records]
+
+
+def _published(catalog: MemoryCatalog) -> int | None:
+    """The event id of the watermark record on ``catalog`` (None: none written yet)."""
+    db = catalog.databases.get(default_watermark_db(b.SOURCE_ID))
+    mark = from_parameters(db.parameters) if db is not None else None
+    return mark.event_id if mark is not None else None
+
+
+def test_a_follows_apply_returns_before_its_end_is_written_and_settle_writes_it(tmp_path: Path) -> None:
+    catalog, watermark, job = _gated_job(tmp_path)
     records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None),
                        b.create_db(3, "c"), progress(3, None)])
     state = tmp_path / "state"
-    wm_db = default_watermark_db(b.SOURCE_ID)
-    job.process([(o, encode_event(e)) for o, e in records[:2]])
+    job.process(_encoded(records[:2]))
     watermark.gate.clear()  # the watermark's metastore connection stalls from here on
 
-    job.process([(o, encode_event(e)) for o, e in records[2:4]], settle=False)
+    job.process(_encoded(records[2:4]), settle=False)
     assert "b" in {d.lower() for d in catalog.list_databases()}  # applied, its end not written
-    job.process([(o, encode_event(e)) for o, e in records[4:]], settle=False)  # the next one goes on
+    job.process(_encoded(records[4:]), settle=False)  # the next one goes on
     assert "c" in {d.lower() for d in catalog.list_databases()}
-    mark = from_parameters(catalog.databases[wm_db].parameters)
-    assert mark is not None and mark.event_id == 1
+    assert _published(catalog) == 1
     anchor = read_anchor(state)
     assert anchor is not None and anchor.offset == records[1][0]
     watermark.gate.set()
     job.settle()
-    mark = from_parameters(catalog.databases[wm_db].parameters)
-    assert mark is not None and mark.event_id == 3
+    assert _published(catalog) == 3
     anchor = read_anchor(state)
     assert anchor is not None and anchor.offset == records[-1][0]
     assert read_progress(state)[1] == 3
@@ -140,22 +139,19 @@ def test_a_follows_apply_returns_before_its_end_is_written_and_settle_writes_it(
     assert watermark.closed
 
 
+_TWO = [b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None)]
+
+
 def test_processing_settles_by_default_and_close_writes_a_waiting_end(tmp_path: Path) -> None:
-    catalog = MemoryCatalog()
-    watermark = _Gated(catalog)
-    watermark.gate.set()
-    job = _job(tmp_path, catalog, watermark)
-    records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None)])
-    wm_db = default_watermark_db(b.SOURCE_ID)
-    job.process([(o, encode_event(e)) for o, e in records[:2]])  # settle=True: written on return
-    mark = from_parameters(catalog.databases[wm_db].parameters)
-    assert mark is not None and mark.event_id == 1
+    catalog, watermark, job = _gated_job(tmp_path)
+    records = chained(_TWO)
+    job.process(_encoded(records[:2]))  # settle=True: written on return
+    assert _published(catalog) == 1
     watermark.gate.clear()
-    job.process([(o, encode_event(e)) for o, e in records[2:]], settle=False)
+    job.process(_encoded(records[2:]), settle=False)
     threading.Timer(0.2, watermark.gate.set).start()
     job.close()  # waits for the end, then closes the connection
-    mark = from_parameters(catalog.databases[wm_db].parameters)
-    assert mark is not None and mark.event_id == 2 and watermark.closed
+    assert _published(catalog) == 2 and watermark.closed
 
 
 class _Records(BatchSource):
@@ -174,20 +170,16 @@ class _Records(BatchSource):
 
 
 def test_a_micro_batch_returns_to_spark_only_once_every_end_of_it_is_written(tmp_path: Path) -> None:
-    catalog = MemoryCatalog()
-    watermark = _Gated(catalog)
-    watermark.gate.set()
-    job = _job(tmp_path, catalog, watermark)
-    records = chained([b.create_db(1, "a"), progress(1, None), b.create_db(2, "b"), progress(2, None)])
-    encoded = [(o, encode_event(e)) for o, e in records]
+    catalog, watermark, job = _gated_job(tmp_path)
+    records = chained(_TWO)
+    encoded = _encoded(records)
     source = _Records(encoded[:2], encoded[2:])
     job.process([], settle=True)  # the start's publish done with the gate open
     watermark.gate.clear()
     threading.Timer(0.3, watermark.gate.set).start()  # the watermark's connection stalls for a while
 
     micro_batch(source, job, lambda read: job.process(read, settle=False))(None, 0)
-    mark = from_parameters(catalog.databases[default_watermark_db(b.SOURCE_ID)].parameters)
-    assert mark is not None and mark.event_id == 2  # both applies' ends written before the return
+    assert _published(catalog) == 2  # both applies' ends written before the return
     anchor = read_anchor(tmp_path / "state")
     assert anchor is not None and anchor.offset == records[-1][0]
     job.close()

@@ -14,6 +14,7 @@ from streamer import metrics
 from streamer.errors import DataLossError, EventChainError
 from streamer.events.codec import encode_event
 from streamer.events.model import Event, EventType, ProgressPayload, Source
+from streamer.metastore.catalog import Catalog
 from streamer.metastore.memory import MemoryCatalog
 from streamer.target.job.settings import (
     KafkaSettings,
@@ -110,7 +111,8 @@ def _no_topic(offset: int) -> bytes | None:
 
 
 def _batch_applier(
-    tmp_path: Path, catalog: MemoryCatalog, record_at: Callable[[int], bytes | None] = _no_topic
+    tmp_path: Path, catalog: MemoryCatalog, record_at: Callable[[int], bytes | None] = _no_topic,
+    catalogs: Callable[[], Catalog] | None = None,
 ) -> BatchApplier:
     settings = TargetSettings(
         source_id=b.SOURCE_ID,
@@ -121,7 +123,7 @@ def _batch_applier(
             checkpoint_dir=str(tmp_path / "ckpt"),
         ),
     )
-    return BatchApplier(settings, catalog, record_at=record_at)
+    return BatchApplier(settings, catalog, record_at=record_at, catalogs=catalogs)
 
 
 def test_the_job_applies_up_to_the_break_then_stops_for_good(tmp_path: Path) -> None:
