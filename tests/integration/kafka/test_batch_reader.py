@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,7 @@ def test_ranges_read_on_and_again_give_what_a_read_committed_consumer_gives(
     # (Tansu does): the reader must give exactly what the plain consumer gives; markers take offsets
     assert len(expected) >= 16 and high == 16 + 6 + 9 + 3
 
-    reader = BatchReader(_opts(kafka_config, topic))
-    try:
+    with closing(BatchReader(_opts(kafka_config, topic))) as reader:
         assert reader.read(5, 5) == []
         for step in (1, 2, 3, 7, high):  # consecutive ranges, ends on records, markers, aborted ones
             got: list[tuple[int, bytes]] = []
@@ -98,15 +98,12 @@ def test_ranges_read_on_and_again_give_what_a_read_committed_consumer_gives(
             assert got == expected, step
         for start, end in ((4, 11), (0, 3), (11, high), (2, high - 1)):  # out of order: assigned again
             assert reader.read(start, end) == [r for r in expected if start <= r[0] < end]
-    finally:
-        reader.close()
 
 
 def test_reading_on_hands_each_record_out_once(kafka_config: dict[str, Any], topic: str) -> None:
     _fill(kafka_config, topic)
     expected, high = _plain_read(kafka_config, topic)
-    reader = BatchReader(_opts(kafka_config, topic))
-    try:
+    with closing(BatchReader(_opts(kafka_config, topic))) as reader:
         assert reader.read_on(10, 0.1) == []  # nowhere to read on from yet
         first = reader.read(0, 4)
         on = _read_on_to_the_end(reader, 3)  # at most 3 at a time: the rest is kept, in order
@@ -122,19 +119,14 @@ def test_reading_on_hands_each_record_out_once(kafka_config: dict[str, Any], top
         assert reader.read_on(5, 0.2) == []
         reader.forget()
         assert reader.read(4, new_high) == [r for r in later if r[0] >= 4]
-    finally:
-        reader.close()
 
 
 def test_reading_on_from_a_seek(kafka_config: dict[str, Any], topic: str) -> None:
     _fill(kafka_config, topic)
     expected, _ = _plain_read(kafka_config, topic)
-    reader = BatchReader(_opts(kafka_config, topic))
-    try:
+    with closing(BatchReader(_opts(kafka_config, topic))) as reader:
         reader.seek(expected[3][0])  # a range read some other way (Spark's collect) ended there
         assert _read_on_to_the_end(reader, 100) == expected[3:]
-    finally:
-        reader.close()
 
 
 class _Compare:
