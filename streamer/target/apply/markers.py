@@ -32,14 +32,18 @@ __all__ = ["DEFER_MIN_EVENTS", "DeferredMarkers", "advance", "fence", "flush", "
 def fence(ctx: ApplyContext, effect: FenceDatabase) -> None:
     """Note the effect's database as fenced in this batch; an opening fence (a step out of event-id
     order) also marks its database (``FENCE_PARAM``) if it is not marked yet, before the step."""
-    src, db = effect.src, effect.db
+    src = effect.src
     ctx.markers.add_fenced(src)
-    if not effect.opening or FENCE_PARAM in db.parameters:
+    if not effect.opening or FENCE_PARAM in effect.db.parameters:
         return
     name = ctx.target_db(src)
-    fenced = dataclasses.replace(db, parameters={**db.parameters, FENCE_PARAM: str(effect.event_id)})
-    ctx.do(AlterDatabase(name, fenced, exists=True))
-    ctx.memory.remember(name, fenced)
+    with ctx.markers.fencing:  # the batch's table lanes (lane_runner) open it once, the first one
+        db = ctx.memory.database(name) or effect.db
+        if FENCE_PARAM in db.parameters:
+            return
+        fenced = dataclasses.replace(db, parameters={**db.parameters, FENCE_PARAM: str(effect.event_id)})
+        ctx.do(AlterDatabase(name, fenced, exists=True))
+        ctx.memory.remember(name, fenced)
 
 
 def record(

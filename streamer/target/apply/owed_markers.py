@@ -30,6 +30,7 @@ class DeferredMarkers:
         # source dbs this batch fenced (or found fenced): no journal line for them; the batch's end
         # lifts the fence with the marker, unless the database halted (streamer.target.apply.reorder)
         self.fenced: set[str] = set()
+        self.fencing = threading.Lock()  # held while a database's fence is written (``markers.fence``)
         self._lock = threading.Lock()
 
     def note(self, src: str, event_id: int) -> None:

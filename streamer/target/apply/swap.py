@@ -77,7 +77,8 @@ def supports_exchange(directory: str) -> bool:
     known = _support.get(device)
     if known is not None:
         return known
-    probe = os.path.join(directory, f"{SWAP_INFIX}probe-{os.getpid()}")
+    # per thread: two lanes may probe one filesystem at once
+    probe = os.path.join(directory, f"{SWAP_INFIX}probe-{os.getpid()}-{threading.get_ident()}")
     first, second = probe + "-a", probe + "-b"
     try:
         os.makedirs(first, exist_ok=True)

@@ -1,4 +1,5 @@
-"""The lane runner: executes a schedule of apply lanes (``streamer.target.job.lanes``) concurrently.
+"""The lane runner: executes a schedule of apply lanes (``streamer.target.job.lanes``) concurrently:
+databases in ``database`` mode, and in either mode the tables of a regrouped, fenced segment.
 
 A fixed pool of worker threads, each with its own metastore connection, runs every step whose
 predecessors have finished, exactly as the sequential runner runs it; the micro-batch ends when every
@@ -46,7 +47,7 @@ class LaneRunner:
         self, applier: Applier, plan: Plan, state: TargetState, on_halt: Callable[[str], None] | None = None
     ) -> RunReport:
         """``on_halt`` as for ``apply.run_plan``; here it is called from a lane, one call at a time."""
-        if self.consistency is Consistency.GLOBAL or len(plan.steps) < 2:
+        if len(plan.steps) < 2 or not self._concurrent(plan):
             return run_plan(applier, plan, state, on_halt)
         the_schedule = schedule(plan, self.consistency)
         halted_lock = threading.Lock()
@@ -56,9 +57,11 @@ class LaneRunner:
                 with halted_lock:
                     on_halt(db)
 
-        # the lanes share one batch's database and table snapshots: one database is one lane, so no
-        # lane reads what another writes (streamer.target.apply.applier.Applier.reusing_snapshots);
-        # and its deferred markers, written after every lane has finished (Applier.batch)
+        # the lanes share one batch's database and table snapshots: one database is one lane, or one
+        # table of a fenced segment is (whose steps change no database object but its fence, written
+        # once under a lock: markers.fence), so no lane reads what another writes
+        # (streamer.target.apply.applier.Applier.reusing_snapshots); and its deferred markers,
+        # written after every lane has finished (Applier.batch)
         try:
             with applier.batch(len(plan.event_ids)):
                 prefetch(applier, plan)
@@ -70,6 +73,13 @@ class LaneRunner:
         if plan.source_head is not None:
             metrics.TARGET_SOURCE_HEAD.set(plan.source_head)
         return report
+
+    def _concurrent(self, plan: Plan) -> bool:
+        """Whether lanes could run at once: ``database`` mode, or in ``global`` mode a regrouped
+        batch's fenced steps (per-table sub-lanes), given connections to run them on."""
+        if self.consistency is not Consistency.GLOBAL:
+            return True
+        return self._new_catalog is not None and self.workers > 1 and any(s.fenced for s in plan.steps)
 
     def _run(
         self,

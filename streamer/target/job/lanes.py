@@ -3,8 +3,10 @@
 Turns a planned micro-batch into a schedule for ``streamer.target.job.lane_runner``: one lane in the
 ``global`` consistency mode, one lane per source database in ``database`` mode, with steps that
 touch several lanes (transaction commits, cross-database renames and foreign keys, shared external
-locations, bootstrap records) as barriers. The rules and why they keep exactly-once:
-docs/design/consistency.md.
+locations, bootstrap records) as barriers. Inside a lane, the fenced steps of a regrouped segment
+(``--coalesce-backlog``: already out of event-id order, behind the apply fence) run on a sub-lane
+per table, between the lane's steps before and after them. The rules and why they keep
+exactly-once: docs/design/consistency.md.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from streamer.events.model import (
     InsertPayload,
     TableSnapshot,
 )
-from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind
+from streamer.target.apply.plan import GLOBAL_DB, Plan, Step, StepKind, table_key
+from streamer.target.apply.reorder import movable
 
 
 class Consistency(StrEnum):
@@ -90,27 +93,61 @@ class Schedule:
 
 def schedule(plan: Plan, consistency: Consistency | str = Consistency.GLOBAL) -> Schedule:
     """The plan's steps with their lanes and dependencies (each step waits for the previous step of
-    each of its lanes, and for the last full barrier)."""
+    each of its lanes, and for the last full barrier). A fenced step of one table waits for the
+    previous step of its table's sub-lane, else for its lane's last step; every later step of the
+    lane waits for all of its sub-lanes."""
     mode = Consistency(consistency)
     last: dict[str, int] = {}
+    subs: dict[str, set[str]] = {}  # lane -> its sub-lanes since the lane's last step
     floor: int | None = None  # the last full barrier
     nodes: list[Node] = []
     for i, step in enumerate(plan.steps):
         lanes, full = step_lanes(step, mode)
+        sub = table_lane(step, lanes) if not full else None
         if full:
             after = set(last.values())
             if floor is not None:
                 after.add(floor)
             last.clear()
+            subs.clear()
             floor = i
+        elif sub is not None:
+            (lane,) = lanes
+            after = {last[sub]} if sub in last else ({last[lane]} if lane in last else set())
+            if floor is not None and not after:
+                after.add(floor)
+            subs.setdefault(lane, set()).add(sub)
+            last[sub] = i
+            lanes = frozenset({sub})
         else:
-            after = {last[lane] for lane in lanes if lane in last}
+            after = set()
+            for lane in lanes:
+                joined = subs.pop(lane, None)
+                if joined:  # each of them waited for the lane's last step
+                    after |= {last.pop(s) for s in joined}
+                elif lane in last:
+                    after.add(last[lane])
             if floor is not None and not after:
                 after.add(floor)  # earlier lanes' nodes already wait for it
             for lane in lanes:
                 last[lane] = i
         nodes.append(Node(step, lanes, tuple(sorted(after)), full))
     return Schedule(mode, tuple(nodes))
+
+
+def table_lane(step: Step, lanes: frozenset[str]) -> str | None:
+    """The sub-lane of a fenced step of one table in its one lane, if it has one. A regrouped
+    segment's steps are already out of event-id order behind the fence (``apply.reorder``); its
+    events act on their managed table alone, whose directories the target derives, so steps of
+    different tables commute and may run at once."""
+    if not step.fenced or step.kind is StepKind.BOOTSTRAP or len(lanes) != 1:
+        return None
+    keys = {table_key(e) for e in step.events}
+    if len(keys) != 1 or not all(movable(e) for e in step.events):
+        return None
+    (lane,) = lanes
+    db, name = keys.pop()
+    return f"{lane}/table:{db}.{name}"
 
 
 def step_lanes(step: Step, mode: Consistency) -> tuple[frozenset[str], bool]:

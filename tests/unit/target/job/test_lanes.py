@@ -26,7 +26,8 @@ from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
-from streamer.target.apply.plan import plan
+from streamer.target.apply.plan import Plan, plan
+from streamer.target.apply.reorder import reorder
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.lanes import TXN_LANE, Consistency, Schedule, schedule
 from streamer.target.state.state_file import TargetState
@@ -147,6 +148,87 @@ def test_every_pair_sharing_a_lane_keeps_event_order(ops: list[tuple[str, int]])
                 assert i in above, (earlier, later)
 
 
+def _alters(first_id: int, tables: list[tuple[str, str]], rounds: int) -> list[Event]:
+    """Each table's property ALTERs, interleaved with the other tables' (regrouped: fenced)."""
+    events = []
+    for i in range(rounds):
+        for db, name in tables:
+            t = b.table(db, name)
+            events.append(b.alter_table(first_id + len(events), t, b.replace(t, parameters={"v": str(i)})))
+    return events
+
+
+def _regrouped(events: list[Event]) -> Plan:
+    return reorder(plan(events, {}))
+
+
+def test_fenced_steps_run_per_table_between_their_lanes_steps() -> None:
+    tables = [("a", "t0"), ("a", "t1"), ("a", "t2")]
+    events = [b.create_db(1, "a"), *_alters(2, tables, 3)]
+    events.append(b.event(len(events) + 1, EventType.DROP_FUNCTION, DropFunctionPayload("f"), db="a"))
+    the_plan = _regrouped(events)
+    for mode, lane in ((Consistency.GLOBAL, "*"), (Consistency.DATABASE, "db:a")):
+        sched = schedule(the_plan, mode)
+        fenced = [i for i, n in enumerate(sched.nodes) if n.step.fenced]
+        assert len(fenced) == 3  # a table's three ALTERs coalesced into one step
+        subs = {next(iter(sched.nodes[i].lanes)) for i in fenced}
+        assert subs == {f"{lane}/table:a.{t}" for _, t in tables}
+        assert all(sched.nodes[i].after == (0,) for i in fenced)  # after the create, not each other
+        last = len(sched.nodes) - 1
+        assert set(sched.nodes[last].after) == set(fenced)  # the next step of the lane waits for all
+        assert not any(sched.nodes[i].barrier for i in fenced)
+
+
+def test_a_step_in_event_order_is_not_fenced_and_stays_in_its_lane() -> None:
+    events = [b.create_db(1, "a"), *_alters(2, [("a", "t0")], 3), *_alters(5, [("a", "t1")], 3)]
+    sched = schedule(_regrouped(events), Consistency.GLOBAL)
+    assert sched.lanes == {"*"}  # nothing moved: the order is the source's, no sub-lane
+
+
+_TABLES = [("a", "t0"), ("a", "t1"), ("b", "t0"), ("b", "t1")]
+
+
+_OPS = st.one_of(
+    st.tuples(st.sampled_from(["alter", "add", "drop"]), st.integers(0, len(_TABLES) - 1),
+              st.sampled_from("01")),
+    st.tuples(st.sampled_from(["barrier", "create"]), st.just(0), st.just("")),
+)
+
+
+@given(st.lists(_OPS, min_size=1, max_size=30), st.sampled_from(list(Consistency)))
+def test_only_fenced_steps_of_different_tables_of_one_lane_run_unordered(
+    ops: list[tuple[str, int, str]], mode: Consistency
+) -> None:
+    """Whatever a regrouped batch holds, every two steps are ordered by the schedule unless both are
+    fenced steps of different tables (their events commute: ``reorder``), and a table's steps keep
+    the plan's order, so a topological execution ends where the sequential one does."""
+    events: list[Event] = [b.create_db(1, "a"), b.create_db(2, "b")]
+    for what, k, value in ops:
+        n = len(events) + 1
+        t = b.table(*_TABLES[k], ("p",))
+        if what == "barrier":  # not movable: ends a segment
+            events.append(b.event(n, EventType.DROP_FUNCTION, DropFunctionPayload(f"f{n}"), db="a"))
+        elif what == "create":
+            events.append(b.create_table(n, b.table("b", f"new{n}")))
+        elif what == "add":
+            events.append(b.add_partition(n, t, [b.partition(t, value)]))
+        elif what == "drop":
+            events.append(b.drop_partition(n, t, [[value]]))
+        else:
+            events.append(b.alter_table(n, t, b.replace(t, parameters={"v": str(n)})))
+    sched = schedule(_regrouped(events), mode)
+    for j, later in enumerate(sched.nodes):
+        above = _ancestors(sched, j)
+        for i in range(j):
+            earlier = sched.nodes[i]
+            tables = {(e.db, e.table) for s in (earlier.step, later.step) for e in s.events}
+            commute = earlier.step.fenced and later.step.fenced and len(tables) > 1
+            shared = (mode is Consistency.GLOBAL or earlier.lanes & later.lanes
+                      or earlier.step.db == later.step.db)
+            if shared and not commute:
+                assert i in above, (earlier, later)
+
+
 # --- the runner --------------------------------------------------------------------------------
 
 
@@ -247,3 +329,37 @@ def test_a_halted_lane_holds_its_database_only(tmp_path: Path) -> None:
     assert sorted(report.held) == [3, 4] and set(report.halted) == {"a"}
     assert state.halts()["a"].event_id == 3
     assert inner.get_table("b", "t") is not None and inner.get_table("a", "t") is None
+
+
+def test_global_mode_applies_a_regrouped_backlogs_tables_at_once_to_the_same_state(tmp_path: Path) -> None:
+    tables = [("a", f"t{i}") for i in range(4)]
+    setup = [b.create_db(1, "a"), *(b.create_table(2 + i, b.table(*t)) for i, t in enumerate(tables))]
+    events = [*setup, *_alters(len(setup) + 1, tables, 3)]
+    one, one_slow, _ = _run(tmp_path / "sequential", Consistency.GLOBAL, events)
+    lanes, lanes_slow, _ = _run(tmp_path / "lanes", Consistency.GLOBAL, events, coalesce=True)
+    params = {k: t.parameters for k, t in one.tables.items()}
+    assert {k: t.parameters for k, t in lanes.tables.items()} == params
+    assert all(FENCE_PARAM not in db.parameters for db in lanes.databases.values())
+    assert lanes.calls.count("alter_database") == 2  # the fence, opened once by four lanes; lifted once
+    assert one_slow.most == 1 and lanes_slow.most > 1  # the tables' lanes really ran at once
+
+
+def test_a_failed_table_lane_halts_its_database_from_the_regrouped_start(tmp_path: Path) -> None:
+    inner = MemoryCatalog()
+    state = TargetState(tmp_path / "state")
+    paths = TargetPaths(str(tmp_path / "wh"), str(tmp_path / "ext"))
+    applier = Applier(inner, FileCopier(), paths, b.SOURCE_ID, state=state, coalesce_backlog=True)
+    tables = [("a", "t0"), ("a", "ghost"), ("b", "t0"), ("a", "t1")]
+    setup = [b.create_db(1, "a"), b.create_db(2, "b"), b.create_table(3, b.table("a", "t0")),
+             b.create_table(4, b.table("b", "t0")), b.create_table(5, b.table("a", "t1"))]
+    alters = _alters(6, tables, 2)  # a.ghost is missing on the target: its step fails
+    the_plan = regrouped(applier, plan([*setup, *alters], applier.load_progress(), state.halts()))
+    assert any(s.fenced for s in the_plan.steps)
+    halts: list[str] = []
+    report = LaneRunner(Consistency.GLOBAL, lambda: inner).run(applier, the_plan, state, halts.append)
+    assert halts == ["a"] and set(report.halted) == {"a"}
+    halt = state.halts()["a"]
+    first_fenced = min(s.first.event_id for s in the_plan.steps if s.fenced and s.db == "a")
+    assert halt.event_id == first_fenced and halt.failed_event_id == 7  # re-read from the regrouped start
+    assert inner.get_table("b", "t0").parameters.get("v") == "1"  # b's lane went on
+    assert {7, 11} <= set(report.held) and not set(report.held) & {8, 12}
