@@ -176,13 +176,14 @@ def run_catchup(
     copier: str = "job",
     batch_read: str = "driver",
     batch_follow: float = 2.0,
+    lanes: int = 4,
 ) -> dict[str, Any]:
     from streamer.metastore.thrift import CALLS
     from streamer.warehouse.workload import Workload
 
     with Pipeline(work, jdbc_url=jdbc_url, jdbc_user=jdbc_user) as p:
         p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
-                       batch_read=batch_read, batch_follow_seconds=batch_follow)
+                       batch_read=batch_read, batch_follow_seconds=batch_follow, apply_lanes=lanes)
         workload = Workload(p.warehouse, seed=11)
         say(f"warm-up: {warmup_events} events with the target following")
         _, last, _ = _write(p, workload, warmup_events)
@@ -206,10 +207,11 @@ def run_catchup(
             read_before = _batch_read_seconds()
             t_restart = time.time()
             p.start_target(max_events_per_trigger=per_trigger, coalesce_backlog=coalesce, copier=copier,
-                       batch_read=batch_read, batch_follow_seconds=batch_follow)
+                       batch_read=batch_read, batch_follow_seconds=batch_follow, apply_lanes=lanes)
             caught_up = p.wait_applied(last, timeout)
         catchup_read_s = _batch_read_seconds() - read_before
         catchup_seconds = CALLS.seconds  # waiting for answers (summed over lanes, if any)
+        catchup_busy = CALLS.busy_seconds  # with at least one call in flight (lanes at once count once)
         catchup_calls = CALLS.reset()  # every metastore call of this process: the job's, lanes', watermark's
         t_done = p.stages.applied.get(last, time.time())
         applied = sorted(t for i, t in p.stages.applied.items() if first <= i <= last)
@@ -253,6 +255,9 @@ def run_catchup(
             "metastore_seconds_per_event": catchup_seconds / backlog,
             "metastore_seconds_per_event_live": live_seconds / live_n,
             "metastore_share": catchup_seconds / (t_done - t_restart),
+            # the share of the catch-up during which the metastore had a call to answer: 1.0 is a
+            # target whose own work all ran while it waited for the metastore
+            "metastore_busy_share": catchup_busy / (t_done - t_restart),
             # getting the micro-batches' records (streamer_target_batch_read_seconds: Kafka or collect)
             "batch_read_share": catchup_read_s / (t_done - t_restart),
             "batch_read_seconds_live_per_event": live_read_s / live_n,
@@ -276,6 +281,7 @@ def run_catchup(
             "batches": batches,
             "max_events_per_trigger": per_trigger,
             "coalesce_backlog": coalesce,
+            "apply_lanes": lanes,
             "copier": copier,
             "batch_read": batch_read,
             "batch_follow_seconds": batch_follow,
@@ -298,7 +304,8 @@ def _in_subprocess(kind: str, args: list[str]) -> dict[str, Any]:
     return result
 
 
-SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", "lag_p50_s", "lag_p99_s")
+SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "metastore_busy_share", "live_rate_eps",
+           "lag_p50_s", "lag_p99_s")
 
 
 @click.command()
@@ -377,6 +384,15 @@ SUMMARY = ("catchup_eps", "metastore_bound_eps", "efficiency", "live_rate_eps", 
     "after its own (0: off, the job before issue 41's fifth stop), for A/B runs.",
 )
 @click.option(
+    "--apply-lanes",
+    "lanes",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="The target's --apply-lanes: connections applying a regrouped batch's tables at once (1: one "
+    "after another, the job before issue 41's sixth stop), for A/B runs.",
+)
+@click.option(
     "--py-spy",
     "py_spy",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -406,6 +422,7 @@ def main(
     copier: str,
     batch_read: str,
     batch_follow: float,
+    lanes: int,
     py_spy: Path | None,
     py_spy_live: Path | None,
     work_dir: Path | None,
@@ -428,6 +445,7 @@ def main(
             f"--copier={copier}",
             f"--batch-read={batch_read}",
             f"--batch-follow={batch_follow}",
+            f"--apply-lanes={lanes}",
             *([f"--work-dir={work_dir}"] if work_dir is not None else []),
         ]
         variants = {kind: _in_subprocess(kind, args) for kind in METASTORES}
@@ -457,6 +475,7 @@ def main(
             copier=copier,
             batch_read=batch_read,
             batch_follow=batch_follow,
+            lanes=lanes,
         )
     title = f"catch-up and paced lag ({metastore} target metastore)"
     emit(title, {"metastore": metastore, **result}, as_json)

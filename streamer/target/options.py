@@ -241,7 +241,9 @@ scale_options = Group("scale", {
     ),
     "apply_lanes": _option(
         "--apply-lanes", default=4, show_default=True, type=click.IntRange(min=1),
-        help="With --consistency database: lanes applied at once, each with its own metastore connection.",
+        help="Lanes applied at once, each with its own metastore connection: databases with --consistency "
+        "database, and in either mode the tables of a batch --coalesce-backlog regrouped (1: one step after "
+        "another).",
     ),
     "executor_copy_min_bytes": _option(
         "--executor-copy-min-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=0),

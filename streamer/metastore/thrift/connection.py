@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
@@ -59,17 +60,47 @@ _BROKEN = (TTransport.TTransportException, OSError, EOFError)
 
 
 class CallCounter:
-    """Metastore round trips made by every ``ThriftConnection`` of this process and the seconds spent
-    waiting for their answers, for the benches' ``metastore_calls_per_event`` and
-    ``metastore_seconds_per_event`` (plain numbers under the GIL: a lost update only blurs a figure)."""
+    """Metastore round trips made by every ``ThriftConnection`` of this process, the seconds spent
+    waiting for their answers (summed over threads), and the wall-clock seconds with at least one
+    call in flight (``busy_seconds``: lanes' calls at once count once), for the benches'
+    ``metastore_calls_per_event``, ``metastore_seconds_per_event`` and ``metastore_busy_share``."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.seconds = 0.0
+        self._busy = 0.0
+        self._in_flight = 0
+        self._since = 0.0  # when the calls in flight began to be (with one or more)
+        self._lock = threading.Lock()
+
+    def begin(self) -> float:
+        """A call starts; returns its start for ``end``."""
+        now = time.perf_counter()
+        with self._lock:
+            self.calls += 1
+            if self._in_flight == 0:
+                self._since = now
+            self._in_flight += 1
+        return now
+
+    def end(self, started: float) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self.seconds += now - started
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._busy += now - self._since
+
+    @property
+    def busy_seconds(self) -> float:
+        with self._lock:
+            return self._busy + (time.perf_counter() - self._since if self._in_flight else 0.0)
 
     def reset(self) -> int:
-        """The count so far (``seconds``: read it before), then both zero."""
-        calls, self.calls, self.seconds = self.calls, 0, 0.0
+        """The count so far (``seconds``, ``busy_seconds``: read them before), then all zero."""
+        with self._lock:
+            calls, self.calls, self.seconds, self._busy = self.calls, 0, 0.0, 0.0
+            self._since = time.perf_counter()
         return calls
 
 
@@ -121,8 +152,7 @@ class ThriftConnection:
         """Run one Thrift call, reconnecting once if the connection broke; map Thrift errors."""
         for attempt in (1, 2):
             client = self._client or self._connect()
-            CALLS.calls += 1
-            started = time.perf_counter()
+            started = CALLS.begin()
             try:
                 return fn(client)
             except _BROKEN as exc:
@@ -140,7 +170,7 @@ class ThriftConnection:
                 message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
                 raise CatalogError(f"{type(exc).__name__}: {message}", obj=obj) from exc
             finally:
-                CALLS.seconds += time.perf_counter() - started
+                CALLS.end(started)
         raise AssertionError("unreachable")
 
     def get(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T | None:

@@ -85,7 +85,7 @@ class ScaleSettings:
     batch_follow_seconds: float = 2.0  # a micro-batch applies later records for this long (batch_source)
     # scaling out (streamer.target.job.lanes, streamer.target.job.executor_copy)
     consistency: str = "global"  # global | database
-    apply_lanes: int = 4  # metastore connections (worker threads) of database-mode lanes
+    apply_lanes: int = 4  # connections (worker threads) of lanes: databases, a regrouped batch's tables
     copy_workers: int = 8
     executor_copy_min_bytes: int = 256 << 20  # a copy this large runs on Spark executors; 0 = never
     executor_copy_min_files: int = 256  # ... or with this many files; 0 = never
