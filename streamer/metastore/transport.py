@@ -223,4 +223,4 @@ def open_client(uri: str, *, timeout_s: float, auth: HmsAuth | None = None) -> A
     from thrift.protocol import TBinaryProtocol
 
     transport = open_transport(uri, timeout_s=timeout_s, auth=auth)
-    return hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
+    return hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocolAccelerated(transport))

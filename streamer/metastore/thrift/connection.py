@@ -138,7 +138,7 @@ class ThriftConnection:
             raise CatalogUnavailableError(
                 f"cannot connect to the metastore at {self.uri}{how}: {exc}"
             ) from exc
-        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocol(transport))
+        client = hmsclient.HMSClient(iprot=TBinaryProtocol.TBinaryProtocolAccelerated(transport))
         self._client = client
         return client
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from thrift.protocol import TBinaryProtocol
 
 from streamer.embedded_metastore.server import EmbeddedMetastore, free_port
 from streamer.events.model import (
@@ -167,6 +168,10 @@ def test_table_round_trip_keeps_every_field(hms_catalog: HmsCatalog, hms: Embedd
     assert hms_catalog.get_tables(db, ["no_such_table", "events"]) == [got]  # one call, the existing ones
     with pytest.raises(ObjectExistsError, match=f"{db}.events"):
         hms_catalog.create_table(snap)
+    # through Thrift's C codec (fastbinary), which the round trip above went through
+    client = hms_catalog.conn._client
+    assert client is not None and isinstance(client._iprot, TBinaryProtocol.TBinaryProtocolAccelerated)
+    assert client._iprot._fast_decode is not None
 
 
 def test_external_table_and_view(hms_catalog: HmsCatalog, tmp_path: Path, db: str) -> None:
