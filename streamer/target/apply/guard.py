@@ -20,6 +20,7 @@ the applier adds the event and halts its database.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 
 from fsspec.implementations.local import LocalFileSystem
@@ -75,11 +76,13 @@ def ensure_no_symlinks(url: str, roots: Sequence[Root], *, event_id: int | None 
             current = base
             for seg in [s for s in rel.split("/") if s]:
                 current = f"{current}/{seg}"
-                if os.path.islink(current):
+                try:
+                    mode = os.lstat(current).st_mode  # one call per component: every write passes here
+                except (OSError, ValueError):  # absent below here (as os.path.lexists reads it)
+                    return
+                if stat.S_ISLNK(mode):
                     cause = f"{current} is a symlink inside the target root"
                     raise PathEscapeError(cause, event_id=event_id, obj=url)
-                if not os.path.lexists(current):
-                    return
             return
     if roots:
         raise PathEscapeError(f"path {url!r} is outside the target roots", event_id=event_id, obj=url)
