@@ -144,6 +144,12 @@ def _mix(p: Pipeline, first: int, last: int) -> dict[str, int]:
     return dict(Counter(str(r.event_type) for r in rows).most_common())
 
 
+def _typed(p: Pipeline, rows: list[dict[str, Any]], first: int, last: int) -> list[dict[str, Any]]:
+    """``rows`` (each with an ``event_id``) with the source event's type."""
+    types = {r.event_id: str(r.event_type) for r in p.warehouse.notifications(first - 1, last - first + 1)}
+    return [{**r, "event_type": types.get(r["event_id"], "?")} for r in rows]
+
+
 def _wait_published(p: Pipeline, last: int) -> None:
     while p.agent.last_id < last:  # the backlog is in Kafka before the target restarts
         if p.agent_errors:
@@ -250,6 +256,8 @@ def run_catchup(
             "live_caught_up": live_caught_up,
             "lag": lag_stats(p.stages.lags(live_ids)),
             "lag_split": p.stages.split(live_ids),
+            # the slowest live events, with their type: what the p99 is made of
+            "lag_tail": _typed(p, p.stages.tail(live_ids), live_first, live_last),
             "metastore_calls_per_event": catchup_calls / backlog,
             "metastore_calls_per_event_live": live_calls / live_n,
             "metastore_seconds_per_event": catchup_seconds / backlog,

@@ -247,6 +247,19 @@ class Stages:
                 self.applied[i] - self.committed[i] for i in keys if i in self.applied and i in self.committed
             ]
 
+    def tail(self, ids: Iterable[int], n: int = 10) -> list[dict[str, float | int]]:
+        """The ``n`` events of ``ids`` with the longest commit->applied, slowest first, with their legs."""
+        with self.lock:
+            rows = []
+            for i in ids:
+                if i not in self.applied or i not in self.committed:
+                    continue
+                committed, applied = self.committed[i], self.applied[i]
+                published, started = self.published.get(i, committed), self.batch_start.get(i, applied)
+                rows.append({"event_id": i, "lag_s": applied - committed, "read_s": published - committed,
+                             "to_batch_s": started - published, "apply_s": applied - started})
+        return sorted(rows, key=lambda r: -r["lag_s"])[:n]
+
     def split(self, ids: Iterable[int] | None = None) -> dict[str, float | None]:
         """Median seconds of commit->publish, publish->batch start, batch start->applied."""
         with self.lock:
