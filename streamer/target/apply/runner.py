@@ -245,7 +245,7 @@ class VoidingRuns:
         if pending is None:
             return False
         if not all(i in pending.run.voided for i in step.event_ids):
-            pending.deferred.append(step)  # (one lane runs a database's steps, one at a time)
+            pending.deferred.append(step)  # (one lane, or a regrouped table's sub-lane, runs the run's steps)
             return True
         try:
             check_events(applier, step)  # the lane's own context and catalog
@@ -270,7 +270,9 @@ class VoidingRuns:
         """``pending``'s deferred steps are applied: its end step advances progress again."""
         db = pending.start.db
         with self._lock:
-            self._pending[db].remove(pending)
+            runs = self._pending.get(db, [])
+            if pending in runs:  # else abandoned meanwhile: another table's lane halted the database
+                runs.remove(pending)
             self._pin(db)
 
     def abandon(self, db: str) -> list[PendingRun]:

@@ -404,8 +404,9 @@ class SparkFileCopier(PooledFileCopier):
                 raise ApplyError(f"no executor task reported {f.final}", event_id=event_id, obj=f.final)
             f.temp, f.size, f.cm_fallback = r.temp, r.size, r.cm_fallback
             f.unverified, f.skipped = r.unverified, r.skipped
-        self.last_run = sorted(results, key=lambda r: r.index)
-        failed = next((r for r in self.last_run if r.error_type is not None), None)
+        reports = sorted(results, key=lambda r: r.index)
+        self.last_run = reports  # (lanes copy at once: this copy reads its own reports below)
+        failed = next((r for r in reports if r.error_type is not None), None)
         if failed is not None:  # staged files are discarded by stage_all
             kind = _ERRORS.get(failed.error_type or "", ApplyError)
             raise kind(failed.cause or "copy failed", event_id=event_id, obj=failed.obj)

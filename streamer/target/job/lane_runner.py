@@ -59,7 +59,8 @@ class LaneRunner:
 
         # the lanes share one batch's database and table snapshots: one database is one lane, or one
         # table of a fenced segment is (whose steps change no database object but its fence, written
-        # once under a lock: markers.fence), so no lane reads what another writes
+        # under a lock: markers.fence), so no lane reads what another writes; a failed step forgets
+        # them all, which only makes the other lanes read again
         # (streamer.target.apply.applier.Applier.reusing_snapshots); and its deferred markers,
         # written after every lane has finished (Applier.batch)
         try:

@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamer.events.model import (
     AcidWrite,
     AddConstraintsPayload,
+    AlterTablePayload,
     CommitTxnPayload,
     Constraint,
     DropFunctionPayload,
@@ -26,7 +27,7 @@ from streamer.metastore.memory import MemoryCatalog
 from streamer.target.apply.applier import Applier, regrouped
 from streamer.target.apply.files import FileCopier
 from streamer.target.apply.paths import TargetPaths
-from streamer.target.apply.plan import Plan, plan
+from streamer.target.apply.plan import Plan, Step, StepKind, plan
 from streamer.target.apply.reorder import reorder
 from streamer.target.job.lane_runner import LaneRunner
 from streamer.target.job.lanes import TXN_LANE, Consistency, Schedule, schedule
@@ -188,14 +189,28 @@ def test_a_step_in_event_order_is_not_fenced_and_stays_in_its_lane() -> None:
 _TABLES = [("a", "t0"), ("a", "t1"), ("b", "t0"), ("b", "t1")]
 
 
-_OPS = st.one_of(
-    st.tuples(st.sampled_from(["alter", "add", "drop"]), st.integers(0, len(_TABLES) - 1),
-              st.sampled_from("01")),
-    st.tuples(st.sampled_from(["barrier", "create"]), st.just(0), st.just("")),
-)
+def _databases(step: Step) -> set[str | None]:
+    """The databases a step's events act on (a rename: both of its databases)."""
+    out: set[str | None] = set()
+    for e in step.events:
+        p = e.payload
+        out |= {p.before.db, p.after.db} if isinstance(p, AlterTablePayload) else {e.db}
+    return out
 
 
+_TABLE_OP = st.tuples(st.sampled_from(["alter", "add", "drop"]), st.integers(0, len(_TABLES) - 1),
+                      st.sampled_from("01"))
+_OTHER_OP = st.tuples(st.sampled_from(["barrier", "create", "nodb", "move"]), st.just(0), st.just(""))
+_OPS = st.one_of(_TABLE_OP, _TABLE_OP, _TABLE_OP, _OTHER_OP)  # mostly table events: segments to regroup
+
+
+_INTERLEAVED = [("alter", 0, "0"), ("alter", 1, "0"), ("alter", 0, "1"), ("alter", 1, "1")]  # regrouped
+
+
+@settings(max_examples=300)
 @given(st.lists(_OPS, min_size=1, max_size=30), st.sampled_from(list(Consistency)))
+@example([*_INTERLEAVED, ("nodb", 0, "")], Consistency.DATABASE)  # a full barrier after two tables' lanes
+@example([*_INTERLEAVED, ("move", 0, "")], Consistency.DATABASE)  # a step of two lanes after them
 def test_only_fenced_steps_of_different_tables_of_one_lane_run_unordered(
     ops: list[tuple[str, int, str]], mode: Consistency
 ) -> None:
@@ -208,6 +223,11 @@ def test_only_fenced_steps_of_different_tables_of_one_lane_run_unordered(
         t = b.table(*_TABLES[k], ("p",))
         if what == "barrier":  # not movable: ends a segment
             events.append(b.event(n, EventType.DROP_FUNCTION, DropFunctionPayload(f"f{n}"), db="a"))
+        elif what == "nodb":  # no database: a full barrier in database mode
+            events.append(b.event(n, EventType.DROP_FUNCTION, DropFunctionPayload(f"f{n}")))
+        elif what == "move":  # a rename across databases: both databases' lanes at once
+            moved = b.table("a", f"m{n}")
+            events.append(b.alter_table(n, moved, b.replace(moved, db="b")))
         elif what == "create":
             events.append(b.create_table(n, b.table("b", f"new{n}")))
         elif what == "add":
@@ -223,8 +243,8 @@ def test_only_fenced_steps_of_different_tables_of_one_lane_run_unordered(
             earlier = sched.nodes[i]
             tables = {(e.db, e.table) for s in (earlier.step, later.step) for e in s.events}
             commute = earlier.step.fenced and later.step.fenced and len(tables) > 1
-            shared = (mode is Consistency.GLOBAL or earlier.lanes & later.lanes
-                      or earlier.step.db == later.step.db)
+            shared = (mode is Consistency.GLOBAL or earlier.full_barrier or later.full_barrier
+                      or _databases(earlier.step) & _databases(later.step))
             if shared and not commute:
                 assert i in above, (earlier, later)
 
@@ -363,3 +383,23 @@ def test_a_failed_table_lane_halts_its_database_from_the_regrouped_start(tmp_pat
     assert halt.event_id == first_fenced and halt.failed_event_id == 7  # re-read from the regrouped start
     assert inner.get_table("b", "t0").parameters.get("v") == "1"  # b's lane went on
     assert {7, 11} <= set(report.held) and not set(report.held) & {8, 12}
+
+
+def test_a_voiding_run_abandoned_by_another_tables_halt_finishes_quietly(tmp_path: Path) -> None:
+    """Two tables' lanes of one database: one ends its voiding run just after the other's failure
+    abandoned the database's runs (``_halt``); ending it must not fail the batch."""
+    from streamer.target.apply.runner import PendingRun, VoidingRuns
+    from streamer.target.apply.voiding import VoidingRun
+
+    applier = Applier(MemoryCatalog(), FileCopier(), TargetPaths(str(tmp_path / "wh"), str(tmp_path / "ext")),
+                      b.SOURCE_ID, state=TargetState(tmp_path / "state"))
+    t = b.table("a", "t")
+    insert, drop = (Step(StepKind.EVENT, (e,), "a") for e in (b.insert(3, t, []), b.drop_table(4, t)))
+    runs = VoidingRuns(Plan((insert, drop)), applier)
+    pending = PendingRun(VoidingRun(("a", "t"), (3,), 4, frozenset({3}), ()), insert)
+    runs._pending["a"] = [pending]
+    runs._pin("a")
+    assert applier.pins == {"a": 2}
+    assert runs.abandon("a") == [pending] and applier.pins == {}
+    runs.finish(pending)  # the other lane's end step, after the abandon
+    assert applier.pins == {} and runs.ending(drop) is None
