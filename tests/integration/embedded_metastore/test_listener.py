@@ -48,6 +48,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def fire_insert(uri: str, db: str, table: str, files: list[str], partition: list[str] | None = None) -> None:
     """What a writer (Hive, Spark with dml events) tells the metastore after adding data files."""
     client = open_client(uri, timeout_s=30)
+    assert client._iprot._fast_encode is not None  # Thrift's C codec, as every streamer client
     try:
         client.fire_listener_event(tt.FireEventRequest(
             successful=True, dbName=db, tableName=table, partitionVals=partition,
