@@ -19,6 +19,10 @@ behind; the next one adopts them (``adopt_leftovers``, run once per root in the 
 first publish, and beside every publish): removed when their own grace is over, never earlier, so
 nothing is left forever and nothing a reader may still list is deleted.
 
+An append that moves one file straight into the directory needs no swap: that file's rename is the
+one switch, so nothing is re-linked (the cost no longer grows with the directory) and nothing set
+aside; the killed copies' staging files in the directory are removed after it as a swap would.
+
 Where that is impossible (a filesystem or kernel without RENAME_EXCHANGE, object stores, a
 directory too large to re-link on every insert) ``publish_swapped`` returns None and the applier
 publishes file by file. A crash leaves at most a hidden sibling, which the replay of the same event
@@ -119,6 +123,19 @@ def publish_swapped(
     if roots and not inside_a_root(directory_url.rstrip("/").rsplit("/", 1)[0], roots):
         cause = "a swap beside it would be outside the roots"
         raise PathEscapeError(cause, event_id=event_id, obj=directory_url)
+    if not replace and _one_rename_at_most(staged, directory):
+        _adopt_in_background(roots)
+        try:
+            own = {f.temp for f in staged.files if f.temp is not None}
+            strays = _staging_leftovers(directory, own, event_id=event_id, obj=directory_url)
+        except PathEscapeError:
+            staged.discard()
+            raise
+        report = staged.publish()  # one rename is one switch: nothing to build beside the directory
+        for path in strays:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return report
     if not os.path.isdir(parent) or not supports_exchange(parent):
         return None
     exists = os.path.isdir(directory)
@@ -157,6 +174,38 @@ def publish_swapped(
         raise ApplyError(f"cannot publish into {directory_url}: {exc}", event_id=event_id,
                          obj=directory_url) from exc
     return staged.published()
+
+
+def _one_rename_at_most(staged: Staged, directory: str) -> bool:
+    """Whether an append shows whole by renaming its files one by one: it moves at most one file,
+    straight into ``directory`` (a new subdirectory, an ACID delta's, would show before its file)."""
+    moving = [f for f in staged.files if f.temp is not None]
+    return len(moving) <= 1 and all(os.path.dirname(f.path) == directory for f in moving)
+
+
+def _staging_leftovers(directory: str, own: set[str], *, event_id: int | None, obj: str) -> list[str]:
+    """The staging files in ``directory``'s tree other than ``own``: a killed process's copies (the
+    steps of one directory run one at a time), to remove once this one is published, as a swap's
+    set-aside drops them. A symlink in the tree is refused, as a swap refuses to re-link one. One
+    ``scandir`` per directory, no ``stat`` per file."""
+    found: list[str] = []
+    pending = [directory]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                raise PathEscapeError(f"{entry.path} is a symlink inside the target root", event_id=event_id,
+                                      obj=obj)
+            if entry.is_dir(follow_symlinks=False):
+                if SWAP_INFIX not in entry.name and OLD_INFIX not in entry.name:
+                    pending.append(entry.path)
+            elif entry.name.startswith(TMP_PREFIX) and entry.path not in own:
+                found.append(entry.path)
+    return found
 
 
 class _Reaper:

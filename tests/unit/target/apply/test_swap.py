@@ -130,6 +130,68 @@ def test_a_lister_never_sees_part_of_an_insert_or_a_mix_of_an_overwrite(tmp_path
     assert not bad, f"{len(bad)} listings of states that never existed, e.g. {sorted(bad[0])}"
 
 
+def test_a_one_file_append_is_renamed_in_and_never_shows_a_state_that_did_not_exist(
+    tmp_path: Path, dst: Path
+) -> None:
+    """An append of one file straight into the directory is published by that file's rename: the
+    directory stays the same (no swap, nothing set aside), and a lister still sees only real states
+    across one-file appends, multi-file appends and overwrites."""
+    table = dst / "t"
+    table.mkdir()
+    (table / "old").write_bytes(b"old")
+    roots = [Root.parse(str(dst))]
+    inode = table.stat().st_ino
+    staged = _stage(tmp_path / "src", dst, table, {"new": b"new"})
+    assert publish_swapped(staged, str(table), replace=False, roots=roots, event_id=1)
+    assert table.stat().st_ino == inode, "the directory itself was not swapped"
+    assert {p.name for p in dst.iterdir()} == {"t"}, "no shadow, no set-aside tree"
+    assert _names(table) == {"old", "new"} and (table / "new").read_bytes() == b"new"
+    staged = _stage(tmp_path / "src2", dst, table, {"a": b"a", "b": b"b"})
+    assert publish_swapped(staged, str(table), replace=False, roots=roots, event_id=2)
+    assert table.stat().st_ino != inode, "two files still appear in one swap"
+    deep = table / "delta_1_1"
+    staged = _stage(tmp_path / "src3", dst, deep, {"bucket_0": b"d"})
+    inode = table.stat().st_ino
+    assert publish_swapped(staged, str(table), replace=False, roots=roots, event_id=3)
+    assert table.stat().st_ino != inode, "a file in a new subdirectory appears with it in one swap"
+
+
+def _one_file_listings(tmp_path: Path, dst: Path) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
+    table = dst / "t"
+    table.mkdir()
+    roots = [Root.parse(str(dst))]
+    valid: set[frozenset[str]] = {frozenset()}
+    stop = threading.Event()
+    seen: list[frozenset[str]] = []
+
+    def lister() -> None:
+        while not stop.is_set():
+            seen.append(frozenset(n for n in os.listdir(table) if not n.startswith((".", "_"))))
+
+    reader = threading.Thread(target=lister)
+    reader.start()
+    try:
+        current: set[str] = set()
+        for i in range(80):
+            overwrite, width = i % 5 == 4, 1 if i % 3 else 3
+            files = {f"f{i}_{k}": bytes([i, k]) for k in range(width)}
+            staged = _stage(tmp_path / f"src{i}", dst, table, files)
+            publish_swapped(staged, str(table), replace=overwrite, roots=roots, event_id=i)
+            current = set(files) if overwrite else current | set(files)
+            valid.add(frozenset(current))
+    finally:
+        stop.set()
+        reader.join()
+    assert len(seen) > 100, "the lister did not run"
+    return seen, valid
+
+
+def test_a_lister_sees_only_real_states_across_one_file_appends(tmp_path: Path, dst: Path) -> None:
+    seen, valid = _one_file_listings(tmp_path, dst)
+    bad = [s for s in seen if s not in valid]
+    assert not bad, f"{len(bad)} listings of states that never existed, e.g. {sorted(bad[0])}"
+
+
 def test_file_by_file_publishing_is_caught_by_the_same_lister(tmp_path: Path, dst: Path) -> None:
     """The control: without the exchange the lister sees states that never existed (it can fail)."""
     seen, valid = _listings(tmp_path, dst, swapped=False)
@@ -175,6 +237,18 @@ def test_a_killed_copys_staging_file_does_not_outlive_the_replayed_publish(
     assert _names(table) == {"000000_0", "000001_0"}
     aside = [p for p in (dst / "db.db").iterdir() if OLD_INFIX in p.name]
     assert len(aside) == 1 and (aside[0] / "000000_0").read_bytes() == b"old", "kept for readers"
+    assert _staging_files(dst) == [], "the dead copy's staging file is gone at once"
+
+
+def test_a_one_file_append_drops_a_killed_copys_staging_file_too(tmp_path: Path, dst: Path) -> None:
+    table = dst / "db.db" / "tail52"
+    table.mkdir(parents=True)
+    (table / "000000_0").write_bytes(b"old")
+    (table / f"{TMP_PREFIX}000001_0-0123456789ab").write_bytes(b"half a copy")
+    staged = _stage(tmp_path / "src", dst, table, {"000001_0": b"new"})
+    assert publish_swapped(staged, str(table), replace=False, roots=[Root.parse(str(dst))], event_id=52)
+    assert _names(table) == {"000000_0", "000001_0"}
+    assert (table / "000001_0").read_bytes() == b"new"
     assert _staging_files(dst) == [], "the dead copy's staging file is gone at once"
 
 
