@@ -54,12 +54,11 @@ def run_plan(
 
 
 def prefetch(applier: Applier, plan: Plan) -> None:
-    """A backlog's batch (``DEFER_MIN_EVENTS`` or more events) reads the tables its events name in
-    one call per database instead of one ``get_table`` per step that first needs each: those this
-    source owns are known to the batch, the absent ones known absent (``ApplyContext.known_table``);
-    a smaller batch reads as it goes (one call would not spare any)."""
-    if len(plan.event_ids) < DEFER_MIN_EVENTS:
-        return
+    """A batch reads the tables its events name in one call per database instead of one
+    ``get_table`` per step that first needs each: those this source owns are known to the batch, the
+    absent ones known absent (``ApplyContext.known_table``). A backlog's batch (``DEFER_MIN_EVENTS``
+    or more events) reads every database so; a smaller one (live traffic) those whose events name
+    two tables or more, and reads a single table as it goes (one call would spare none)."""
     names: dict[str, set[str]] = {}
     for step in plan.steps:
         if step.kind is StepKind.BOOTSTRAP:
@@ -67,6 +66,8 @@ def prefetch(applier: Applier, plan: Plan) -> None:
         for event in step.events:
             for db, name in named_tables(event):
                 names.setdefault(applier.target_db(db), set()).add(name)
+    if len(plan.event_ids) < DEFER_MIN_EVENTS:
+        names = {db: tables for db, tables in names.items() if len(tables) > 1}
     ctx = applier
     for db, tables in sorted(names.items()):
         try:

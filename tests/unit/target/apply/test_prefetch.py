@@ -62,6 +62,20 @@ def test_a_small_batch_reads_as_it_goes(tmp_path: Path) -> None:
     assert reads == ["a.t"]
 
 
+def test_a_small_batch_naming_two_tables_reads_them_in_one_call(tmp_path: Path) -> None:
+    """Live traffic: a batch under ``DEFER_MIN_EVENTS`` events whose events name two tables of one
+    database reads both in one call, the absent one included."""
+    env, t = _with_table(tmp_path)
+    reads = _counting(env)
+    calls = len(env.catalog.calls)
+    events = [b.alter_table(3, t, b.replace(t, parameters={"v": "1"})), b.create_table(4, env.table("n"))]
+    assert len(events) < DEFER_MIN_EVENTS
+    assert env.run(events) == [3, 4]
+    assert env.catalog.calls[calls:].count("get_tables") == 1
+    assert reads == []
+    assert env.catalog.tables[("a", "t")].parameters["v"] == "1" and ("a", "n") in env.catalog.tables
+
+
 def test_a_foreign_table_found_by_the_prefetch_is_still_refused_by_its_step(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     env.run([b.create_db(1, "a")])
