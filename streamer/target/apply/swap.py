@@ -123,7 +123,7 @@ def publish_swapped(
     if roots and not inside_a_root(directory_url.rstrip("/").rsplit("/", 1)[0], roots):
         cause = "a swap beside it would be outside the roots"
         raise PathEscapeError(cause, event_id=event_id, obj=directory_url)
-    if not replace and _one_rename_at_most(staged, directory):
+    if not replace and os.path.isdir(directory) and _one_rename_at_most(staged, directory):
         _adopt_in_background(roots)
         try:
             own = {f.temp for f in staged.files if f.temp is not None}
@@ -177,8 +177,9 @@ def publish_swapped(
 
 
 def _one_rename_at_most(staged: Staged, directory: str) -> bool:
-    """Whether an append shows whole by renaming its files one by one: it moves at most one file,
-    straight into ``directory`` (a new subdirectory, an ACID delta's, would show before its file)."""
+    """Whether an append into the existing ``directory`` shows whole by renaming its files one by
+    one: it moves at most one file, straight into it (a new subdirectory, an ACID delta's, would
+    show before its file; a directory that is not there yet appears whole by the swap)."""
     moving = [f for f in staged.files if f.temp is not None]
     return len(moving) <= 1 and all(os.path.dirname(f.path) == directory for f in moving)
 

@@ -156,6 +156,15 @@ def test_a_one_file_append_is_renamed_in_and_never_shows_a_state_that_did_not_ex
     assert table.stat().st_ino != inode, "a file in a new subdirectory appears with it in one swap"
 
 
+def test_an_append_of_no_file_into_a_missing_directory_still_creates_it(tmp_path: Path, dst: Path) -> None:
+    """A zero-row INSERT into a directory that is gone shows it again, empty, as the swap always did."""
+    part = dst / "t" / "dt=9"
+    (dst / "t").mkdir()
+    staged = Staged(roots=[Root.parse(str(dst))])
+    assert publish_swapped(staged, str(part), replace=False, roots=[Root.parse(str(dst))], event_id=4)
+    assert part.is_dir() and _names(part) == set()
+
+
 def _one_file_listings(tmp_path: Path, dst: Path) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
     table = dst / "t"
     table.mkdir()
