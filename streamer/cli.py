@@ -8,6 +8,7 @@ breaks the command that needs it. Errors are caught here, at the edge, and becom
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import logging
 import sys
@@ -138,6 +139,8 @@ def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; every error line it prints has its secrets masked (``streamer.logs.mask_secrets``)."""
     from streamer.logs import mask_secrets
 
+    if not faulthandler.is_enabled():  # a crash in native code (librdkafka, a codec) leaves every
+        faulthandler.enable()  # thread's Python stack on stderr, the job's log, not a bare signal
     try:
         return cli.main(args=argv, prog_name="streamer", standalone_mode=False)
     except click.exceptions.Abort:

@@ -128,6 +128,10 @@ class ThriftConnection:
         self._timeout_s = timeout_s
         self._auth = auth or HmsAuth()
         self._client: hmsclient.HMSClient | None = None
+        # one socket carries one call at a time: threads that share a connection take turns (two
+        # calls at once would read each other's answers, and the C codec decodes from a buffer that
+        # another thread's read or close may replace)
+        self._turn = threading.RLock()
         self._connect()
 
     def _connect(self) -> hmsclient.HMSClient:
@@ -150,6 +154,10 @@ class ThriftConnection:
 
     def call(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
         """Run one Thrift call, reconnecting once if the connection broke; map Thrift errors."""
+        with self._turn:
+            return self._call(obj, fn)
+
+    def _call(self, obj: str, fn: Callable[[hmsclient.HMSClient], T]) -> T:
         for attempt in (1, 2):
             client = self._client or self._connect()
             started = CALLS.begin()
@@ -192,7 +200,8 @@ class ThriftConnection:
             raise CatalogError("does not exist on the target", obj=obj) from exc
 
     def close(self) -> None:
-        self._drop_connection()
+        with self._turn:  # never under a call in flight
+            self._drop_connection()
 
     def __enter__(self) -> Self:
         return self

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -132,6 +133,27 @@ def test_database_round_trip_alter_and_drop(hms_catalog: HmsCatalog, hms: Embedd
     hms_catalog.drop_database(name)  # dropping again is a no-op
     with pytest.raises(CatalogError, match=name):
         hms_catalog.alter_database(name, altered)
+
+
+def test_threads_sharing_one_connection_take_turns(hms_catalog: HmsCatalog, db: str) -> None:
+    """Calls from several threads on one connection each get their own answer (one socket carries
+    one call at a time), and closing it meanwhile waits for the call in flight."""
+    def reads(n: int) -> list[str]:
+        got = []
+        for _ in range(n):
+            found = hms_catalog.get_database(db)
+            got.append(found.name if found is not None else "?")
+            assert hms_catalog.get_table(db, "no_such_table") is None
+        return got
+
+    with ThreadPoolExecutor(6) as pool:
+        results = [f.result() for f in [pool.submit(reads, 40) for _ in range(6)]]
+    assert results == [[db] * 40] * 6
+    with ThreadPoolExecutor(2) as pool:
+        reading = pool.submit(reads, 40)
+        for _ in range(5):
+            hms_catalog.conn.close()  # the next call reconnects
+        assert reading.result() == [db] * 40
 
 
 def test_missing_objects_are_none(hms_catalog: HmsCatalog, db: str) -> None:
