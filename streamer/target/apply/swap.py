@@ -194,7 +194,8 @@ def _staging_leftovers(directory: str, own: set[str], *, event_id: int | None, o
     while pending:
         current = pending.pop()
         try:
-            entries = list(os.scandir(current))
+            with os.scandir(current) as listing:
+                entries = list(listing)
         except FileNotFoundError:
             continue
         for entry in entries:
