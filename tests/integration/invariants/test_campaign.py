@@ -66,7 +66,7 @@ def test_replica_shows_only_source_prefixes_through_crashes(
     workloads, events, kills = _size(size)
     result = run_campaign(CampaignConfig(
         bootstrap_servers=broker.bootstrap_servers, hms_uri=hms.uri, work_dir=tmp_path,
-        workloads=workloads, events=events, kills=kills, seed=SEED,
+        workloads=workloads, events=events, kills=kills, seed=SEED, name=f"campaign{events}",
     ))
     print(f"\ncampaign: {result.summary()}; {result.discarded} samples discarded; "
           f"{len(result.read_failures)} reads the metastore failed; {result.seconds:.0f} s\n"
@@ -86,7 +86,7 @@ def test_database_lanes_show_per_database_prefixes_through_crashes(
     workloads, events, kills = size
     result = run_campaign(CampaignConfig(
         bootstrap_servers=broker.bootstrap_servers, hms_uri=hms.uri, work_dir=tmp_path,
-        workloads=workloads, events=events, kills=kills, seed=SEED + 1, name="lanes",
+        workloads=workloads, events=events, kills=kills, seed=SEED + 1, name=f"lanes{events}",
         consistency="database",
     ))
     print(f"\ncampaign (database lanes): {result.summary()}; {result.seconds:.0f} s\n"
@@ -107,7 +107,7 @@ def test_a_backlog_regrouped_per_table_shows_only_source_prefixes_through_crashe
     workloads, events, kills = size
     result = run_campaign(CampaignConfig(
         bootstrap_servers=broker.bootstrap_servers, hms_uri=hms.uri, work_dir=tmp_path,
-        workloads=workloads, events=events, kills=kills, seed=SEED + 2, name="coalesced",
+        workloads=workloads, events=events, kills=kills, seed=SEED + 2, name=f"coalesced{events}",
         rate=200.0, coalesce_backlog=True,
     ))
     print(f"\ncampaign (coalesced backlog): {result.summary()}; {result.seconds:.0f} s\n"
