@@ -139,3 +139,24 @@ def test_an_error_line_never_shows_a_password(monkeypatch: object, capsys: objec
         assert exc.value.code == code
         err = capsys.readouterr().err  # type: ignore[attr-defined]
         assert "error" in err.lower() and "Sup3rS3cret" not in err, err
+
+
+def test_a_crash_in_native_code_leaves_the_python_stacks_on_stderr() -> None:
+    """``main`` enables faulthandler: a process killed by SIGSEGV (librdkafka, a C codec) says where
+    each thread was, instead of dying with a bare signal."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal\n"
+        "from streamer import cli\n"
+        "def crash_now(**_):\n"
+        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "cli.cli.main = crash_now\n"
+        "cli.main(['--help'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in done.stderr
+    assert "crash_now" in done.stderr and "streamer/cli.py" in done.stderr, done.stderr
