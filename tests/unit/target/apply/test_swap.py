@@ -84,8 +84,14 @@ def test_a_symlink_in_the_directory_is_refused(tmp_path: Path, dst: Path) -> Non
     assert _names(part) == {"evil"}, "nothing published"
 
 
-def _listings(tmp_path: Path, dst: Path, swapped: bool) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
-    """What a reader listing the table in a tight loop saw while 60 multi-file INSERTs (every fourth
+# 60 INSERTs of four files, every fourth an OVERWRITE
+MULTI_FILE = [(4, i % 4 == 3) for i in range(60)]
+
+
+def _listings(
+    tmp_path: Path, dst: Path, swapped: bool, rounds: list[tuple[int, bool]] = MULTI_FILE
+) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
+    """What a reader listing the table in a tight loop saw while INSERTs of ``rounds`` (files, whether
     an OVERWRITE) were published; and the states that existed."""
     table = dst / "t"
     table.mkdir()
@@ -105,9 +111,8 @@ def _listings(tmp_path: Path, dst: Path, swapped: bool) -> tuple[list[frozenset[
     reader.start()
     try:
         current: set[str] = set()
-        for i in range(60):
-            overwrite = i % 4 == 3
-            files = {f"f{i}_{k}": bytes([i, k]) for k in range(4)}
+        for i, (width, overwrite) in enumerate(rounds):
+            files = {f"f{i}_{k}": bytes([i, k]) for k in range(width)}
             staged = _stage(tmp_path / f"src{i}", dst, table, files)
             if swapped:
                 publish_swapped(staged, str(table), replace=overwrite, roots=roots, event_id=i)
@@ -165,38 +170,9 @@ def test_an_append_of_no_file_into_a_missing_directory_still_creates_it(tmp_path
     assert part.is_dir() and _names(part) == set()
 
 
-def _one_file_listings(tmp_path: Path, dst: Path) -> tuple[list[frozenset[str]], set[frozenset[str]]]:
-    table = dst / "t"
-    table.mkdir()
-    roots = [Root.parse(str(dst))]
-    valid: set[frozenset[str]] = {frozenset()}
-    stop = threading.Event()
-    seen: list[frozenset[str]] = []
-
-    def lister() -> None:
-        while not stop.is_set():
-            seen.append(frozenset(n for n in os.listdir(table) if not n.startswith((".", "_"))))
-
-    reader = threading.Thread(target=lister)
-    reader.start()
-    try:
-        current: set[str] = set()
-        for i in range(80):
-            overwrite, width = i % 5 == 4, 1 if i % 3 else 3
-            files = {f"f{i}_{k}": bytes([i, k]) for k in range(width)}
-            staged = _stage(tmp_path / f"src{i}", dst, table, files)
-            publish_swapped(staged, str(table), replace=overwrite, roots=roots, event_id=i)
-            current = set(files) if overwrite else current | set(files)
-            valid.add(frozenset(current))
-    finally:
-        stop.set()
-        reader.join()
-    assert len(seen) > 100, "the lister did not run"
-    return seen, valid
-
-
 def test_a_lister_sees_only_real_states_across_one_file_appends(tmp_path: Path, dst: Path) -> None:
-    seen, valid = _one_file_listings(tmp_path, dst)
+    rounds = [(1 if i % 3 else 3, i % 5 == 4) for i in range(80)]  # mostly one file, some overwrites
+    seen, valid = _listings(tmp_path, dst, swapped=True, rounds=rounds)
     bad = [s for s in seen if s not in valid]
     assert not bad, f"{len(bad)} listings of states that never existed, e.g. {sorted(bad[0])}"
 
