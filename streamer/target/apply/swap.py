@@ -123,7 +123,8 @@ def publish_swapped(
     if roots and not inside_a_root(directory_url.rstrip("/").rsplit("/", 1)[0], roots):
         cause = "a swap beside it would be outside the roots"
         raise PathEscapeError(cause, event_id=event_id, obj=directory_url)
-    if not replace and os.path.isdir(directory) and _one_rename_at_most(staged, directory):
+    exists = os.path.isdir(directory)
+    if not replace and exists and _one_rename_at_most(staged, directory):
         _adopt_in_background(roots)
         try:
             own = {f.temp for f in staged.files if f.temp is not None}
@@ -138,7 +139,6 @@ def publish_swapped(
         return report
     if not os.path.isdir(parent) or not supports_exchange(parent):
         return None
-    exists = os.path.isdir(directory)
     if exists and _too_large(directory):
         return None
     shadow = os.path.join(parent, f".{name}{SWAP_INFIX}{event_id or 0}")
