@@ -129,8 +129,7 @@ class ThriftConnection:
         self._auth = auth or HmsAuth()
         self._client: hmsclient.HMSClient | None = None
         # one socket carries one call at a time: threads that share a connection take turns (two
-        # calls at once would read each other's answers, and the C codec decodes from a buffer that
-        # another thread's read or close may replace)
+        # calls at once read each other's answers; with the C codec that race runs in native code)
         self._turn = threading.RLock()
         self._connect()
 
