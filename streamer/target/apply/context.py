@@ -35,6 +35,7 @@ from streamer.metastore.catalog import (
 )
 from streamer.target import db_map as names
 from streamer.target.apply import door
+from streamer.target.apply.dir_fsync import DirFsyncs
 from streamer.target.apply.effects import CatalogEffect
 from streamer.target.apply.external_owners import ExternalOwners, Owner, check_location
 from streamer.target.apply.files import FileCopier, Staged
@@ -175,6 +176,8 @@ class ApplyContext:
         self.progress: dict[str, int] = {}
         self.pins: dict[str, int] = {}
         self.markers = DeferredMarkers()
+        # where the current step's directory fsyncs go when its batch's end records it (executor.run)
+        self.dir_fsyncs: DirFsyncs | None = None
         if not copier.roots:
             copier.roots = paths.roots
         # what may be read (streamer.target.apply.sources): every copy of every handler checks it

@@ -47,6 +47,7 @@ from streamer.filesystems import url_to_fs
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply import dir_sync, files, function_resources, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
+from streamer.target.apply.dir_fsync import DirFsyncs
 from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
 from streamer.target.apply.effects import (
     AddConstraints,
@@ -95,6 +96,8 @@ class Side(Protocol):
     def copier(self) -> FileCopier: ...
     @property
     def owners(self) -> ExternalOwners: ...
+    @property
+    def dir_fsyncs(self) -> DirFsyncs | None: ...
     def owner_exists(self, owner: Owner) -> bool: ...
     def check_owned(self, name: str) -> DatabaseSnapshot | None: ...
     def owned_checked(self, name: str) -> bool: ...
@@ -323,7 +326,9 @@ def stage(
     """Stage ``refs`` into ``obj_dir`` (``FileCopier.stage_all``) once that directory is this source's."""
     check_place(side, obj_dir, event_id=event_id)
     copier = side.copier
-    return copier.stage_all(refs, dest, event_id=event_id, obj_dir=obj_dir, source_location=source_location)
+    staged = copier.stage_all(refs, dest, event_id=event_id, obj_dir=obj_dir, source_location=source_location)
+    staged.dir_fsyncs = side.dir_fsyncs
+    return staged
 
 
 def copy_all(

@@ -58,7 +58,21 @@ log = logging.getLogger(__name__)
 
 
 def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
-    """Do ``effects`` in order."""
+    """Do ``effects`` in order. A step whose batch's markers alone record it (a fenced database's:
+    no journal line) leaves its directories' fsyncs to run behind it (``streamer.target.apply.dir_fsync``)."""
+    effects = list(effects)
+    ctx.dir_fsyncs = ctx.markers.dir_fsyncs if _recorded_at_batch_end(effects) else None
+    try:
+        _run(ctx, effects)
+    finally:
+        ctx.dir_fsyncs = None
+
+
+def _recorded_at_batch_end(effects: list[Effect]) -> bool:
+    return any(isinstance(e, Advance) and e.deferred and not e.journaled for e in effects)
+
+
+def _run(ctx: ApplyContext, effects: list[Effect]) -> None:
     linked: set[str] = set()  # directories a RelocateDir linked (their RemoveTree(if_linked) goes ahead)
     gone: list[tuple[Event, PartitionSnapshot]] = []  # partitions a PublishTogether left to SyncGone
     for effect in effects:

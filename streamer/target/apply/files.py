@@ -39,6 +39,7 @@ from streamer.errors import (
 from streamer.events.model import FileRef
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
+from streamer.target.apply.dir_fsync import DirFsyncs, fsync_dir
 from streamer.target.apply.guard import check_write, ensure_no_symlinks
 from streamer.target.apply.paths import Root
 from streamer.target.apply.sources import SourceRules
@@ -105,6 +106,9 @@ class Staged:
     event_id: int | None = None
     roots: Sequence[Root] = ()
     obj_dir: str | None = None  # the directory of the object the files belong to (guard.check_write)
+    # set for a step its batch's markers alone record as applied: its directories' fsyncs run behind
+    # it and the batch's end waits for them (streamer.target.apply.dir_fsync); else each is synced here
+    dir_fsyncs: DirFsyncs | None = None
 
     def publish(self) -> CopyReport:
         dirs: set[str] = set()
@@ -126,7 +130,10 @@ class Staged:
             if isinstance(f.fs, LocalFileSystem):
                 dirs.add(posixpath.dirname(f.path))
         for directory in dirs:
-            _fsync_dir(directory)
+            if self.dir_fsyncs is not None:
+                self.dir_fsyncs.add(directory)
+            else:
+                fsync_dir(directory)
         return self.published()
 
     def check(self, f: StagedFile) -> None:
@@ -425,17 +432,6 @@ def _join(directory: str, name: str) -> str:
 def _fsync(writer: BinaryIO) -> None:
     with contextlib.suppress(AttributeError, OSError, ValueError):  # remote filesystems commit on close
         os.fsync(writer.fileno())
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _rename(fs: AbstractFileSystem, src: str, dst: str) -> None:

@@ -33,6 +33,7 @@ class ProgressJournal:
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
         self._unsynced: set[ObjectKey] = set()  # objects changed by steps not yet on disk
+        self._written = False  # a line went to the OS since the last sync (else a sync makes nothing durable)
 
     def before_step(self, objects: Iterable[ObjectKey]) -> None:
         """Sync first when the step changes an object an unsynced step changed (or any object)."""
@@ -51,6 +52,7 @@ class ProgressJournal:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = _open_no_follow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
                 self._file = os.fdopen(fd, "a", encoding="utf-8")  # kept open per batch
+            self._written = True  # before the write: a failed flush may still have handed part of it over
             self._file.write(json.dumps([db, event_id]) + "\n")
             self._file.flush()
 
@@ -59,8 +61,9 @@ class ProgressJournal:
             self._sync_locked()
 
     def _sync_locked(self) -> None:
-        if self._file is not None:
+        if self._file is not None and self._written:
             os.fdatasync(self._file.fileno())
+        self._written = False
         self._unsynced.clear()
 
     def read(self) -> dict[str, int]:
@@ -84,6 +87,7 @@ class ProgressJournal:
                 self._file.close()
                 self._file = None
             self._unsynced.clear()
+            self._written = False
             if self.path.exists() or self.path.is_symlink():
                 with os.fdopen(_open_no_follow(self.path, os.O_WRONLY | os.O_TRUNC), "w") as f:
                     f.flush()

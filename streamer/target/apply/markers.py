@@ -60,8 +60,10 @@ def record(
 
 
 def flush(ctx: ApplyContext, progress: MutableMapping[str, int]) -> None:
-    """Write every owed ``repl.last.id`` (one call per database), then empty the journal."""
+    """Write every owed ``repl.last.id`` (one call per database), then empty the journal. The renames
+    of steps no journal line records reach the disk first (``dir_fsync``)."""
     markers = ctx.markers
+    markers.dir_fsyncs.wait()
     pending = markers.take()
     fenced = markers.take_fenced()
     halted = {src for src in fenced if ctx.state is not None and ctx.state.is_halted(src)}

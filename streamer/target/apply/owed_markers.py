@@ -11,6 +11,7 @@ import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from streamer.target.apply.dir_fsync import DirFsyncs
 from streamer.target.apply.journal import ProgressJournal
 
 # With --markers-per-batch, batches of fewer events (live traffic) still write repl.last.id after every
@@ -31,6 +32,8 @@ class DeferredMarkers:
         # lifts the fence with the marker, unless the database halted (streamer.target.apply.reorder)
         self.fenced: set[str] = set()
         self.fencing = threading.Lock()  # held while a database's fence is written (``markers.fence``)
+        # renames' directory fsyncs of steps only this batch's markers record (executor.run)
+        self.dir_fsyncs = DirFsyncs()
         self._lock = threading.Lock()
 
     def note(self, src: str, event_id: int) -> None:

@@ -1,0 +1,164 @@
+"""Directory fsyncs behind a fenced batch's steps (streamer.target.apply.dir_fsync), and the journal's
+syncs that make nothing durable (streamer.target.apply.journal)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from streamer.events.model import Event
+from streamer.metastore.catalog import LAST_ID_PARAM
+from streamer.target.apply import dir_fsync, files
+from streamer.target.apply import journal as j
+from streamer.target.apply.applier import DEFER_MIN_EVENTS, regrouped
+from streamer.target.apply.dir_fsync import DirFsyncs
+from streamer.target.apply.plan import plan
+from streamer.target.apply.runner import run_plan
+from tests.unit.target import builders as b
+from tests.unit.target.apply.test_apply import Env, make_env
+
+
+def test_a_queued_fsync_covers_later_renames_but_a_running_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    synced: list[str] = []
+
+    def slow_fsync(directory: str) -> None:
+        started.set()
+        release.wait(5)
+        synced.append(directory)
+
+    monkeypatch.setattr(dir_fsync, "fsync_dir", slow_fsync)
+    fsyncs = DirFsyncs()
+    fsyncs.add("/d")
+    assert started.wait(5)  # running: it may have read the directory before the next rename
+    fsyncs.add("/d")  # so a new one is queued
+    fsyncs.add("/d")  # queued, not started: it will see this rename too
+    fsyncs.add("/e")
+    release.set()
+    fsyncs.wait()
+    assert synced == ["/d", "/d", "/e"]
+    fsyncs.close()
+
+
+def test_a_failed_fsync_is_raised_even_when_a_later_one_of_its_directory_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    def failing_once(directory: str) -> None:
+        calls.append(directory)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")  # the kernel reports a writeback error once
+
+    monkeypatch.setattr(dir_fsync, "fsync_dir", failing_once)
+    fsyncs = DirFsyncs()
+    fsyncs.add("/d")
+    while len(calls) < 1:
+        time.sleep(0.001)
+    time.sleep(0.05)  # the first one done: the next is queued anew
+    fsyncs.add("/d")
+    with pytest.raises(OSError, match="Input/output"):
+        fsyncs.wait()
+    assert calls == ["/d", "/d"]
+    fsyncs.wait()  # raised once: nothing owed any more
+    fsyncs.close()
+
+
+def _log_syncs_and_markers(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Inline fsyncs, deferred ones (slowed, so a batch end that did not wait would pass them) and
+    ``repl.last.id`` writes, in the order they happened."""
+    log: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def note(kind: str, what: str) -> None:
+        with lock:
+            log.append((kind, what))
+
+    def deferred(directory: str) -> None:
+        time.sleep(0.02)
+        note("deferred", directory)
+
+    monkeypatch.setattr(files, "fsync_dir", lambda directory: note("inline", directory))
+    monkeypatch.setattr(dir_fsync, "fsync_dir", deferred)
+    alter = env.catalog.alter_database
+
+    def alter_database(name: str, db: object, *args: object, **kw: object) -> None:
+        note("marker", getattr(db, "parameters", {}).get(LAST_ID_PARAM, ""))  # a fence's too: same value
+        alter(name, db, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(env.catalog, "alter_database", alter_database)
+    return log
+
+
+def _inserts(env: Env, name: str, n: int, first_id: int) -> list[Event]:
+    snap = env.table(name)
+    refs = [env.file(snap, f"{i:06d}_0", f"{name}{i}".encode()) for i in range(n)]
+    return [b.insert(first_id + i, snap, [ref]) for i, ref in enumerate(refs)]
+
+
+def _setup(env: Env, tables: list[str]) -> int:
+    env.applier.markers.per_batch = True  # a backlog's markers once per database, at its end
+    events = [b.create_db(1, "a"), *(b.create_table(2 + i, env.table(name)) for i, name in enumerate(tables))]
+    assert env.run(events) == [e.event_id for e in events]
+    return len(events) + 1
+
+
+def test_a_fenced_batch_syncs_its_directories_behind_its_steps_and_before_its_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(tmp_path, coalesce_backlog=True)
+    first = _setup(env, ["t", "u"])
+    t, u = env.table("t"), env.table("u")
+    events = []
+    for i in range(DEFER_MIN_EVENTS):  # u's ALTERs, between t's INSERTs, collapse into the last one
+        ref = env.file(t, f"{i:06d}_0", f"t{i}".encode())
+        events += [b.insert(first + 2 * i, t, [ref]),
+                   b.alter_table(first + 2 * i + 1, u, b.replace(u, parameters={"v": str(i)}))]
+    the_plan = regrouped(env.applier, plan(events, env.applier.load_progress(), env.state.halts()))
+    assert any(step.fenced for step in the_plan.steps)  # the order changed: the segment is fenced
+    log = _log_syncs_and_markers(env, monkeypatch)
+    report = run_plan(env.applier, the_plan, env.state)
+    assert not report.halted and sorted(report.applied) == [e.event_id for e in events]
+    table_dir = str(env.wh / "a.db" / "t")
+    kinds = [kind for kind, what in log if what == table_dir]
+    assert set(kinds) == {"deferred"} and len(kinds) < DEFER_MIN_EVENTS  # one queued covers later renames
+    marker = log.index(("marker", str(events[-1].event_id)))
+    assert all(i < marker for i, (kind, _) in enumerate(log) if kind == "deferred")
+    assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == str(events[-1].event_id)
+    assert len([f for f in env.files() if f.startswith("a.db/t/")]) == DEFER_MIN_EVENTS
+
+
+def test_a_step_the_journal_records_syncs_its_directory_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(tmp_path, coalesce_backlog=True)
+    first = _setup(env, ["t"])
+    events = _inserts(env, "t", DEFER_MIN_EVENTS, first)
+    log = _log_syncs_and_markers(env, monkeypatch)
+    assert env.run(events) == [e.event_id for e in events]  # in event order: nothing fenced
+    table_dir = str(env.wh / "a.db" / "t")
+    assert [kind for kind, what in log if what == table_dir] == ["inline"] * len(events)
+
+
+def test_the_journal_syncs_only_when_a_line_was_written_since_its_last_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(j.os, "fdatasync", lambda fd: synced.append(fd))
+    journal = j.ProgressJournal(tmp_path)
+    journal.before_step({("a", "t")})
+    journal.record("a", 1)
+    journal.before_step({("a", "t")})  # the line of a step that changed the table goes to disk first
+    assert len(synced) == 1
+    journal.before_step({("a", "t")})  # a fenced database's step wrote no line: nothing to make durable
+    journal.sync()
+    assert len(synced) == 1
+    journal.record("a", 2)
+    journal.sync()
+    assert len(synced) == 2
+    assert journal.read() == {"a": 2}
