@@ -111,7 +111,8 @@ class BatchApplier:
         self.batches = 0  # micro-batches processed by this instance
         self.stopped_at_until: UntilReached | None = None  # set when a straddling batch stopped the job
         self.lock = threading.Lock()  # held per batch; the external-table sync takes it too
-        self.closers: list[Callable[[], None]] = [self.runner.close]  # run by close(), newest first
+        # run by close(), newest first
+        self.closers: list[Callable[[], None]] = [self.applier.markers.dir_fsyncs.close, self.runner.close]
         if watermark_catalog is not None:
             self.closers += [watermark_catalog.close, self.progress.close]
         self.stoppers: list[Callable[[], None]] = []  # run by stop_reading(): before the query stops
