@@ -367,9 +367,11 @@ def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> 
 
 
 def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
-    """Remove an object's directory, in place."""
+    """Remove an object's directory: set aside in one rename and deleted after the grace period where
+    the filesystem allows (``swap.remove_aside``), else in place."""
     check_place(side, url, event_id=event_id)
-    files.remove_tree(url, side.paths.roots, event_id=event_id)
+    if not swap.remove_aside(url, side.paths.roots, event_id=event_id):
+        files.remove_tree(url, side.paths.roots, event_id=event_id)
 
 
 def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:

@@ -19,6 +19,9 @@ behind; the next one adopts them (``adopt_leftovers``, run once per root in the 
 first publish, and beside every publish): removed when their own grace is over, never earlier, so
 nothing is left forever and nothing a reader may still list is deleted.
 
+A dropped object's directory is set aside the same way (``remove_aside``): one rename hides it
+whole, and the reaper deletes it after the grace period instead of the step deleting it file by file.
+
 An append that moves one file straight into the directory needs no swap: that file's rename is the
 one switch, so nothing is re-linked (the cost no longer grows with the directory) and nothing set
 aside; the killed copies' staging files in the directory are removed after it as a swap would.
@@ -174,6 +177,30 @@ def publish_swapped(
         raise ApplyError(f"cannot publish into {directory_url}: {exc}", event_id=event_id,
                          obj=directory_url) from exc
     return staged.published()
+
+
+def remove_aside(url: str, roots: Sequence[Root], *, event_id: int | None) -> bool:
+    """Remove a dropped object's directory ``url`` with one rename: gone at once for a reader listing
+    its parent (deleted in place, its files would go one by one), set aside like a replaced tree and
+    deleted by the reaper after the grace period, off the step. Absent is fine (a replay). False: not
+    possible here (not a local filesystem, a parent outside the roots, a refused rename), nothing done."""
+    fs, path = url_to_fs(url)
+    if not isinstance(fs, LocalFileSystem):
+        return False
+    check_write(url, url, roots, event_id=event_id)
+    if roots and not inside_a_root(url.rstrip("/").rsplit("/", 1)[0], roots):
+        return False
+    path = path.rstrip("/")
+    if not os.path.lexists(path):
+        return True
+    parent, name = os.path.split(path)
+    _adopt_in_background(roots)
+    try:
+        _set_aside(path, parent, name)
+    except OSError as exc:  # a mount point, a full directory: deleted in place instead
+        log.debug("event %s: %s not set aside (%s): deleting it in place", event_id, url, exc)
+        return not os.path.lexists(path)
+    return True
 
 
 def _one_rename_at_most(staged: Staged, directory: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -264,3 +265,78 @@ def test_trees_a_stopped_process_set_aside_are_removed_in_their_grace_everywhere
     while time.monotonic() < deadline and (here.exists() or elsewhere.exists()):
         time.sleep(0.05)
     assert not here.exists() and not elsewhere.exists()
+
+
+def test_a_dropped_directory_goes_in_one_rename_and_is_deleted_after_the_grace_period(
+    dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(swap, "GRACE_SECONDS", 0.3)
+    part = dst / "a.db" / "t" / "dt=1"
+    (part / "sub").mkdir(parents=True)
+    for i in range(3):
+        (part / f"00000{i}_0").write_bytes(b"x")
+    (part / "sub" / f"{TMP_PREFIX}f-0123456789ab").write_bytes(b"half")  # a killed copy's
+    inode = part.stat().st_ino
+    assert swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=4)
+    assert not part.exists() and _names(dst / "a.db" / "t") == set()
+    aside = [p for p in (dst / "a.db" / "t").iterdir() if OLD_INFIX in p.name]
+    assert len(aside) == 1 and aside[0].name.startswith(".dt=1") and aside[0].stat().st_ino == inode
+    assert sorted(p.name for p in aside[0].iterdir() if p.is_file()) == ["000000_0", "000001_0", "000002_0"]
+    assert _staging_files(dst) == [], "a killed copy's staging file goes at once"
+    deadline = time.monotonic() + 10
+    while aside[0].exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not aside[0].exists()
+    assert swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=4), "absent: a replay"
+
+
+def test_a_lister_sees_a_dropped_directory_whole_or_not_at_all(dst: Path) -> None:
+    """Deleted in place, a directory shows a reader its files going one by one; set aside, never."""
+    roots = [Root.parse(str(dst))]
+    table = dst / "t"
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def lister(part: Path) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                seen.append(sum(1 for _ in os.scandir(part)))
+
+    for round_ in range(20):
+        part = table / f"dt={round_}"
+        part.mkdir(parents=True)
+        for i in range(200):
+            (part / f"{i:06d}_0").write_bytes(b"")
+        reader = threading.Thread(target=lister, args=(part,))
+        reader.start()
+        time.sleep(0.002)
+        assert swap.remove_aside(str(part), roots, event_id=round_)
+        stop.set()
+        reader.join()
+        stop.clear()
+    assert seen and set(seen) == {200}
+
+
+def test_a_symlinked_directory_is_not_removed_through(tmp_path: Path, dst: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"k")
+    (dst / "t").mkdir()
+    os.symlink(outside, dst / "t" / "dt=1")
+    with pytest.raises(PathEscapeError, match="symlink"):
+        swap.remove_aside(str(dst / "t" / "dt=1"), [Root.parse(str(dst))], event_id=6)
+    assert (outside / "keep").exists() and (dst / "t" / "dt=1").is_symlink()
+
+
+def test_a_directory_that_cannot_be_renamed_is_left_to_the_in_place_deletion(
+    dst: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    part = dst / "t" / "dt=1"
+    part.mkdir(parents=True)
+
+    def refused(src: str, dst_: str) -> None:
+        raise OSError(16, "Device or resource busy")  # a mount point
+
+    monkeypatch.setattr(swap.os, "rename", refused)
+    assert not swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=7)
+    assert part.exists()
