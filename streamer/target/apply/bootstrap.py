@@ -289,6 +289,7 @@ def _finish(applier: BootstrapApplier, event: Event, marker: BootstrapMarkerPayl
         if last >= marker.bootstrap_id:
             continue
         params = {**current.parameters, LAST_ID_PARAM: str(marker.bootstrap_id)}
+        ctx.markers.dir_fsyncs.wait()  # a marker covers earlier steps: their renames on disk first
         executor.run(ctx, [AlterDatabase(name, _with_params(current, params))])
         applier.advance(source_db, marker.bootstrap_id)
     log.info("bootstrap %d applied: %d records, databases %s", marker.bootstrap_id, marker.records,

@@ -186,6 +186,10 @@ class ApplyContext:
         # who owns each external directory (streamer.target.apply.external_owners)
         self.owners = ExternalOwners(paths, source_id)
 
+    def settle_dir_fsyncs(self) -> None:
+        """Wait for every queued directory fsync (``dir_fsync``: they go by path) before a directory moves."""
+        self.markers.dir_fsyncs.wait()
+
     def target_db(self, source_db: str) -> str:
         return names.target_name(self.db_map, source_db)
 

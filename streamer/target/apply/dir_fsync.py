@@ -6,10 +6,13 @@ fenced in a batch that writes its markers at its end (``markers.record``: no jou
 recorded as applied only by those markers; after a host crash before them the whole batch is applied
 again. So the fsync of its directory need not hold the step up: it runs on a thread of its own while
 the lanes go on to their metastore calls, and ``markers.flush`` waits for every one before it writes a
-marker. A directory renamed into again before its queued fsync starts is synced once. Only renames are
-deferred: a swap's new tree is still synced before its exchange (``streamer.target.apply.swap``), since
-its old files would otherwise hang on what the crash kept. Design: docs/design/apply.md ("Progress
-per batch").
+marker. A directory renamed into again before its queued fsync starts is synced once. The fsyncs go
+by path, so a step that moves or links a directory, and any marker written outside the batch's end
+(a bootstrap's, a step's own), waits for them first (``ApplyContext.settle_dir_fsyncs``,
+``markers.write_marker``). A step that also records itself on its own (a transaction's commit in the
+visibility store) syncs inline. Only renames are deferred: a swap's new tree is still synced before
+its exchange (``streamer.target.apply.swap``), since its old files would otherwise hang on what the
+crash kept. Design: docs/design/apply.md ("Progress per batch").
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ class DirFsyncs:
         self._pool: ThreadPoolExecutor | None = None
         self._queued: dict[str, Future[None]] = {}  # the newest fsync of each directory
         self._owed: list[Future[None]] = []  # all of them: a failure is kept even if a later one passes
+        # a failed fsync may have lost renames whose steps are done: every later wait raises it, so no
+        # marker is written in this process after it (a restart applies the batch again)
+        self._failed: BaseException | None = None
 
     def add(self, directory: str) -> None:
         """Sync ``directory`` after the rename just made in it (one queued, not yet started, covers it)."""
@@ -40,12 +46,18 @@ class DirFsyncs:
             self._owed.append(future)
 
     def wait(self) -> None:
-        """Every queued fsync done; the first failure is raised (its directory's renames may be lost)."""
+        """Every queued fsync done; a failure is raised, now and by every later wait (its directory's
+        renames may be lost)."""
         with self._lock:
             owed, self._owed, self._queued = self._owed, [], {}
         failures = [failure for future in owed if (failure := future.exception()) is not None]
-        if failures:
-            raise failures[0]
+        with self._lock:
+            if failures and self._failed is None:
+                self._failed = failures[0]
+            failed = self._failed
+        if failed is not None:
+            raise OSError(f"a directory fsync failed, so renames of applied steps may be lost: {failed}; "
+                          "restart the job to apply the batch again") from failed
 
     def close(self) -> None:
         with self._lock:
@@ -58,7 +70,7 @@ def fsync_dir(directory: str) -> None:
     """fsync ``directory`` (its entries: renames into it); one that is gone has nothing to sync."""
     try:
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
+    except FileNotFoundError:
         return
     try:
         os.fsync(fd)

@@ -47,7 +47,7 @@ from streamer.filesystems import url_to_fs
 from streamer.metastore.catalog import Catalog
 from streamer.target.apply import dir_sync, files, function_resources, swap
 from streamer.target.apply.by_state import SOURCE_LOCATION_PARAM
-from streamer.target.apply.dir_fsync import DirFsyncs
+from streamer.target.apply.dir_fsync import DirFsyncs, fsync_dir
 from streamer.target.apply.dir_sync import ChecksumCache, DirSynced
 from streamer.target.apply.effects import (
     AddConstraints,
@@ -98,6 +98,7 @@ class Side(Protocol):
     def owners(self) -> ExternalOwners: ...
     @property
     def dir_fsyncs(self) -> DirFsyncs | None: ...
+    def settle_dir_fsyncs(self) -> None: ...
     def owner_exists(self, owner: Owner) -> bool: ...
     def check_owned(self, name: str) -> DatabaseSnapshot | None: ...
     def owned_checked(self, name: str) -> bool: ...
@@ -357,12 +358,14 @@ def clear_dir(side: Side, url: str, *, keep: Iterable[str] = (), recursive_files
 def move_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> bool:
     for url in (src, dst):
         check_place(side, url, event_id=event_id)
+    side.settle_dir_fsyncs()  # a queued fsync of a directory under ``src`` would sync its old path
     return files.move_dir(src, dst, side.paths.roots, event_id=event_id)
 
 
 def link_dir(side: Side, src: str, dst: str, *, event_id: int | None = None) -> bool:
     for url in (src, dst):
         check_place(side, url, event_id=event_id)
+    side.settle_dir_fsyncs()  # the links copy what is under ``src``: its renames on disk first
     return files.link_dir(src, dst, side.paths.roots, event_id=event_id)
 
 
@@ -370,8 +373,13 @@ def remove_tree(side: Side, url: str, *, event_id: int | None = None) -> None:
     """Remove an object's directory: set aside in one rename and deleted after the grace period where
     the filesystem allows (``swap.remove_aside``), else in place."""
     check_place(side, url, event_id=event_id)
-    if not swap.remove_aside(url, side.paths.roots, event_id=event_id):
+    parent = swap.remove_aside(url, side.paths.roots, event_id=event_id)
+    if parent is None:
         files.remove_tree(url, side.paths.roots, event_id=event_id)
+    elif side.dir_fsyncs is not None:  # the rename on disk, as a rename into it (Staged.publish)
+        side.dir_fsyncs.add(parent)
+    else:
+        fsync_dir(parent)
 
 
 def remove_file(side: Side, url: str, directory: str, *, event_id: int | None = None) -> None:

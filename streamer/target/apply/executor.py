@@ -69,7 +69,14 @@ def run(ctx: ApplyContext, effects: Iterable[Effect]) -> None:
 
 
 def _recorded_at_batch_end(effects: list[Effect]) -> bool:
+    """Whether only the batch's markers record the step: none of its effects writes a durable record of
+    its own (the visibility store's, which a replay trusts: a committed transaction is not copied again)."""
+    if any(isinstance(e, _RECORDED_AT_ONCE) for e in effects):
+        return False
     return any(isinstance(e, Advance) and e.deferred and not e.journaled for e in effects)
+
+
+_RECORDED_AT_ONCE = (ResetWriteIds, CopyWriteIds, OpenTxns, NoteTxnBytes, CommitTxn, AbortTxn)
 
 
 def _run(ctx: ApplyContext, effects: list[Effect]) -> None:

@@ -47,6 +47,9 @@ from streamer.target.apply.sources import SourceRules
 log = logging.getLogger(__name__)
 
 TMP_PREFIX = ".streamer-tmp-"
+# a swap's hidden trees beside a directory (streamer.target.apply.swap): one being built, one set aside
+SWAP_INFIX = ".streamer-swap-"
+OLD_INFIX = ".streamer-old-"
 CHECKSUM_ALGORITHMS: tuple[str, ...] = checksums.ALGORITHMS
 
 
@@ -561,10 +564,15 @@ def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
     if not isinstance(fs, LocalFileSystem) or not os.path.isdir(src_path):
         return False
     try:
-        for directory, _dirs, files in os.walk(src_path):
+        for directory, dirs, files in os.walk(src_path):
+            # a swap's or a drop's hidden trees (the reaper deletes them) and killed copies' staging
+            # files are not the object's: not carried to its new place
+            dirs[:] = [d for d in dirs if not _swap_tree(d)]
             target = os.path.join(dst_path, os.path.relpath(directory, src_path))
             os.makedirs(target, exist_ok=True)
             for name in files:
+                if name.startswith(TMP_PREFIX):
+                    continue
                 source_file, target_file = os.path.join(directory, name), os.path.join(target, name)
                 if os.path.exists(target_file):
                     if os.path.samefile(source_file, target_file):
@@ -577,6 +585,10 @@ def link_dir(src: str, dst: str, roots: Sequence[Root], *, event_id: int | None 
     except OSError as exc:
         raise ApplyError(f"cannot link {src} into {dst}: {exc}", event_id=event_id, obj=src) from exc
     return True
+
+
+def _swap_tree(name: str) -> bool:
+    return name.startswith(".") and (SWAP_INFIX in name or OLD_INFIX in name)
 
 
 def _child(url: str, name: str) -> str:

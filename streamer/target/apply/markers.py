@@ -121,6 +121,7 @@ def write_marker(
     """``repl.last.id`` of ``src``'s target database to at least ``last`` (the state file's progress
     when there is no database to hold it); ``db`` (or the batch's snapshot) spares a read;
     ``progress`` is the applier's, for the metric; ``lift`` removes the fence in the same call."""
+    ctx.markers.dir_fsyncs.wait()  # the steps it covers are on disk first (streamer.target.apply.dir_fsync)
     if src == GLOBAL_DB:  # no database, so no series: the global watermark shows its progress
         record_off_catalog(ctx.state, src, last)
         return

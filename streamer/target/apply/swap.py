@@ -51,14 +51,12 @@ from fsspec.implementations.local import LocalFileSystem
 from streamer.errors import ApplyError, PathEscapeError
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
-from streamer.target.apply.files import TMP_PREFIX, CopyReport, Staged
+from streamer.target.apply.files import OLD_INFIX, SWAP_INFIX, TMP_PREFIX, CopyReport, Staged
 from streamer.target.apply.guard import check_write, inside_a_root
 from streamer.target.apply.paths import Root
 
 log = logging.getLogger(__name__)
 
-SWAP_INFIX = ".streamer-swap-"
-OLD_INFIX = ".streamer-old-"
 GRACE_SECONDS = 60.0  # how long a replaced tree stays (hidden) for readers still listing it
 MAX_RELINKED = 10_000  # entries of the old directory re-linked per insert before falling back
 _RENAME_EXCHANGE = 2
@@ -179,28 +177,29 @@ def publish_swapped(
     return staged.published()
 
 
-def remove_aside(url: str, roots: Sequence[Root], *, event_id: int | None) -> bool:
+def remove_aside(url: str, roots: Sequence[Root], *, event_id: int | None) -> str | None:
     """Remove a dropped object's directory ``url`` with one rename: gone at once for a reader listing
     its parent (deleted in place, its files would go one by one), set aside like a replaced tree and
-    deleted by the reaper after the grace period, off the step. Absent is fine (a replay). False: not
-    possible here (not a local filesystem, a parent outside the roots, a refused rename), nothing done."""
+    deleted by the reaper after the grace period, off the step. Returns the parent whose entry changed
+    (for the caller to sync; ``url`` absent, a replay: the parent too). None: not possible here (not a
+    local filesystem, a parent outside the roots, a refused rename), nothing done."""
     fs, path = url_to_fs(url)
     if not isinstance(fs, LocalFileSystem):
-        return False
+        return None
     check_write(url, url, roots, event_id=event_id)
     if roots and not inside_a_root(url.rstrip("/").rsplit("/", 1)[0], roots):
-        return False
+        return None
     path = path.rstrip("/")
-    if not os.path.lexists(path):
-        return True
     parent, name = os.path.split(path)
+    if not os.path.lexists(path):
+        return parent
     _adopt_in_background(roots)
     try:
         _set_aside(path, parent, name)
     except OSError as exc:  # a mount point, a full directory: deleted in place instead
         log.debug("event %s: %s not set aside (%s): deleting it in place", event_id, url, exc)
-        return not os.path.lexists(path)
-    return True
+        return None if os.path.lexists(path) else parent
+    return parent
 
 
 def _one_rename_at_most(staged: Staged, directory: str) -> bool:

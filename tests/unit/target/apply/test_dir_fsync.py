@@ -11,7 +11,7 @@ import pytest
 
 from streamer.events.model import Event
 from streamer.metastore.catalog import LAST_ID_PARAM
-from streamer.target.apply import dir_fsync, files
+from streamer.target.apply import dir_fsync, door, files, markers
 from streamer.target.apply import journal as j
 from streamer.target.apply.applier import DEFER_MIN_EVENTS, regrouped
 from streamer.target.apply.dir_fsync import DirFsyncs
@@ -65,13 +65,14 @@ def test_a_failed_fsync_is_raised_even_when_a_later_one_of_its_directory_passed(
     with pytest.raises(OSError, match="Input/output"):
         fsyncs.wait()
     assert calls == ["/d", "/d"]
-    fsyncs.wait()  # raised once: nothing owed any more
+    with pytest.raises(OSError, match="restart the job"):  # and at every later wait: no marker after it
+        fsyncs.wait()
     fsyncs.close()
 
 
 def _log_syncs_and_markers(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Inline fsyncs, deferred ones (slowed, so a batch end that did not wait would pass them) and
-    ``repl.last.id`` writes, in the order they happened."""
+    """Inline fsyncs, deferred ones (held until the batch's end begins, so one that did not wait would
+    pass them) and ``repl.last.id`` writes, in the order they happened."""
     log: list[tuple[str, str]] = []
     lock = threading.Lock()
 
@@ -79,12 +80,21 @@ def _log_syncs_and_markers(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[tu
         with lock:
             log.append((kind, what))
 
+    batch_end = threading.Event()
+
     def deferred(directory: str) -> None:
-        time.sleep(0.02)
+        batch_end.wait(5)  # held until the batch's end begins: it must wait for this one
         note("deferred", directory)
+
+    flush = markers.flush
+
+    def flush_after_steps(ctx: object, progress: object) -> None:
+        batch_end.set()
+        flush(ctx, progress)  # type: ignore[arg-type]
 
     monkeypatch.setattr(files, "fsync_dir", lambda directory: note("inline", directory))
     monkeypatch.setattr(dir_fsync, "fsync_dir", deferred)
+    monkeypatch.setattr(markers, "flush", flush_after_steps)
     alter = env.catalog.alter_database
 
     def alter_database(name: str, db: object, *args: object, **kw: object) -> None:
@@ -125,8 +135,8 @@ def test_a_fenced_batch_syncs_its_directories_behind_its_steps_and_before_its_ma
     report = run_plan(env.applier, the_plan, env.state)
     assert not report.halted and sorted(report.applied) == [e.event_id for e in events]
     table_dir = str(env.wh / "a.db" / "t")
-    kinds = [kind for kind, what in log if what == table_dir]
-    assert set(kinds) == {"deferred"} and len(kinds) < DEFER_MIN_EVENTS  # one queued covers later renames
+    # the first one held while it runs, a second queued behind it covers every later rename
+    assert [kind for kind, what in log if what == table_dir] == ["deferred", "deferred"]
     marker = log.index(("marker", str(events[-1].event_id)))
     assert all(i < marker for i, (kind, _) in enumerate(log) if kind == "deferred")
     assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == str(events[-1].event_id)
@@ -162,3 +172,55 @@ def test_the_journal_syncs_only_when_a_line_was_written_since_its_last_sync(
     journal.sync()
     assert len(synced) == 2
     assert journal.read() == {"a": 2}
+
+
+def test_a_step_that_records_itself_on_its_own_syncs_inline() -> None:
+    from streamer.target.apply.effects import Advance, CommitTxn
+    from streamer.target.apply.executor import _recorded_at_batch_end
+
+    fenced = Advance("a", 9, deferred=True, journaled=False)
+    assert _recorded_at_batch_end([fenced])
+    assert not _recorded_at_batch_end([Advance("a", 9, deferred=True, journaled=True)])
+    assert not _recorded_at_batch_end([Advance("a", 9, deferred=False, journaled=False)])
+    # a commit is written to the visibility store at once, and a replay trusts it (copies nothing again)
+    assert not _recorded_at_batch_end([CommitTxn(7, frozenset()), fenced])
+
+
+def _queue_held(env: Env, monkeypatch: pytest.MonkeyPatch, log: list[str]) -> threading.Event:
+    release = threading.Event()
+
+    def held(directory: str) -> None:
+        release.wait(5)
+        log.append("fsync")
+
+    monkeypatch.setattr(dir_fsync, "fsync_dir", held)
+    env.applier.markers.dir_fsyncs.add(str(env.wh))
+    threading.Timer(0.2, release.set).start()
+    return release
+
+
+def test_a_marker_written_outside_the_batch_end_waits_for_the_queued_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(tmp_path)
+    assert env.run([b.create_db(1, "a")]) == [1]
+    log: list[str] = []
+    _queue_held(env, monkeypatch, log)
+    alter = env.catalog.alter_database
+    monkeypatch.setattr(env.catalog, "alter_database", lambda *a, **k: (log.append("marker"), alter(*a, **k)))
+    markers.write_marker(env.applier, "a", 2, 2)
+    assert log == ["fsync", "marker"]
+
+
+def test_a_directory_moves_only_after_the_queued_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(tmp_path)
+    src, dst = env.wh / "a.db" / "t" / "p=1", env.wh / "a.db" / "t" / "p=2"
+    src.mkdir(parents=True)
+    log: list[str] = []
+    _queue_held(env, monkeypatch, log)
+    move = files.move_dir
+    monkeypatch.setattr(files, "move_dir", lambda *a, **k: (log.append("move"), move(*a, **k))[1])
+    assert door.move_dir(env.applier, str(src), str(dst), event_id=3)
+    assert log == ["fsync", "move"] and dst.is_dir()

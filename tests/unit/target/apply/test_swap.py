@@ -12,7 +12,7 @@ import pytest
 
 from streamer.errors import PathEscapeError
 from streamer.target.apply import swap
-from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, clear_dir
+from streamer.target.apply.files import TMP_PREFIX, FileCopier, Staged, clear_dir, link_dir
 from streamer.target.apply.paths import Root
 from streamer.target.apply.swap import OLD_INFIX, SWAP_INFIX, publish_swapped, supports_exchange
 from tests.unit.target.builders import write_source_file
@@ -270,24 +270,35 @@ def test_trees_a_stopped_process_set_aside_are_removed_in_their_grace_everywhere
 def test_a_dropped_directory_goes_in_one_rename_and_is_deleted_after_the_grace_period(
     dst: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(swap, "GRACE_SECONDS", 0.3)
+    reaped: list[tuple[str, float]] = []
+    monkeypatch.setattr(swap._reaper, "add", lambda path, delay: reaped.append((path, delay)))
     part = dst / "a.db" / "t" / "dt=1"
     (part / "sub").mkdir(parents=True)
     for i in range(3):
         (part / f"00000{i}_0").write_bytes(b"x")
     (part / "sub" / f"{TMP_PREFIX}f-0123456789ab").write_bytes(b"half")  # a killed copy's
     inode = part.stat().st_ino
-    assert swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=4)
+    assert swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=4) == str(dst / "a.db" / "t")
     assert not part.exists() and _names(dst / "a.db" / "t") == set()
     aside = [p for p in (dst / "a.db" / "t").iterdir() if OLD_INFIX in p.name]
     assert len(aside) == 1 and aside[0].name.startswith(".dt=1") and aside[0].stat().st_ino == inode
     assert sorted(p.name for p in aside[0].iterdir() if p.is_file()) == ["000000_0", "000001_0", "000002_0"]
     assert _staging_files(dst) == [], "a killed copy's staging file goes at once"
-    deadline = time.monotonic() + 10
-    while aside[0].exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not aside[0].exists()
+    assert reaped == [(str(aside[0]), swap.GRACE_SECONDS)], "deleted by the reaper after the grace period"
     assert swap.remove_aside(str(part), [Root.parse(str(dst))], event_id=4), "absent: a replay"
+
+
+def test_a_renamed_table_leaves_the_hidden_trees_and_staging_files_behind(dst: Path) -> None:
+    table = dst / "a.db" / "t"
+    (table / "dt=1").mkdir(parents=True)
+    (table / "dt=1" / "000000_0").write_bytes(b"x")
+    (table / "dt=1" / f"{TMP_PREFIX}000001_0-0123456789ab").write_bytes(b"half")
+    (table / f".dt=0{OLD_INFIX}{time.time_ns()}").mkdir()  # a dropped partition, set aside
+    (table / f".dt=2{SWAP_INFIX}7").mkdir()  # a killed swap's shadow
+    roots = [Root.parse(str(dst))]
+    assert link_dir(str(table), str(dst / "a.db" / "u"), roots, event_id=8)
+    linked = sorted(str(p.relative_to(dst / "a.db" / "u")) for p in (dst / "a.db" / "u").rglob("*"))
+    assert linked == ["dt=1", "dt=1/000000_0"]
 
 
 def test_a_lister_sees_a_dropped_directory_whole_or_not_at_all(dst: Path) -> None:
