@@ -224,3 +224,27 @@ def test_a_directory_moves_only_after_the_queued_fsyncs(
     monkeypatch.setattr(files, "move_dir", lambda *a, **k: (log.append("move"), move(*a, **k))[1])
     assert door.move_dir(env.applier, str(src), str(dst), event_id=3)
     assert log == ["fsync", "move"] and dst.is_dir()
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+def test_a_dropped_directory_s_parent_is_synced_after_its_rename_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fenced: bool
+) -> None:
+    env = make_env(tmp_path)
+    part = env.wh / "a.db" / "t" / "p=1"
+    part.mkdir(parents=True)
+    synced: list[tuple[str, str]] = []
+    monkeypatch.setattr(door, "fsync_dir", lambda d: synced.append(("inline", d)))
+    queue = env.applier.markers.dir_fsyncs
+    monkeypatch.setattr(queue, "add", lambda d: synced.append(("queued", d)))
+    env.applier.dir_fsyncs = queue if fenced else None  # as executor.run sets it for the step
+    door.remove_tree(env.applier, str(part), event_id=5)
+    assert not part.exists()
+    assert synced == [("queued" if fenced else "inline", str(env.wh / "a.db" / "t"))]
+
+
+def test_a_directory_that_cannot_be_opened_is_not_taken_for_a_gone_one(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):  # before: every OSError passed as "nothing to sync"
+        dir_fsync.fsync_dir(str(tmp_path / "f" / "x"))
+    dir_fsync.fsync_dir(str(tmp_path / "gone"))  # absent: nothing to sync
