@@ -66,12 +66,15 @@ class DirFsyncs:
             pool.shutdown(wait=True)
 
 
-def fsync_dir(directory: str) -> None:
-    """fsync ``directory`` (its entries: renames into it); one that is gone has nothing to sync."""
+def fsync_dir(directory: str, *, missing_ok: bool = True) -> None:
+    """fsync ``directory`` (its entries: renames into it); one that is gone has nothing to sync, unless
+    it must be there (``missing_ok=False``: a swap's tree it has just built)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        if missing_ok:
+            return
+        raise
     try:
         os.fsync(fd)
     finally:

@@ -51,6 +51,7 @@ from fsspec.implementations.local import LocalFileSystem
 from streamer.errors import ApplyError, PathEscapeError
 from streamer.filesystems import url_to_fs
 from streamer.hive.files import is_hidden
+from streamer.target.apply.dir_fsync import fsync_dir
 from streamer.target.apply.files import OLD_INFIX, SWAP_INFIX, TMP_PREFIX, CopyReport, Staged
 from streamer.target.apply.guard import check_write, inside_a_root
 from streamer.target.apply.paths import Root
@@ -396,8 +397,4 @@ def _fsync_tree(root: str) -> None:
 
 
 def _fsync(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(directory, missing_ok=False)
