@@ -135,8 +135,9 @@ def test_a_fenced_batch_syncs_its_directories_behind_its_steps_and_before_its_ma
     report = run_plan(env.applier, the_plan, env.state)
     assert not report.halted and sorted(report.applied) == [e.event_id for e in events]
     table_dir = str(env.wh / "a.db" / "t")
-    # the first one held while it runs, a second queued behind it covers every later rename
-    assert [kind for kind, what in log if what == table_dir] == ["deferred", "deferred"]
+    # the first one held while it runs, at most one queued behind it covers every later rename
+    kinds = [kind for kind, what in log if what == table_dir]
+    assert set(kinds) == {"deferred"} and len(kinds) <= 2
     marker = log.index(("marker", str(events[-1].event_id)))
     assert all(i < marker for i, (kind, _) in enumerate(log) if kind == "deferred")
     assert env.catalog.databases["a"].parameters[LAST_ID_PARAM] == str(events[-1].event_id)
